@@ -1,0 +1,36 @@
+import { describe } from "./bytes.js";
+import { invalidArgument } from "./errors.js";
+import type { LeaseId } from "./codec.js";
+
+const INT64_MAX = 9223372036854775807n;
+
+/** A lease ID from the caller: a decimal string or a bigint in int64 range, kept as a decimal string. */
+export function leaseIdArg(value: unknown, name = "lease"): LeaseId {
+  if (typeof value === "bigint") {
+    if (value < 0n || value > INT64_MAX) throw invalidArgument(`${name} ${value} is outside the int64 range`);
+    return value.toString();
+  }
+  if (typeof value === "string" && /^[0-9]{1,19}$/.test(value) && BigInt(value) <= INT64_MAX) {
+    return BigInt(value).toString();
+  }
+  throw invalidArgument(
+    `${name} must be a lease ID as a decimal string (as returned by lease.grant), got ${describe(value)}`,
+  );
+}
+
+/** A revision, count or limit: a whole number >= 0 that a double holds exactly. */
+export function countArg(value: unknown, name: string): number {
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0) {
+    throw invalidArgument(`${name} must be a whole number >= 0, got ${describe(value)}`);
+  }
+  return value;
+}
+
+export function optionalCount(value: unknown, name: string): number | undefined {
+  return value === undefined ? undefined : countArg(value, name);
+}
+
+/** int64 fields go out as strings, and zero values are left out, as protojson does. */
+export function int64Field(value: number | undefined): string | undefined {
+  return value === undefined || value === 0 ? undefined : String(value);
+}

@@ -1,0 +1,84 @@
+import { fromByteArray, toByteArray } from "base64-js";
+import { invalidArgument } from "./errors.js";
+
+/** A key or value as the caller gives it: text (encoded as UTF-8) or raw bytes. */
+export type Bytes = string | Uint8Array;
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+const EMPTY = new Uint8Array(0);
+/** etcd's marker for "no upper bound" in range_end: every key >= key. */
+export const ZERO_BYTE = new Uint8Array([0]);
+
+export function toBytes(input: Bytes): Uint8Array {
+  if (typeof input === "string") return input.length === 0 ? EMPTY : encoder.encode(input);
+  if (input instanceof Uint8Array) return input;
+  throw invalidArgument(`expected a string or Uint8Array, got ${describe(input)}`);
+}
+
+export function toText(bytes: Uint8Array): string {
+  return bytes.length === 0 ? "" : decoder.decode(bytes);
+}
+
+export function toBase64(bytes: Uint8Array): string {
+  return fromByteArray(bytes);
+}
+
+export function fromBase64(text: string | undefined): Uint8Array {
+  return text === undefined || text.length === 0 ? EMPTY : toByteArray(text);
+}
+
+export function concatBytes(a: Uint8Array, b: Uint8Array): Uint8Array {
+  if (a.length === 0) return b;
+  if (b.length === 0) return a;
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a, 0);
+  out.set(b, a.length);
+  return out;
+}
+
+export function startsWith(bytes: Uint8Array, prefix: Uint8Array): boolean {
+  if (prefix.length > bytes.length) return false;
+  for (let i = 0; i < prefix.length; i++) if (bytes[i] !== prefix[i]) return false;
+  return true;
+}
+
+export function compareBytes(a: Uint8Array, b: Uint8Array): number {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    const d = a[i]! - b[i]!;
+    if (d !== 0) return d;
+  }
+  return a.length - b.length;
+}
+
+export function bytesEqual(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && compareBytes(a, b) === 0;
+}
+
+/**
+ * The smallest key greater than every key that starts with `prefix`, as etcd's clientv3 computes it:
+ * increment the last byte below 0xff and cut after it. A prefix of only 0xff bytes has no such key, so
+ * the range is open-ended ("\0" means every key >= start).
+ */
+export function prefixEnd(prefix: Uint8Array): Uint8Array {
+  for (let i = prefix.length - 1; i >= 0; i--) {
+    const byte = prefix[i]!;
+    if (byte < 0xff) {
+      const end = prefix.slice(0, i + 1);
+      end[i] = byte + 1;
+      return end;
+    }
+  }
+  return ZERO_BYTE;
+}
+
+export function isZeroByte(bytes: Uint8Array): boolean {
+  return bytes.length === 1 && bytes[0] === 0;
+}
+
+export function describe(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "an array";
+  return typeof value === "object" ? (value.constructor?.name ?? "an object") : `${typeof value} ${String(value)}`;
+}

@@ -1,0 +1,101 @@
+import { type Bytes, toBytes } from "./bytes.js";
+import { invalidArgument } from "./errors.js";
+import type { Fetch } from "./gateway/fetch.js";
+
+export interface EtcdOptions {
+  /** One or more gateway URLs, e.g. `http://10.0.0.1:2379`. Calls fail over between them. */
+  endpoints: string | readonly string[];
+  /** A fetch implementation; by default the runtime's global `fetch`, looked up on every call. */
+  fetch?: Fetch | undefined;
+  /** Time budget of each call in milliseconds, retries included. Default 10 000. */
+  timeout?: number | undefined;
+  /** How many times a call that is safe to repeat is retried on another endpoint. Default 3. */
+  retries?: number | undefined;
+  /** Credentials for an etcd with auth enabled; the token is fetched and refreshed as needed. */
+  auth?: { username: string; password: string } | undefined;
+  /** A key prefix applied to every key sent and stripped from every key received. */
+  namespace?: Bytes | undefined;
+  /** Extra headers on every request (for a proxy in front of etcd, say). */
+  headers?: Record<string, string> | undefined;
+  /**
+   * Ask members without a raft leader to fail at once instead of after ~7 s, so calls move on to a
+   * healthy member. Default true.
+   */
+  requireLeader?: boolean | undefined;
+}
+
+export interface ResolvedConfig {
+  readonly endpoints: readonly string[];
+  readonly fetch: Fetch | undefined;
+  readonly timeout: number;
+  readonly retries: number;
+  readonly auth: { readonly username: string; readonly password: string } | undefined;
+  readonly namespace: Uint8Array;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly requireLeader: boolean;
+}
+
+export const DEFAULT_TIMEOUT = 10_000;
+export const DEFAULT_RETRIES = 3;
+
+/** Checks the options once, with messages that say what to fix, and fills in the defaults. */
+export function resolveConfig(options: EtcdOptions): ResolvedConfig {
+  if (typeof options !== "object" || options === null) {
+    throw invalidArgument("new Etcd(options): options must be an object with `endpoints`");
+  }
+  const auth = options.auth;
+  if (auth !== undefined) {
+    if (typeof auth?.username !== "string" || auth.username.length === 0 || typeof auth.password !== "string") {
+      throw invalidArgument("auth must be { username: string, password: string } with a non-empty username");
+    }
+  }
+  if (options.fetch !== undefined && typeof options.fetch !== "function") {
+    throw invalidArgument("fetch must be a function");
+  }
+  return {
+    endpoints: resolveEndpoints(options.endpoints),
+    fetch: options.fetch,
+    timeout: resolveTimeout(options.timeout, "timeout") ?? DEFAULT_TIMEOUT,
+    retries: resolveCount(options.retries, "retries") ?? DEFAULT_RETRIES,
+    auth: auth === undefined ? undefined : { username: auth.username, password: auth.password },
+    namespace: options.namespace === undefined ? new Uint8Array(0) : toBytes(options.namespace),
+    headers: { ...options.headers },
+    requireLeader: options.requireLeader ?? true,
+  };
+}
+
+function resolveEndpoints(input: EtcdOptions["endpoints"]): string[] {
+  const list = typeof input === "string" ? [input] : input;
+  if (!Array.isArray(list) || list.length === 0) {
+    throw invalidArgument('endpoints must be a non-empty array of URLs, e.g. ["http://127.0.0.1:2379"]');
+  }
+  return list.map((endpoint: unknown) => {
+    let url: URL;
+    try {
+      url = new URL(String(endpoint));
+    } catch {
+      throw invalidArgument(`endpoint ${JSON.stringify(endpoint)} is not a URL; write it as http://host:2379`);
+    }
+    if (url.protocol !== "http:" && url.protocol !== "https:") {
+      throw invalidArgument(`endpoint ${JSON.stringify(endpoint)} must use http: or https:`);
+    }
+    return url.href.replace(/\/+$/, "");
+  });
+}
+
+/** A timeout in milliseconds: positive and finite, or Infinity for "no limit". */
+export function resolveTimeout(value: unknown, name: string): number | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== "number" || Number.isNaN(value) || value <= 0) {
+    throw invalidArgument(`${name} must be a positive number of milliseconds, got ${String(value)}`);
+  }
+  return value;
+}
+
+function resolveCount(value: unknown, name: string): number | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== "number" || !Number.isInteger(value) || value < 0) {
+    throw invalidArgument(`${name} must be a whole number >= 0, got ${String(value)}`);
+  }
+  return value;
+}

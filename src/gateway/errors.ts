@@ -1,0 +1,118 @@
+import {
+  EtcdBadResponseError,
+  EtcdCompactedError,
+  EtcdError,
+  type EtcdErrorCode,
+  EtcdServerError,
+} from "../errors.js";
+import { streamError, unaryError, type WireStreamError } from "./wire.js";
+
+const BODY_PREVIEW = 512;
+
+/** gRPC status codes by number, as etcd's gateway reports them. */
+const CODE_BY_GRPC: Record<number, EtcdErrorCode> = {
+  1: "ABORTED",
+  3: "INVALID_ARGUMENT",
+  4: "TIMEOUT",
+  5: "NOT_FOUND",
+  6: "ALREADY_EXISTS",
+  7: "PERMISSION_DENIED",
+  8: "RESOURCE_EXHAUSTED",
+  9: "FAILED_PRECONDITION",
+  10: "ABORTED",
+  11: "INVALID_ARGUMENT",
+  12: "INTERNAL",
+  13: "INTERNAL",
+  14: "UNAVAILABLE",
+  15: "INTERNAL",
+  16: "UNAUTHENTICATED",
+};
+
+/** Used only when a non-200 JSON body carries no gRPC code. */
+const CODE_BY_HTTP: Record<number, EtcdErrorCode> = {
+  400: "INVALID_ARGUMENT",
+  401: "UNAUTHENTICATED",
+  403: "PERMISSION_DENIED",
+  404: "NOT_FOUND",
+  412: "FAILED_PRECONDITION",
+  429: "RESOURCE_EXHAUSTED",
+  503: "UNAVAILABLE",
+  504: "TIMEOUT",
+};
+
+/**
+ * The error for a gRPC status from etcd. A few messages are refined into codes callers act on: etcd
+ * reports them under generic gRPC codes (compaction is OutOfRange, a missing lease NotFound, and a
+ * request without a token on an auth-enabled cluster InvalidArgument "user name is empty").
+ */
+export function serverError(grpcCode: number, message: string, httpStatus: number, endpoint?: string): EtcdError {
+  const text = message.length > 0 ? message : `gRPC status ${grpcCode}`;
+  if (text.includes("required revision has been compacted")) {
+    return new EtcdCompactedError(text, undefined, endpointOption(endpoint));
+  }
+  const code = refinedCode(text) ?? CODE_BY_GRPC[grpcCode] ?? "UNKNOWN";
+  return new EtcdServerError(code, text, { grpcCode, httpStatus, ...endpointOption(endpoint) });
+}
+
+/**
+ * Codes decided by etcd's message text, for errors whose gRPC code is too generic to act on, and for a
+ * watch's `cancel_reason`, which has only the text.
+ */
+const CODE_BY_MESSAGE: Array<[string, EtcdErrorCode]> = [
+  ["required revision is a future revision", "FUTURE_REVISION"],
+  ["requested lease not found", "LEASE_NOT_FOUND"],
+  ["lease already exists", "ALREADY_EXISTS"],
+  ["user name is empty", "UNAUTHENTICATED"],
+  ["invalid auth token", "UNAUTHENTICATED"],
+  ["auth token is expired", "UNAUTHENTICATED"],
+  ["permission denied", "PERMISSION_DENIED"],
+  ["no leader", "UNAVAILABLE"],
+];
+
+function refinedCode(message: string): EtcdErrorCode | undefined {
+  return CODE_BY_MESSAGE.find(([text]) => message.includes(text))?.[1];
+}
+
+/** The error for a non-200 answer: etcd's JSON error body if it is one, else "that wasn't the gateway". */
+export function errorFromBody(status: number, text: string, endpoint?: string): EtcdError {
+  const json = parseJson(text);
+  const parsed = json === undefined ? undefined : unaryError.safeParse(json);
+  if (parsed?.success) {
+    const { code, message, error } = parsed.data;
+    const detail = message ?? error ?? "";
+    if (code !== undefined) return serverError(code, detail, status, endpoint);
+    const byStatus = CODE_BY_HTTP[status];
+    if (byStatus) return new EtcdServerError(byStatus, detail || `HTTP ${status}`, { grpcCode: 2, httpStatus: status, ...endpointOption(endpoint) });
+  }
+  return badResponse(status, text, endpoint);
+}
+
+/** The error carried by a stream's `{"error": ...}` line (3.4/3.5 and 3.6 shapes). */
+export function errorFromStreamLine(value: unknown, httpStatus: number, endpoint?: string): EtcdError {
+  const parsed = streamError.safeParse(value);
+  const wire: WireStreamError = parsed.success ? parsed.data : {};
+  const grpcCode = wire.grpc_code ?? wire.code ?? 2;
+  return serverError(grpcCode, wire.message ?? "", wire.http_code ?? httpStatus, endpoint);
+}
+
+export function badResponse(status: number, text: string, endpoint?: string, reason?: string): EtcdBadResponseError {
+  const body = text.length > BODY_PREVIEW ? `${text.slice(0, BODY_PREVIEW)}…` : text;
+  const what = reason ?? (text.length === 0 ? "an empty body" : "a body that is not the gateway's JSON");
+  return new EtcdBadResponseError(`unexpected response from ${endpoint ?? "etcd"}: HTTP ${status} with ${what}`, {
+    status,
+    body,
+    ...endpointOption(endpoint),
+  });
+}
+
+export function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+function endpointOption(endpoint: string | undefined): { endpoint?: string } {
+  return endpoint === undefined ? {} : { endpoint };
+}

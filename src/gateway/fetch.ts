@@ -1,0 +1,31 @@
+/**
+ * The part of `fetch` the SDK uses, named structurally so that any implementation fits: the runtime's
+ * global, undici's, msw's interceptor, or the testing kit's in-memory gateway.
+ */
+export type Fetch = (input: string, init: FetchInit) => Promise<FetchResponse>;
+
+export interface FetchInit {
+  method: "POST";
+  headers: Record<string, string>;
+  body: string;
+  signal: AbortSignal;
+}
+
+export interface FetchResponse {
+  readonly status: number;
+  readonly body: ReadableStream<Uint8Array> | null;
+  text(): Promise<string>;
+}
+
+/**
+ * The injected fetch, or the global one looked up at call time (so msw, which patches the global after
+ * the client exists, and workerd, which forbids a stale binding, both work). Called without a receiver.
+ */
+export function resolveFetch(injected: Fetch | undefined): Fetch {
+  if (injected) return injected;
+  const global = (globalThis as { fetch?: Fetch }).fetch;
+  if (typeof global !== "function") {
+    throw new TypeError("no global fetch in this runtime: pass `fetch` in the Etcd options");
+  }
+  return global;
+}

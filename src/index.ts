@@ -1,0 +1,35 @@
+export { Etcd } from "./client.js";
+export type { EtcdOptions, ResolvedConfig } from "./config.js";
+export type { Bytes } from "./bytes.js";
+export type { KeyValue, LeaseId, ResponseHeader } from "./codec.js";
+export type { KeyRange } from "./keyspace.js";
+export type {
+  DeleteOptions,
+  DeleteQuery,
+  DeleteResult,
+  PutOptions,
+  PutResult,
+  RangeOptions,
+  RangeQuery,
+  RangeResult,
+  SortOrder,
+  SortTarget,
+} from "./kv.js";
+export { cmp, Compare, op, Op } from "./txn.js";
+export type { AnyOp, CompareOperator, OpResults, TxnResult } from "./txn.js";
+export { TxnBuilder } from "./txn-builder.js";
+export { LeaseClient } from "./lease.js";
+export type { LeaseGrantResult, LeaseKeepAliveResult, LeaseListResult, LeaseTimeToLiveResult } from "./lease.js";
+export type { WatchBatch, WatchEvent, WatchOptions, WatchQuery } from "./watch.js";
+export type { CallOptions, RetryPolicy } from "./gateway/transport.js";
+export type { Fetch, FetchInit, FetchResponse } from "./gateway/fetch.js";
+export {
+  EtcdBadResponseError,
+  EtcdCompactedError,
+  EtcdError,
+  EtcdServerError,
+  EtcdTimeoutError,
+  isEtcdError,
+} from "./errors.js";
+export type { EtcdErrorCode } from "./errors.js";
+export { VERSION } from "./version.js";

@@ -1,0 +1,160 @@
+import { countArg, int64Field, leaseIdArg, optionalCount } from "./args.js";
+import { type Bytes, toBase64, toBytes } from "./bytes.js";
+import { decodeHeader, decodeKeyValue, decodeKeyValues, int, type KeyValue, type LeaseId, type ResponseHeader } from "./codec.js";
+import { invalidArgument } from "./errors.js";
+import type { KeyRange, Keyspace } from "./keyspace.js";
+import type { WireDeleteRange, WirePut, WireRange } from "./gateway/wire.js";
+
+export type SortTarget = "key" | "version" | "createRevision" | "modRevision" | "value";
+export type SortOrder = "none" | "ascend" | "descend";
+
+export interface RangeOptions {
+  /** At most this many keys (0: no limit). `more` says whether there were others. */
+  limit?: number | undefined;
+  /** Read the store as it was at this revision (0: latest). */
+  revision?: number | undefined;
+  sort?: { target?: SortTarget | undefined; order?: SortOrder | undefined } | undefined;
+  keysOnly?: boolean | undefined;
+  countOnly?: boolean | undefined;
+  minCreateRevision?: number | undefined;
+  maxCreateRevision?: number | undefined;
+  minModRevision?: number | undefined;
+  maxModRevision?: number | undefined;
+  /** Serve from the member's local state without a quorum read: faster, possibly stale. */
+  serializable?: boolean | undefined;
+}
+
+export type RangeQuery = KeyRange & RangeOptions;
+
+export interface RangeResult {
+  header: ResponseHeader;
+  kvs: KeyValue[];
+  /** How many keys matched in all, before `limit`. */
+  count: number;
+  /** Whether `limit` left keys out. */
+  more: boolean;
+}
+
+export interface PutOptions {
+  /** Attach the key to this lease: it is deleted when the lease ends. */
+  lease?: LeaseId | undefined;
+  /** Return the key-value as it was before this put. */
+  prevKv?: boolean | undefined;
+  /** Keep the current value (the key must exist); only the lease changes. */
+  ignoreValue?: boolean | undefined;
+  /** Keep the current lease (the key must exist); only the value changes. */
+  ignoreLease?: boolean | undefined;
+}
+
+export interface PutResult {
+  header: ResponseHeader;
+  prevKv: KeyValue | undefined;
+}
+
+export interface DeleteOptions {
+  /** Return the deleted key-values. */
+  prevKv?: boolean | undefined;
+}
+
+export type DeleteQuery = KeyRange & DeleteOptions;
+
+export interface DeleteResult {
+  header: ResponseHeader;
+  deleted: number;
+  prevKvs: KeyValue[];
+}
+
+const SORT_TARGET: Record<SortTarget, string> = {
+  key: "KEY",
+  version: "VERSION",
+  createRevision: "CREATE",
+  modRevision: "MOD",
+  value: "VALUE",
+};
+const SORT_ORDER: Record<SortOrder, string> = { none: "NONE", ascend: "ASCEND", descend: "DESCEND" };
+
+export function rangeRequest(keyspace: Keyspace, query: Bytes | RangeQuery): Record<string, unknown> {
+  const options: RangeOptions = typeof query === "object" && !(query instanceof Uint8Array) ? query : {};
+  return {
+    ...keyspace.range(query),
+    limit: int64Field(optionalCount(options.limit, "limit")),
+    revision: int64Field(optionalCount(options.revision, "revision")),
+    ...sortFields(options.sort),
+    serializable: options.serializable || undefined,
+    keys_only: options.keysOnly || undefined,
+    count_only: options.countOnly || undefined,
+    min_mod_revision: int64Field(optionalCount(options.minModRevision, "minModRevision")),
+    max_mod_revision: int64Field(optionalCount(options.maxModRevision, "maxModRevision")),
+    min_create_revision: int64Field(optionalCount(options.minCreateRevision, "minCreateRevision")),
+    max_create_revision: int64Field(optionalCount(options.maxCreateRevision, "maxCreateRevision")),
+  };
+}
+
+function sortFields(sort: RangeOptions["sort"]): Record<string, string> {
+  if (sort === undefined) return {};
+  const target = sort.target ?? "key";
+  if (!(target in SORT_TARGET)) throw invalidArgument(`sort.target must be one of ${Object.keys(SORT_TARGET).join(", ")}`);
+  const order = sort.order ?? (target === "key" ? "none" : "ascend");
+  if (!(order in SORT_ORDER)) throw invalidArgument(`sort.order must be one of ${Object.keys(SORT_ORDER).join(", ")}`);
+  // As in clientv3: keys already come in ascending key order, and a target with no order would be ignored.
+  const effective = target === "key" && order === "ascend" ? "none" : order;
+  return { sort_target: SORT_TARGET[target], sort_order: SORT_ORDER[effective] };
+}
+
+export function decodeRange(keyspace: Keyspace, wire: WireRange): RangeResult {
+  return {
+    header: decodeHeader(wire.header),
+    kvs: decodeKeyValues(keyspace, wire.kvs),
+    count: int(wire.count, "count"),
+    more: wire.more ?? false,
+  };
+}
+
+export function putRequest(keyspace: Keyspace, key: Bytes, value: Bytes | undefined, options: PutOptions = {}): Record<string, unknown> {
+  if (value === undefined && !options.ignoreValue) {
+    throw invalidArgument("put needs a value (or ignoreValue: true to keep the current one)");
+  }
+  if (options.ignoreValue && value !== undefined && toBytes(value).length > 0) {
+    throw invalidArgument("put with ignoreValue must not also give a value");
+  }
+  const lease = options.lease === undefined ? undefined : leaseIdArg(options.lease);
+  if (options.ignoreLease && lease !== undefined && lease !== "0") {
+    throw invalidArgument("put with ignoreLease must not also give a lease");
+  }
+  return {
+    key: keyspace.encodeKey(key),
+    value: value === undefined ? undefined : emptyToUndefined(toBase64(toBytes(value))),
+    lease: lease === "0" ? undefined : lease,
+    prev_kv: options.prevKv || undefined,
+    ignore_value: options.ignoreValue || undefined,
+    ignore_lease: options.ignoreLease || undefined,
+  };
+}
+
+export function decodePut(keyspace: Keyspace, wire: WirePut): PutResult {
+  return {
+    header: decodeHeader(wire.header),
+    prevKv: wire.prev_kv === undefined ? undefined : decodeKeyValue(keyspace, wire.prev_kv),
+  };
+}
+
+export function deleteRequest(keyspace: Keyspace, query: Bytes | DeleteQuery): Record<string, unknown> {
+  const prevKv = typeof query === "object" && !(query instanceof Uint8Array) ? query.prevKv : undefined;
+  return { ...keyspace.range(query), prev_kv: prevKv || undefined };
+}
+
+export function decodeDelete(keyspace: Keyspace, wire: WireDeleteRange): DeleteResult {
+  return {
+    header: decodeHeader(wire.header),
+    deleted: int(wire.deleted, "deleted"),
+    prevKvs: decodeKeyValues(keyspace, wire.prev_kvs),
+  };
+}
+
+export function compactRequest(revision: number, physical: boolean | undefined): Record<string, unknown> {
+  return { revision: String(countArg(revision, "revision")), physical: physical || undefined };
+}
+
+function emptyToUndefined(text: string): string | undefined {
+  return text.length === 0 ? undefined : text;
+}

@@ -1,0 +1,116 @@
+import { countArg, leaseIdArg } from "./args.js";
+import { toText } from "./bytes.js";
+import { decodeHeader, id, int, type LeaseId, type ResponseHeader } from "./codec.js";
+import { EtcdError } from "./errors.js";
+import type { Keyspace } from "./keyspace.js";
+import type { CallOptions, Transport } from "./gateway/transport.js";
+import * as wire from "./gateway/wire.js";
+
+export interface LeaseGrantResult {
+  header: ResponseHeader;
+  id: LeaseId;
+  /** The TTL the server granted, in seconds (it raises very small requests to its minimum). */
+  ttl: number;
+}
+
+export interface LeaseKeepAliveResult {
+  header: ResponseHeader;
+  id: LeaseId;
+  /** Seconds the lease now has left. */
+  ttl: number;
+}
+
+export interface LeaseTimeToLiveResult {
+  header: ResponseHeader;
+  id: LeaseId;
+  /** Seconds left. */
+  ttl: number;
+  grantedTtl: number;
+  /** Attached keys, when asked for with `keys: true`. */
+  keys: string[];
+  keyBytes: Uint8Array[];
+}
+
+export interface LeaseListResult {
+  header: ResponseHeader;
+  leases: LeaseId[];
+}
+
+/** Leases: time-bound ownership of keys. Every call is one request. */
+export class LeaseClient {
+  readonly #transport: Transport;
+  readonly #keyspace: Keyspace;
+
+  /** @internal */
+  constructor(transport: Transport, keyspace: Keyspace) {
+    this.#transport = transport;
+    this.#keyspace = keyspace;
+  }
+
+  /** A new lease of `ttl` seconds; `id` asks for a specific ID (fails with ALREADY_EXISTS if taken). */
+  async grant(ttl: number, options: CallOptions & { id?: LeaseId | undefined } = {}): Promise<LeaseGrantResult> {
+    const seconds = countArg(ttl, "ttl");
+    if (seconds === 0) throw new EtcdError("INVALID_ARGUMENT", "ttl must be at least 1 second");
+    const requested = options.id === undefined ? undefined : leaseIdArg(options.id, "id");
+    const result = await this.#transport.unary(
+      { path: "/v3/lease/grant", body: { TTL: String(seconds), ID: requested }, schema: wire.leaseGrant, retry: "write" },
+      options,
+    );
+    if (result.error) throw new EtcdError("UNKNOWN", `lease grant failed: ${result.error}`);
+    return { header: decodeHeader(result.header), id: id(result.ID), ttl: int(result.TTL, "TTL") };
+  }
+
+  /** Ends the lease now and deletes its keys. LEASE_NOT_FOUND if it has already ended. */
+  async revoke(lease: LeaseId, options: CallOptions = {}): Promise<{ header: ResponseHeader }> {
+    const result = await this.#transport.unary(
+      { path: "/v3/lease/revoke", body: { ID: leaseIdArg(lease) }, schema: wire.headerOnly, retry: "write" },
+      options,
+    );
+    return { header: decodeHeader(result.header) };
+  }
+
+  /** Renews the lease to its full TTL with one request. LEASE_NOT_FOUND once it has expired. */
+  async keepAliveOnce(lease: LeaseId, options: CallOptions = {}): Promise<LeaseKeepAliveResult> {
+    const leaseId = leaseIdArg(lease);
+    const result = await this.#transport.unary(
+      { path: "/v3/lease/keepalive", body: { ID: leaseId }, schema: wire.leaseKeepAlive, retry: "idempotent", firstLine: true },
+      options,
+    );
+    const ttl = int(result.TTL, "TTL");
+    if (ttl <= 0) throw leaseNotFound(leaseId);
+    return { header: decodeHeader(result.header), id: leaseId, ttl };
+  }
+
+  /** The lease's remaining and granted TTL, and with `keys: true` its keys. LEASE_NOT_FOUND once ended. */
+  async timeToLive(lease: LeaseId, options: CallOptions & { keys?: boolean | undefined } = {}): Promise<LeaseTimeToLiveResult> {
+    const leaseId = leaseIdArg(lease);
+    const result = await this.#transport.unary(
+      { path: "/v3/lease/timetolive", body: { ID: leaseId, keys: options.keys || undefined }, schema: wire.leaseTimeToLive, retry: "idempotent" },
+      options,
+    );
+    const ttl = int(result.TTL, "TTL");
+    if (ttl < 0) throw leaseNotFound(leaseId);
+    const keyBytes = (result.keys ?? []).map((key) => this.#keyspace.decode(key));
+    return {
+      header: decodeHeader(result.header),
+      id: leaseId,
+      ttl,
+      grantedTtl: int(result.grantedTTL, "grantedTTL"),
+      keys: keyBytes.map(toText),
+      keyBytes,
+    };
+  }
+
+  /** Every live lease of the cluster. */
+  async list(options: CallOptions = {}): Promise<LeaseListResult> {
+    const result = await this.#transport.unary(
+      { path: "/v3/lease/leases", body: {}, schema: wire.leaseLeases, retry: "idempotent" },
+      options,
+    );
+    return { header: decodeHeader(result.header), leases: (result.leases ?? []).map((lease) => id(lease.ID)) };
+  }
+}
+
+export function leaseNotFound(lease: LeaseId): EtcdError {
+  return new EtcdError("LEASE_NOT_FOUND", `lease ${lease} not found: it expired or was revoked`);
+}

@@ -1,0 +1,149 @@
+import { countArg, leaseIdArg } from "./args.js";
+import { type Bytes, toBase64, toBytes } from "./bytes.js";
+import { decodeHeader, type LeaseId, type ResponseHeader } from "./codec.js";
+import { invalidArgument } from "./errors.js";
+import type { KeyRange, Keyspace } from "./keyspace.js";
+import {
+  decodeDelete,
+  decodePut,
+  decodeRange,
+  type DeleteQuery,
+  type DeleteResult,
+  deleteRequest,
+  type PutOptions,
+  type PutResult,
+  putRequest,
+  type RangeQuery,
+  type RangeResult,
+  rangeRequest,
+} from "./kv.js";
+import type { WireResponseOp, WireTxn } from "./gateway/wire.js";
+
+export type CompareOperator = "==" | "!=" | "<" | ">";
+
+const RESULT: Record<CompareOperator, string> = { "==": "EQUAL", "!=": "NOT_EQUAL", "<": "LESS", ">": "GREATER" };
+
+/**
+ * One condition of a transaction. Over a range or prefix, every key in it must satisfy the condition. A
+ * missing key has version, create and mod revision 0, an empty value and no lease.
+ */
+export class Compare {
+  /** @internal */
+  constructor(
+    private readonly target: KeyRange | Bytes,
+    private readonly field: "VALUE" | "VERSION" | "CREATE" | "MOD" | "LEASE",
+    private readonly operator: CompareOperator,
+    private readonly operand: Record<string, string>,
+  ) {
+    if (!(operator in RESULT)) throw invalidArgument(`compare operator must be one of ==, !=, <, >; got ${String(operator)}`);
+  }
+
+  /** @internal */
+  toWire(keyspace: Keyspace): Record<string, unknown> {
+    return { ...keyspace.range(this.target), target: this.field, result: RESULT[this.operator], ...this.operand };
+  }
+}
+
+/** Conditions for `txn().if(...)`. */
+export const cmp = {
+  /** Bytewise comparison of the value. */
+  value: (key: Bytes | KeyRange, operator: CompareOperator, value: Bytes) =>
+    new Compare(key, "VALUE", operator, { value: toBase64(toBytes(value)) }),
+  /** The number of writes since creation; `version(key, "==", 0)` means "key does not exist". */
+  version: (key: Bytes | KeyRange, operator: CompareOperator, version: number) =>
+    new Compare(key, "VERSION", operator, { version: String(countArg(version, "version")) }),
+  createRevision: (key: Bytes | KeyRange, operator: CompareOperator, revision: number) =>
+    new Compare(key, "CREATE", operator, { create_revision: String(countArg(revision, "createRevision")) }),
+  modRevision: (key: Bytes | KeyRange, operator: CompareOperator, revision: number) =>
+    new Compare(key, "MOD", operator, { mod_revision: String(countArg(revision, "modRevision")) }),
+  /** The attached lease ("0" for none). */
+  lease: (key: Bytes | KeyRange, operator: CompareOperator, lease: LeaseId) =>
+    new Compare(key, "LEASE", operator, { lease: leaseIdArg(lease) }),
+};
+
+/** One operation of a transaction; `R` is what it returns. */
+export class Op<R> {
+  /** @internal */
+  constructor(
+    /** Whether the operation changes the store (so the transaction is not safe to resend). */
+    readonly writes: boolean,
+    private readonly encode: (keyspace: Keyspace) => Record<string, unknown>,
+    private readonly decodeResponse: (keyspace: Keyspace, wire: WireResponseOp) => R,
+  ) {}
+
+  /** @internal */
+  toWire(keyspace: Keyspace): Record<string, unknown> {
+    return this.encode(keyspace);
+  }
+
+  /** @internal */
+  decode(keyspace: Keyspace, wire: WireResponseOp | undefined): R {
+    return this.decodeResponse(keyspace, wire ?? {});
+  }
+}
+
+export type AnyOp = Op<unknown>;
+
+/** What each operation of a list returns, position by position. */
+export type OpResults<T extends readonly AnyOp[]> = { -readonly [K in keyof T]: T[K] extends Op<infer R> ? R : never };
+
+export type TxnResult<Then extends readonly AnyOp[] = AnyOp[], Else extends readonly AnyOp[] = AnyOp[]> =
+  | { header: ResponseHeader; succeeded: true; responses: OpResults<Then> }
+  | { header: ResponseHeader; succeeded: false; responses: OpResults<Else> };
+
+/** Operations for `txn().then(...)` / `.else(...)`. */
+export const op = {
+  get: (query: Bytes | RangeQuery): Op<RangeResult> =>
+    new Op(false, (ks) => ({ request_range: rangeRequest(ks, query) }), (ks, w) => decodeRange(ks, w.response_range ?? {})),
+  put: (key: Bytes, value: Bytes | undefined, options?: PutOptions): Op<PutResult> =>
+    new Op(true, (ks) => ({ request_put: putRequest(ks, key, value, options) }), (ks, w) => decodePut(ks, w.response_put ?? {})),
+  delete: (query: Bytes | DeleteQuery): Op<DeleteResult> =>
+    new Op(
+      true,
+      (ks) => ({ request_delete_range: deleteRequest(ks, query) }),
+      (ks, w) => decodeDelete(ks, w.response_delete_range ?? {}),
+    ),
+  txn: <Then extends readonly AnyOp[], Else extends readonly AnyOp[] = []>(
+    compares: readonly Compare[],
+    then: Then,
+    otherwise?: Else,
+  ): Op<TxnResult<Then, Else>> => {
+    const elseOps = (otherwise ?? []) as unknown as Else;
+    return new Op(
+      [...then, ...elseOps].some((o) => o.writes),
+      (ks) => ({ request_txn: txnRequest(ks, compares, then, elseOps) }),
+      (ks, w) => decodeTxn(ks, w.response_txn ?? {}, then, elseOps),
+    );
+  },
+};
+
+export function txnRequest(
+  keyspace: Keyspace,
+  compares: readonly Compare[],
+  then: readonly AnyOp[],
+  otherwise: readonly AnyOp[],
+): Record<string, unknown> {
+  for (const item of [...compares]) {
+    if (!(item instanceof Compare)) throw invalidArgument("txn conditions must be made with cmp.*()");
+  }
+  for (const item of [...then, ...otherwise]) {
+    if (!(item instanceof Op)) throw invalidArgument("txn operations must be made with op.*()");
+  }
+  return {
+    compare: compares.map((c) => c.toWire(keyspace)),
+    success: then.map((o) => o.toWire(keyspace)),
+    failure: otherwise.map((o) => o.toWire(keyspace)),
+  };
+}
+
+export function decodeTxn<Then extends readonly AnyOp[], Else extends readonly AnyOp[]>(
+  keyspace: Keyspace,
+  wire: WireTxn,
+  then: Then,
+  otherwise: Else,
+): TxnResult<Then, Else> {
+  const succeeded = wire.succeeded ?? false;
+  const ops: readonly AnyOp[] = succeeded ? then : otherwise;
+  const responses = ops.map((o, i) => o.decode(keyspace, wire.responses?.[i]));
+  return { header: decodeHeader(wire.header), succeeded, responses } as TxnResult<Then, Else>;
+}

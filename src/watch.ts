@@ -1,0 +1,156 @@
+import { optionalCount } from "./args.js";
+import { decodeHeader, decodeKeyValue, int, type KeyValue, type ResponseHeader } from "./codec.js";
+import { EtcdCompactedError, EtcdError } from "./errors.js";
+import type { KeyRange, Keyspace } from "./keyspace.js";
+import { errorFromStreamLine, parseJson, serverError, badResponse } from "./gateway/errors.js";
+import { lines } from "./gateway/ndjson.js";
+import { abortError, backoff, delay } from "./gateway/signals.js";
+import type { CallOptions, Transport } from "./gateway/transport.js";
+import { watchResponse, type WireWatchResponse } from "./gateway/wire.js";
+
+export interface WatchOptions extends CallOptions {
+  /** Deliver history from this revision on (0 or absent: only changes from now). */
+  startRevision?: number | undefined;
+  /** Include each key's previous value in its events. */
+  prevKv?: boolean | undefined;
+  /** Leave out put events. */
+  noPut?: boolean | undefined;
+  /** Leave out delete events. */
+  noDelete?: boolean | undefined;
+  /** Ask the server for periodic progress notifications (batches with no events). */
+  progressNotify?: boolean | undefined;
+  /** Consecutive failed reconnections before the watch gives up with the last error. Default 10. */
+  retries?: number | undefined;
+}
+
+export type WatchQuery = KeyRange & WatchOptions;
+
+export interface WatchEvent {
+  type: "put" | "delete";
+  /** The key after the event; for a delete, only the key and the deletion's revision (`modRevision`). */
+  kv: KeyValue;
+  /** The key before the event, when asked for with `prevKv`. */
+  prevKv?: KeyValue | undefined;
+}
+
+/** All events of one revision (or a progress notification, with no events). */
+export interface WatchBatch {
+  header: ResponseHeader;
+  events: WatchEvent[];
+}
+
+const DEFAULT_RETRIES = 10;
+
+/**
+ * Follows changes as an async iterable. A broken stream is reopened from the revision after the last one
+ * delivered, so nothing is lost or repeated; history removed by compaction ends it with COMPACTED.
+ * Aborting `signal` or leaving the loop closes the connection.
+ */
+export async function* watch(transport: Transport, keyspace: Keyspace, query: WatchQuery): AsyncGenerator<WatchBatch, void, undefined> {
+  const retries = optionalCount(query.retries, "retries") ?? DEFAULT_RETRIES;
+  const request = createRequest(keyspace, query);
+  const outer = query.signal;
+  /** The first revision not yet delivered. */
+  let next = optionalCount(query.startRevision, "startRevision") || undefined;
+  let failures = 0;
+
+  for (;;) {
+    if (outer?.aborted) throw abortError(outer.reason);
+    const connection = new AbortController();
+    const onAbort = () => connection.abort(outer?.reason);
+    outer?.addEventListener("abort", onAbort, { once: true });
+    let lastError: EtcdError;
+    try {
+      const stream = await transport.open(
+        "/v3/watch",
+        { create_request: { ...request, start_revision: next === undefined ? undefined : String(next) } },
+        connection.signal,
+        query.timeout,
+      );
+      for await (const line of lines(stream.body)) {
+        const response = parseLine(line, stream.endpoint);
+        if (response.created) {
+          failures = 0;
+          next ??= int(response.header?.revision, "revision") + 1;
+          continue;
+        }
+        if (response.canceled) {
+          const error = cancelError(response, stream.endpoint);
+          if (error.code === "UNAUTHENTICATED") transport.tokenRejected(stream.token);
+          throw error;
+        }
+        const header = decodeHeader(response.header);
+        const events = (response.events ?? [])
+          .map((event) => ({
+            type: event.type === "DELETE" || event.type === 1 ? ("delete" as const) : ("put" as const),
+            kv: decodeKeyValue(keyspace, event.kv ?? {}),
+            ...(event.prev_kv === undefined ? {} : { prevKv: decodeKeyValue(keyspace, event.prev_kv) }),
+          }))
+          // After a reconnection the server may resend what was delivered already.
+          .filter((event) => next === undefined || event.kv.modRevision >= next);
+        if (events.length > 0) {
+          next = events[events.length - 1]!.kv.modRevision + 1;
+          yield { header, events };
+        } else if (response.events === undefined || response.events.length === 0) {
+          // A progress notification: everything up to header.revision has been sent.
+          next = Math.max(next ?? 0, header.revision + 1);
+          yield { header, events: [] };
+        }
+      }
+      lastError = new EtcdError("UNAVAILABLE", `watch stream from ${stream.endpoint} ended`, { endpoint: stream.endpoint });
+    } catch (thrown) {
+      if (outer?.aborted) throw abortError(outer.reason);
+      lastError = toError(thrown);
+      if (!reconnectable(lastError)) throw lastError;
+    } finally {
+      outer?.removeEventListener("abort", onAbort);
+      connection.abort();
+    }
+    if (++failures > retries) throw lastError;
+    await delay(backoff(failures, 50, 2_000), outer);
+  }
+}
+
+function createRequest(keyspace: Keyspace, query: WatchQuery): Record<string, unknown> {
+  const filters = [...(query.noPut ? ["NOPUT"] : []), ...(query.noDelete ? ["NODELETE"] : [])];
+  return {
+    ...keyspace.range(query),
+    prev_kv: query.prevKv || undefined,
+    filters: filters.length > 0 ? filters : undefined,
+    progress_notify: query.progressNotify || undefined,
+  };
+}
+
+function parseLine(line: string, endpoint: string): WireWatchResponse {
+  const json = parseJson(line) as { result?: unknown; error?: unknown } | undefined;
+  if (json === undefined || typeof json !== "object" || json === null) throw badResponse(200, line, endpoint);
+  if (json.error !== undefined) throw errorFromStreamLine(json.error, 200, endpoint);
+  const parsed = watchResponse.safeParse(json.result);
+  if (!parsed.success) throw badResponse(200, line, endpoint, "a watch message that does not match the schema");
+  return parsed.data;
+}
+
+function cancelError(response: WireWatchResponse, endpoint: string): EtcdError {
+  const compactRevision = int(response.compact_revision, "compact_revision");
+  if (compactRevision > 0) {
+    return new EtcdCompactedError(
+      `watch start revision has been compacted; the oldest available revision is ${compactRevision}`,
+      compactRevision,
+      { endpoint },
+    );
+  }
+  return serverError(2, response.cancel_reason ?? "watch canceled by the server", 200, endpoint);
+}
+
+/** Failures worth reopening the stream for: the connection, the member, or a token that needs renewing. */
+function reconnectable(error: EtcdError): boolean {
+  if (error.code === "UNAVAILABLE" || error.code === "TIMEOUT" || error.code === "UNAUTHENTICATED") return true;
+  return error.code === "BAD_RESPONSE" && "status" in error && [502, 503, 504].includes(error.status as number);
+}
+
+function toError(thrown: unknown): EtcdError {
+  if (thrown instanceof EtcdError) return thrown;
+  return new EtcdError("UNAVAILABLE", `watch stream broke: ${thrown instanceof Error ? thrown.message : String(thrown)}`, {
+    cause: thrown,
+  });
+}
