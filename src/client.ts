@@ -26,6 +26,11 @@ import { LeaseClient } from "./lease.js";
 import { TxnBuilder } from "./txn-builder.js";
 import { watch, type WatchBatch, type WatchQuery } from "./watch.js";
 import { decodeHeader, type ResponseHeader } from "./codec.js";
+import { inspectLock, type LockInfo } from "./lock/inspect.js";
+import type { Lock, LockTicket } from "./lock/lock.js";
+import { resumeLock } from "./lock/resume.js";
+import { Session, type KeepAliveMode, type SessionOptions } from "./lock/session.js";
+import { withLock, type WithLockOptions } from "./lock/with-lock.js";
 
 /**
  * A client for etcd's gRPC-gateway JSON API over `fetch`. Creating one sends nothing; every method is
@@ -102,5 +107,25 @@ export class Etcd {
     // Validate now so bad input fails at the call, not at the first iteration.
     this.keyspace.range(query);
     return { [Symbol.asyncIterator]: () => watch(this.transport, this.keyspace, query) };
+  }
+
+  /** A lease-backed session for locks and elections (one request). See {@link SessionOptions}. */
+  session(options: SessionOptions = {}): Promise<Session> {
+    return Session.create(this, options);
+  }
+
+  /** Runs `fn` holding lock `name`: session, lock, `fn`, release and revoke, all in `finally`. */
+  withLock<T>(name: string, fn: (lock: Lock) => T | Promise<T>, options: WithLockOptions = {}): Promise<T> {
+    return withLock(this, name, fn, options);
+  }
+
+  /** Who holds lock `name` (key, fencing token, lease TTL left) and how many wait, without joining the line. */
+  inspectLock(name: string, options: CallOptions = {}): Promise<LockInfo> {
+    return inspectLock(this, name, options);
+  }
+
+  /** Takes over a lock from its `lock.toJSON()` ticket, after checking it is still held. */
+  resumeLock(ticket: LockTicket, options: CallOptions & { keepAlive?: KeepAliveMode | undefined } = {}): Promise<Lock> {
+    return resumeLock(this, ticket, options);
   }
 }

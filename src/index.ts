@@ -23,6 +23,17 @@ export type { LeaseGrantResult, LeaseKeepAliveResult, LeaseListResult, LeaseTime
 export type { WatchBatch, WatchEvent, WatchOptions, WatchQuery } from "./watch.js";
 export type { CallOptions, RetryPolicy } from "./gateway/transport.js";
 export type { Fetch, FetchInit, FetchResponse } from "./gateway/fetch.js";
+export { Session } from "./lock/session.js";
+export type { KeepAliveMode, SessionOptions } from "./lock/session.js";
+export { Mutex } from "./lock/mutex.js";
+export type { LockOptions } from "./lock/mutex.js";
+export { Lock } from "./lock/lock.js";
+export type { LockTicket } from "./lock/lock.js";
+export { Election } from "./lock/election.js";
+export type { Leader } from "./lock/election.js";
+export type { LockInfo } from "./lock/inspect.js";
+export type { WithLockOptions } from "./lock/with-lock.js";
+export type { WaitMode } from "./lock/queue.js";
 export {
   EtcdBadResponseError,
   EtcdCompactedError,

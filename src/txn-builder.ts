@@ -40,10 +40,14 @@ export class TxnBuilder<Then extends readonly AnyOp[] = [], Else extends readonl
     return this as unknown as TxnBuilder<Then, Ops>;
   }
 
-  /** Sends the transaction. It is resent after a failure only when it has no writes. */
-  async commit(options: CallOptions = {}): Promise<TxnResult<Then, Else>> {
+  /**
+   * Sends the transaction. It is resent after a failure only when it has no writes, or when the caller
+   * says `idempotent: true` because its compares make a repeat a no-op (a delete guarded by the key's
+   * create revision, say).
+   */
+  async commit(options: CallOptions & { idempotent?: boolean | undefined } = {}): Promise<TxnResult<Then, Else>> {
     const body = txnRequest(this.#keyspace, this.#compares, this.#then, this.#else);
-    const writes = [...this.#then, ...this.#else].some((o) => o.writes);
+    const writes = !options.idempotent && [...this.#then, ...this.#else].some((o) => o.writes);
     const result = await this.#transport.unary(
       { path: "/v3/kv/txn", body, schema: wire.txnResponse, retry: writes ? "write" : "idempotent" },
       options,

@@ -1,0 +1,172 @@
+import { type Bytes, toText } from "../bytes.js";
+import type { KeyValue, LeaseId, ResponseHeader } from "../codec.js";
+import { EtcdError, invalidArgument } from "../errors.js";
+import { CallSignal } from "../gateway/signals.js";
+import type { CallOptions } from "../gateway/transport.js";
+import { cmp, type Compare, op } from "../txn.js";
+import { anySignal, type LockOptions } from "./mutex.js";
+import { deleteOwnKey, enqueue, OLDEST, readLine, waitForTurn } from "./queue.js";
+import type { Session } from "./session.js";
+
+export interface Leader {
+  /** The leader's key, `<name>/<leaseIdHex>`. */
+  key: string;
+  /** The leader's latest proclamation. */
+  value: string;
+  valueBytes: Uint8Array;
+  /** The create revision of the leader's key: strictly increases with each new leader. */
+  revision: number;
+  leaseId: LeaseId;
+  header: ResponseHeader;
+}
+
+/**
+ * Leader election as in etcd's Go `concurrency.Election`: candidates queue like mutex waiters under
+ * `<name>/`; the oldest key leads, and its value is the leader's proclamation.
+ */
+export class Election {
+  readonly name: string;
+  readonly prefix: string;
+  readonly session: Session;
+  #key: string | undefined;
+  #revision: number | undefined;
+
+  /** @internal Use `session.election(name)`. */
+  constructor(session: Session, name: string) {
+    if (typeof name !== "string" || name.length === 0) throw invalidArgument("an election name must be a non-empty string");
+    this.session = session;
+    this.name = name;
+    this.prefix = `${name}/`;
+  }
+
+  /** Whether this candidate won and its session is still trusted. */
+  get isLeader(): boolean {
+    return this.#key !== undefined && this.session.alive;
+  }
+
+  /** The create revision of our leader key once elected: a fencing token like a lock's. */
+  get revision(): number | undefined {
+    return this.#revision;
+  }
+
+  get key(): string | undefined {
+    return this.#key;
+  }
+
+  /** The compare "we are still the leader", for fenced transactions. NOT_LEADER if we never won. */
+  ifLeader(): Compare {
+    if (this.#key === undefined || this.#revision === undefined) throw notLeader(this.name);
+    return cmp.createRevision(this.#key, "==", this.#revision);
+  }
+
+  /** Waits until elected, then proclaims `value`. On abort or timeout the candidacy is withdrawn. */
+  async campaign(value: Bytes, options: LockOptions = {}): Promise<void> {
+    const mode = options.wait ?? "watch";
+    const key = `${this.prefix}${this.session.leaseHex}`;
+    const text = typeof value === "string" ? value : toText(value);
+    const call = new CallSignal(anySignal(options.signal, this.session.signal), options.timeout);
+    let revision: number | undefined;
+    try {
+      const line = await enqueue(this.session.etcd, this.prefix, key, text, this.session.leaseId, call.signal);
+      revision = line.revision;
+      this.#key = key;
+      this.#revision = revision;
+      if (!line.created && line.own?.value !== text) await this.proclaim(value, { signal: call.signal });
+      const start = line.created ? line : await readLine(this.session.etcd, this.prefix, revision, call.signal);
+      await waitForTurn(this.session.etcd, { prefix: this.prefix, revision }, start, {
+        signal: call.signal,
+        mode,
+        pollInterval: options.pollInterval ?? 500,
+        expired: () => new EtcdError("SESSION_EXPIRED", `session lease ${this.session.leaseId} expired while campaigning in ${this.name}`),
+      });
+    } catch (thrown) {
+      const error = this.session.signal.aborted
+        ? new EtcdError("SESSION_EXPIRED", `session lease ${this.session.leaseId} expired while campaigning in ${this.name}`, { cause: thrown })
+        : call.aborted
+          ? call.error()
+          : thrown;
+      this.#key = this.#revision = undefined;
+      if (revision !== undefined && !this.session.closed) await deleteOwnKey(this.session.etcd, key, revision).catch(() => {});
+      throw error;
+    } finally {
+      call.dispose();
+    }
+  }
+
+  /** Publishes a new value as the leader, without losing leadership. NOT_LEADER if we are not it. */
+  async proclaim(value: Bytes, options: CallOptions = {}): Promise<void> {
+    const condition = this.ifLeader();
+    const result = await this.session.etcd
+      .txn()
+      .if(condition)
+      .then(op.put(this.#key!, value, { lease: this.session.leaseId }))
+      .commit(options);
+    if (!result.succeeded) {
+      this.#key = this.#revision = undefined;
+      throw notLeader(this.name);
+    }
+  }
+
+  /** Gives up leadership (or candidacy), letting the next candidate lead. A no-op if not campaigning. */
+  async resign(options: CallOptions = {}): Promise<void> {
+    const key = this.#key;
+    const revision = this.#revision;
+    this.#key = this.#revision = undefined;
+    if (key === undefined || revision === undefined) return;
+    await deleteOwnKey(this.session.etcd, key, revision, options);
+  }
+
+  /** The current leader, or undefined when nobody leads. */
+  async leader(options: CallOptions = {}): Promise<Leader | undefined> {
+    const { kvs, header } = await this.session.etcd.range({ ...OLDEST, prefix: this.prefix, ...options });
+    return kvs[0] === undefined ? undefined : toLeader(kvs[0], header);
+  }
+
+  /**
+   * Every leader and proclamation in order, as Go's `Observe`: the current leader first, then each new value
+   * it proclaims, then the next leader after it goes. Ends when `signal` aborts.
+   */
+  observe(options: { signal?: AbortSignal | undefined } = {}): AsyncIterable<Leader> {
+    return { [Symbol.asyncIterator]: () => observe(this, options.signal) };
+  }
+}
+
+async function* observe(election: Election, signal: AbortSignal | undefined): AsyncGenerator<Leader, void, undefined> {
+  const etcd = election.session.etcd;
+  for (;;) {
+    const { kvs, header } = await etcd.range({ ...OLDEST, prefix: election.prefix, signal });
+    let current: Leader | undefined = kvs[0] === undefined ? undefined : toLeader(kvs[0], header);
+    if (current === undefined) {
+      // Nobody leads: the first put under the prefix is the next leader.
+      for await (const batch of etcd.watch({ prefix: election.prefix, startRevision: header.revision, noDelete: true, signal })) {
+        const put = batch.events[0];
+        if (put !== undefined) {
+          current = toLeader(put.kv, { ...batch.header, revision: put.kv.modRevision });
+          break;
+        }
+      }
+      if (current === undefined) return;
+    }
+    yield current;
+    let deleted = false;
+    for await (const batch of etcd.watch({ key: current.key, startRevision: current.header.revision + 1, signal })) {
+      for (const event of batch.events) {
+        if (event.type === "delete") {
+          deleted = true;
+          break;
+        }
+        yield toLeader(event.kv, batch.header);
+      }
+      if (deleted) break;
+    }
+    if (!deleted) return;
+  }
+}
+
+function toLeader(kv: KeyValue, header: ResponseHeader): Leader {
+  return { key: kv.key, value: kv.value, valueBytes: kv.valueBytes, revision: kv.createRevision, leaseId: kv.lease, header };
+}
+
+function notLeader(name: string): EtcdError {
+  return new EtcdError("NOT_LEADER", `not the leader of election ${name}`);
+}

@@ -1,0 +1,118 @@
+import { optionalCount } from "../args.js";
+import { EtcdError, invalidArgument } from "../errors.js";
+import { CallSignal } from "../gateway/signals.js";
+import type { CallOptions } from "../gateway/transport.js";
+import { Lock } from "./lock.js";
+import { deleteOwnKey, enqueue, readLine, waitForTurn, type WaitMode } from "./queue.js";
+import type { Session } from "./session.js";
+
+export interface LockOptions {
+  /** Gives up waiting: the waiter deletes its key and the call throws ABORTED. */
+  signal?: AbortSignal | undefined;
+  /**
+   * Longest wait in milliseconds; TIMEOUT after it (the key is deleted). `0` tries once and throws
+   * LOCKED if another session holds the lock. Default: wait as long as the session lives.
+   */
+  timeout?: number | undefined;
+  /** Follow the predecessor with a watch stream (default), or poll for runtimes that cannot hold one open. */
+  wait?: WaitMode | undefined;
+  /** Poll interval in milliseconds with `wait: "poll"`. Default 500. */
+  pollInterval?: number | undefined;
+}
+
+/**
+ * etcd's Go `concurrency.Mutex`: a key `<name>/<leaseIdHex>` bound to the session's lease, ordered by
+ * create revision; the oldest key holds the lock. Interoperates with Go clients, `etcdctl lock` and the
+ * server's v3lock on the same name.
+ */
+export class Mutex {
+  readonly name: string;
+  readonly session: Session;
+  /** All contenders' keys live under this prefix (`<name>/`). */
+  readonly prefix: string;
+  /** This session's key. */
+  readonly key: string;
+
+  /** @internal Use `session.mutex(name)`. */
+  constructor(session: Session, name: string) {
+    if (typeof name !== "string" || name.length === 0) throw invalidArgument("a lock name must be a non-empty string");
+    this.session = session;
+    this.name = name;
+    this.prefix = `${name}/`;
+    this.key = `${this.prefix}${session.leaseHex}`;
+  }
+
+  /**
+   * Waits for the lock in revision order. The uncontended case is one request; a contended waiter wakes on
+   * its predecessor's delete event and needs one more read. On abort, timeout or session loss the waiter's
+   * key is deleted so it blocks nobody.
+   */
+  async lock(options: LockOptions = {}): Promise<Lock> {
+    const pollInterval = optionalCount(options.pollInterval, "pollInterval") ?? 500;
+    const mode = options.wait ?? "watch";
+    if (mode !== "watch" && mode !== "poll") throw invalidArgument(`wait must be "watch" or "poll", got ${String(mode)}`);
+    const tryOnly = options.timeout === 0;
+    const call = new CallSignal(anySignal(options.signal, this.session.signal), tryOnly ? undefined : options.timeout);
+    let joined: { revision: number; created: boolean } | undefined;
+    let releaseLocal: (() => void) | undefined;
+    try {
+      // etcd sees one key per session and name, so this session's own contenders queue here first.
+      releaseLocal = tryOnly ? this.session.tryLocalTurn(this.key) : await this.session.localTurn(this.key, call.signal);
+      if (releaseLocal === undefined) throw locked(this.name, "another caller of this session");
+      const line = await enqueue(this.session.etcd, this.prefix, this.key, "", this.session.leaseId, call.signal);
+      joined = line;
+      if (line.owner === undefined || line.owner.createRevision === line.revision) {
+        return new Lock(this, line.revision, line.header, releaseLocal);
+      }
+      if (tryOnly) throw locked(this.name, line.owner.key);
+      // Our key was already there (this session joined before): find our predecessor with one read.
+      const start = line.created ? line : await readLine(this.session.etcd, this.prefix, line.revision, call.signal);
+      const header = await waitForTurn(this.session.etcd, { prefix: this.prefix, revision: line.revision }, start, {
+        signal: call.signal,
+        mode,
+        pollInterval,
+        expired: () => this.#expired(),
+      });
+      return new Lock(this, line.revision, header, releaseLocal);
+    } catch (thrown) {
+      const error = this.session.signal.aborted ? this.#expired(thrown) : call.aborted ? call.error() : thrown;
+      if (joined !== undefined) await this.#leaveLine(joined.revision);
+      releaseLocal?.();
+      throw error;
+    } finally {
+      call.dispose();
+    }
+  }
+
+  /** The lock if it is free now, else undefined; leaves no key behind when it fails. */
+  async tryLock(options: CallOptions = {}): Promise<Lock | undefined> {
+    try {
+      return await this.lock({ ...options, timeout: 0 });
+    } catch (error) {
+      if (error instanceof EtcdError && error.code === "LOCKED") return undefined;
+      throw error;
+    }
+  }
+
+  #expired(cause?: unknown): EtcdError {
+    return new EtcdError("SESSION_EXPIRED", `session lease ${this.session.leaseId} expired while waiting for lock ${this.name}`, {
+      cause: cause ?? this.session.signal.reason,
+    });
+  }
+
+  /** Best effort: a key we could not delete still goes with the lease. */
+  async #leaveLine(revision: number): Promise<void> {
+    if (this.session.closed) return;
+    await deleteOwnKey(this.session.etcd, this.key, revision).catch(() => {});
+  }
+}
+
+function locked(name: string, holder: string): EtcdError {
+  return new EtcdError("LOCKED", `lock ${name} is held by ${holder}`);
+}
+
+/** Aborts with whichever signal aborts first; AbortSignal.any holds its sources weakly, so nothing leaks. */
+export function anySignal(...signals: Array<AbortSignal | undefined>): AbortSignal {
+  const present = signals.filter((s): s is AbortSignal => s !== undefined);
+  return present.length === 1 ? present[0]! : AbortSignal.any(present);
+}

@@ -1,0 +1,121 @@
+import type { Etcd } from "../client.js";
+import type { KeyValue, ResponseHeader } from "../codec.js";
+import { EtcdError } from "../errors.js";
+import { delay } from "../gateway/signals.js";
+import { cmp, op } from "../txn.js";
+
+/**
+ * The waiting line behind etcd's Go `concurrency` package: every contender puts a key under `prefix`, and
+ * the key with the lowest create revision is first. A waiter watches only its immediate predecessor (the
+ * newest key created before its own) and re-reads the line when that key is deleted.
+ */
+
+export type WaitMode = "watch" | "poll";
+
+export interface QueueState {
+  header: ResponseHeader;
+  /** The newest key created before ours, if any: the one to wait for. */
+  predecessor: KeyValue | undefined;
+}
+
+const NEWEST_FIRST = { target: "createRevision", order: "descend" } as const;
+const OLDEST_FIRST = { target: "createRevision", order: "ascend" } as const;
+
+/** Range options that select the line's first key: the holder. */
+export const OLDEST = { sort: OLDEST_FIRST, limit: 1 } as const;
+
+export function ownerOp(prefix: string) {
+  return op.get({ prefix, ...OLDEST });
+}
+
+/**
+ * Joins the line in one transaction: put our key if it does not exist yet (else read it back), and read
+ * the holder and, right after our put, the two newest keys: ours and our predecessor.
+ */
+export async function enqueue(etcd: Etcd, prefix: string, key: string, value: string, leaseId: string, signal: AbortSignal) {
+  const result = await etcd
+    .txn()
+    .if(cmp.createRevision(key, "==", 0))
+    .then(op.put(key, value, { lease: leaseId }), ownerOp(prefix), op.get({ prefix, sort: NEWEST_FIRST, limit: 2 }))
+    .else(op.get(key), ownerOp(prefix))
+    .commit({ signal });
+  if (result.succeeded) {
+    const [, owner, newest] = result.responses;
+    const revision = result.header.revision;
+    return {
+      header: result.header,
+      revision,
+      own: newest.kvs[0],
+      owner: owner.kvs[0],
+      predecessor: newest.kvs.find((kv) => kv.createRevision < revision),
+      created: true,
+    };
+  }
+  const [own, owner] = result.responses;
+  const mine = own.kvs[0];
+  if (mine === undefined) throw new EtcdError("INTERNAL", `key ${key} vanished inside one transaction`);
+  return { header: result.header, revision: mine.createRevision, own: mine, owner: owner.kvs[0], predecessor: undefined, created: false };
+}
+
+/**
+ * One read of the line up to our own key: ours (to check it still exists) and our predecessor. Our key
+ * missing means our lease ended while we waited.
+ */
+export async function readLine(etcd: Etcd, prefix: string, revision: number, signal: AbortSignal): Promise<QueueState & { ownExists: boolean }> {
+  const { header, kvs } = await etcd.range({ prefix, maxCreateRevision: revision, sort: NEWEST_FIRST, limit: 2, signal });
+  const ownExists = kvs[0]?.createRevision === revision;
+  return { header, ownExists, predecessor: ownExists ? kvs[1] : undefined };
+}
+
+/**
+ * Waits until every key created before `revision` has gone. Returns the header of the read that showed
+ * it. Throws SESSION_EXPIRED (via `expired`) when our own key disappears meanwhile.
+ */
+export async function waitForTurn(
+  etcd: Etcd,
+  line: { prefix: string; revision: number },
+  start: QueueState,
+  options: { signal: AbortSignal; mode: WaitMode; pollInterval: number; expired: () => EtcdError },
+): Promise<ResponseHeader> {
+  let { header, predecessor } = start;
+  while (predecessor !== undefined) {
+    if (options.mode === "watch") await waitForDelete(etcd, predecessor.keyBytes, header.revision, options.signal);
+    else await delay(options.pollInterval, options.signal);
+    const state = await readLine(etcd, line.prefix, line.revision, options.signal);
+    if (!state.ownExists) throw options.expired();
+    ({ header, predecessor } = state);
+  }
+  return header;
+}
+
+/** Resolves at the first delete of `key` at or after `fromRevision`. */
+export async function waitForDelete(etcd: Etcd, key: Uint8Array, fromRevision: number, signal: AbortSignal): Promise<void> {
+  const watching = new AbortController();
+  const stop = () => watching.abort(signal.reason);
+  signal.addEventListener("abort", stop, { once: true });
+  try {
+    for await (const batch of etcd.watch({ key, startRevision: fromRevision, noPut: true, signal: watching.signal })) {
+      if (batch.events.some((event) => event.type === "delete")) return;
+    }
+  } catch (error) {
+    // History before the predecessor's read was compacted: re-reading the line tells us where we stand.
+    if (error instanceof EtcdError && error.code === "COMPACTED" && !signal.aborted) return;
+    throw error;
+  } finally {
+    signal.removeEventListener("abort", stop);
+    watching.abort();
+  }
+}
+
+/**
+ * Deletes our key only if it is still the incarnation we created; safe to resend. Returns whether it was
+ * there to delete.
+ */
+export async function deleteOwnKey(etcd: Etcd, key: string, revision: number, options: { signal?: AbortSignal | undefined; timeout?: number | undefined } = {}): Promise<boolean> {
+  const result = await etcd
+    .txn()
+    .if(cmp.createRevision(key, "==", revision))
+    .then(op.delete(key))
+    .commit({ ...options, idempotent: true });
+  return result.succeeded;
+}

@@ -1,0 +1,245 @@
+import { compareBytes } from "./bytes.js";
+import { encodeKv, setBool, setInt, setList, type Out } from "./encode.js";
+import { Errors } from "./errors.js";
+import type { Lessor } from "./lease.js";
+import { checkIntervals, isReadOnly, validateOp, type Compare, type DeleteOp, type Op, type PutOp, type RangeOp, type TxnOp } from "./ops.js";
+import type { KeyValue, MvccStore, WriteBatch } from "./store.js";
+
+/** What a read inside a request observes: the store itself, or a write batch with its pending changes. */
+interface Reader {
+  range(key: string, end: string, rev?: number): KeyValue[];
+}
+
+/** The result of one KV request: the body without the top-level header, and the header revision. */
+export interface KvResult {
+  body: Out;
+  revision: number;
+}
+
+/** etcd's applierV3 for KV requests, over the MVCC store and the lessor. */
+export class KvApplier {
+  constructor(
+    private readonly store: MvccStore,
+    private readonly lessor: Lessor,
+  ) {}
+
+  range(op: RangeOp): KvResult {
+    validateOp(op);
+    return { body: this.doRange(this.store, op), revision: this.store.revision };
+  }
+
+  put(op: PutOp): KvResult {
+    validateOp(op);
+    this.checkPut(op);
+    return this.store.write((w) => ({ body: this.doPut(w, op), revision: w.revision }));
+  }
+
+  deleteRange(op: DeleteOp): KvResult {
+    validateOp(op);
+    return this.store.write((w) => {
+      const body = this.doDelete(w, op);
+      return { body, revision: w.readRevision };
+    });
+  }
+
+  txn(op: TxnOp): KvResult {
+    validateOp(op);
+    checkIntervals(op.success);
+    checkIntervals(op.failure);
+    // Every compare, nested ones too, sees the state before the txn: etcd resolves the path first.
+    const path = this.resolvePath(op);
+    if (isReadOnly(op)) {
+      const body = this.applyTxn(this.store, op, path, () => this.store.revision);
+      return { body, revision: this.store.revision };
+    }
+    this.checkPath(op, path);
+    return this.store.write((w) => {
+      const body = this.applyTxn(w, op, path, () => w.readRevision);
+      return { body, revision: w.readRevision };
+    });
+  }
+
+  private resolvePath(op: TxnOp): boolean[] {
+    const ok = op.compare.every((c) => this.compare(c));
+    const path = [ok];
+    for (const sub of ok ? op.success : op.failure) {
+      if (sub.kind === "txn") path.push(...this.resolvePath(sub));
+    }
+    return path;
+  }
+
+  /** etcd's checkRequests: puts (lease, ignore_*) then ranges (revision bounds) on the taken path, before any write. */
+  private checkPath(op: TxnOp, path: boolean[]): void {
+    const ops: Op[] = [];
+    const walk = (t: TxnOp, p: boolean[]): boolean[] => {
+      let rest = p.slice(1);
+      for (const sub of p[0] ? t.success : t.failure) {
+        ops.push(sub);
+        if (sub.kind === "txn") rest = walk(sub, rest);
+      }
+      return rest;
+    };
+    walk(op, path);
+    for (const o of ops) if (o.kind === "put") this.checkPut(o);
+    for (const o of ops) if (o.kind === "range") this.store.range(o.key, o.end, o.revision);
+  }
+
+  private checkPut(op: PutOp): void {
+    if (op.lease !== 0n) this.lessor.require(op.lease);
+    if ((op.ignoreValue || op.ignoreLease) && !this.store.get(op.key)) throw Errors.keyNotFound();
+  }
+
+  private applyTxn(r: Reader | WriteBatch, op: TxnOp, path: boolean[], rev: () => number): Out {
+    const [ok = false, ...rest] = path;
+    let remaining = rest;
+    const responses: Out[] = [];
+    for (const sub of ok ? op.success : op.failure) {
+      switch (sub.kind) {
+        case "range":
+          responses.push({ response_range: { header: revHeader(rev()), ...this.doRange(r, sub) } });
+          break;
+        case "put":
+          responses.push({ response_put: this.doPut(r as WriteBatch, sub) });
+          break;
+        case "delete":
+          responses.push({ response_delete_range: this.doDelete(r as WriteBatch, sub) });
+          break;
+        case "txn": {
+          const nested = this.applyTxn(r, sub, remaining, rev);
+          remaining = remaining.slice(countPath(sub, remaining));
+          // A nested txn's header is present but empty in 3.4 (newTxnResp sets an empty ResponseHeader).
+          responses.push({ response_txn: { header: {}, ...nested } });
+          break;
+        }
+        case "empty":
+          break;
+      }
+    }
+    const out: Out = {};
+    setBool(out, "succeeded", ok);
+    setList(out, "responses", responses);
+    return out;
+  }
+
+  private doRange(r: Reader, op: RangeOp): Out {
+    let kvs = r.range(op.key, op.end, op.revision);
+    const count = kvs.length;
+    if (op.maxMod) kvs = kvs.filter((kv) => kv.modRevision <= op.maxMod);
+    if (op.minMod) kvs = kvs.filter((kv) => kv.modRevision >= op.minMod);
+    if (op.maxCreate) kvs = kvs.filter((kv) => kv.createRevision <= op.maxCreate);
+    if (op.minCreate) kvs = kvs.filter((kv) => kv.createRevision >= op.minCreate);
+    const order = op.sortTarget !== 0 && op.sortOrder === 0 ? 1 : op.sortOrder;
+    if (order === 1 || order === 2) {
+      const by = SORTERS[op.sortTarget] ?? SORTERS[0]!;
+      // Stable, so ties keep key order in both directions, as Go's insertion sort does for small results.
+      kvs = [...kvs].sort(order === 1 ? by : (a, b) => by(b, a));
+    }
+    let more = false;
+    if (op.countOnly) kvs = [];
+    else if (op.limit > 0 && kvs.length > op.limit) {
+      kvs = kvs.slice(0, op.limit);
+      more = true;
+    }
+    const out: Out = {};
+    setList(out, "kvs", kvs.map((kv) => encodeKv(kv, op.keysOnly)));
+    setBool(out, "more", more);
+    setInt(out, "count", count);
+    return out;
+  }
+
+  private doPut(w: WriteBatch, op: PutOp): Out {
+    const prev = w.range(op.key, "")[0];
+    const value = op.ignoreValue && prev ? prev.value : op.value;
+    const lease = op.ignoreLease && prev ? prev.lease : op.lease;
+    w.put(op.key, value, lease);
+    if (prev && prev.lease !== lease) this.lessor.detach(prev.lease, op.key);
+    if (lease !== 0n) this.lessor.attach(lease, op.key);
+    const out: Out = { header: revHeader(w.revision) };
+    if (op.prevKv && prev) out["prev_kv"] = encodeKv(prev);
+    return out;
+  }
+
+  private doDelete(w: WriteBatch, op: DeleteOp): Out {
+    const deleted = w.deleteRange(op.key, op.end);
+    for (const kv of deleted) if (kv.lease !== 0n) this.lessor.detach(kv.lease, kv.key);
+    const out: Out = { header: revHeader(w.readRevision) };
+    setInt(out, "deleted", deleted.length);
+    if (op.prevKv) setList(out, "prev_kvs", deleted.map((kv) => encodeKv(kv)));
+    return out;
+  }
+
+  /** etcd's applyCompare: every key in range must satisfy it; no key compares as a zero KeyValue, except VALUE, which then fails. */
+  private compare(c: Compare): boolean {
+    const kvs = this.store.range(c.key, c.end);
+    if (kvs.length === 0) {
+      if (c.target === 3) return false;
+      return compareKv(c, ZERO_KV);
+    }
+    return kvs.every((kv) => compareKv(c, kv));
+  }
+}
+
+const ZERO_KV: KeyValue = { key: "", createRevision: 0, modRevision: 0, version: 0, value: new Uint8Array(), lease: 0n };
+
+function compareKv(c: Compare, kv: KeyValue): boolean {
+  let result: number;
+  switch (c.target) {
+    case 0:
+      result = cmp(BigInt(kv.version), c.number);
+      break;
+    case 1:
+      result = cmp(BigInt(kv.createRevision), c.number);
+      break;
+    case 2:
+      result = cmp(BigInt(kv.modRevision), c.number);
+      break;
+    case 3:
+      result = compareBytes(kv.value, c.value);
+      break;
+    case 4:
+      result = cmp(kv.lease, c.number);
+      break;
+    default:
+      return true;
+  }
+  switch (c.result) {
+    case 0:
+      return result === 0;
+    case 1:
+      return result > 0;
+    case 2:
+      return result < 0;
+    case 3:
+      return result !== 0;
+    default:
+      return true;
+  }
+}
+
+function cmp(a: bigint, b: bigint): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** How many path entries a nested txn consumed (its own plus its taken branch's nested txns). */
+function countPath(op: TxnOp, path: boolean[]): number {
+  let n = 1;
+  for (const sub of path[0] ? op.success : op.failure) {
+    if (sub.kind === "txn") n += countPath(sub, path.slice(n));
+  }
+  return n;
+}
+
+function revHeader(revision: number): Out {
+  const h: Out = {};
+  setInt(h, "revision", revision);
+  return h;
+}
+
+type Sorter = (a: KeyValue, b: KeyValue) => number;
+const SORTERS: Sorter[] = [
+  (a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0),
+  (a, b) => a.version - b.version,
+  (a, b) => a.createRevision - b.createRevision,
+  (a, b) => a.modRevision - b.modRevision,
+  (a, b) => compareBytes(a.value, b.value),
+];
