@@ -1,0 +1,211 @@
+/// <reference path="./provided.d.ts" />
+// Tests of the test harness itself, over the gateway with plain fetch (no SDK code involved).
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { addUser, enableAuth, startCluster, startEtcd, type EtcdCluster } from "./harness";
+import { startTcpProxy } from "./tcp-proxy";
+
+const b64 = (s: string) => Buffer.from(s, "utf8").toString("base64");
+const unb64 = (s: string) => Buffer.from(s, "base64").toString("utf8");
+
+interface CallResult {
+  status: number;
+  body: Record<string, unknown>;
+}
+
+async function call(
+  endpoint: string,
+  path: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<CallResult> {
+  const res = await fetch(`${endpoint}${path}`, {
+    method: "POST",
+    // hasleader makes a leaderless member answer 503 at once instead of after ~7 s.
+    headers: { "content-type": "application/json", "Grpc-Metadata-hasleader": "true", ...headers },
+    body: JSON.stringify(body),
+    signal: AbortSignal.timeout(5_000),
+  });
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
+const put = (endpoint: string, key: string, value: string, headers?: Record<string, string>) =>
+  call(endpoint, "/v3/kv/put", { key: b64(key), value: b64(value) }, headers);
+
+async function get(endpoint: string, key: string): Promise<string | undefined> {
+  const { status, body } = await call(endpoint, "/v3/kv/range", { key: b64(key) });
+  if (status !== 200) throw new Error(`range ${key}: HTTP ${status} ${JSON.stringify(body)}`);
+  const kvs = (body.kvs ?? []) as Array<{ value?: string }>;
+  return kvs[0] === undefined ? undefined : unb64(kvs[0].value ?? "");
+}
+
+async function eventually<T>(what: string, timeoutMs: number, attempt: () => Promise<T>): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await attempt();
+    } catch (err) {
+      if (Date.now() > deadline) throw new Error(`${what} did not succeed within ${timeoutMs} ms: ${String(err)}`);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  }
+}
+
+async function putOk(endpoint: string, key: string, value: string): Promise<void> {
+  const { status, body } = await put(endpoint, key, value);
+  if (status !== 200) throw new Error(`put ${key}: HTTP ${status} ${JSON.stringify(body)}`);
+}
+
+async function memberStatus(endpoint: string): Promise<{ id: string; leader: string }> {
+  const { body } = await call(endpoint, "/v3/maintenance/status", {});
+  const header = body.header as { member_id: string };
+  return { id: header.member_id, leader: body.leader as string };
+}
+
+async function makeLeader(cluster: EtcdCluster, index: number): Promise<void> {
+  const target = await memberStatus(cluster.endpoints[index]!);
+  if (target.leader === target.id) return;
+  const statuses = await Promise.all(cluster.endpoints.map(memberStatus));
+  const leader = cluster.members[statuses.findIndex((s) => s.id === s.leader)]!;
+  // IDs are uint64 decimal strings on the wire; etcdctl wants hex.
+  await leader.etcdctl("move-leader", BigInt(target.id).toString(16));
+  expect((await memberStatus(cluster.endpoints[index]!)).leader).toBe(target.id);
+}
+
+const unique = (label: string) => `harness-test/${label}/${Date.now()}-${Math.random().toString(36).slice(2)}`;
+
+describe("global member", () => {
+  it("is provided by global-setup and serves put and range", async () => {
+    const endpoint = inject("etcdEndpoint");
+    expect(endpoint).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    const key = unique("global");
+    await putOk(endpoint, key, "hello");
+    expect(await get(endpoint, key)).toBe("hello");
+  });
+});
+
+describe("single member", () => {
+  it("keeps its data across kill() and restart()", async () => {
+    const member = await startEtcd();
+    try {
+      const key = unique("restart");
+      await putOk(member.clientUrl, key, "survives");
+      const firstPid = member.pid;
+      await member.kill();
+      await member.restart();
+      expect(member.pid).not.toBe(firstPid);
+      expect(await get(member.clientUrl, key)).toBe("survives");
+      expect((await member.etcdctl("get", key, "--print-value-only")).trim()).toBe("survives");
+    } finally {
+      await member.stop();
+    }
+  });
+});
+
+describe("3-member cluster", () => {
+  let cluster: EtcdCluster;
+  beforeAll(async () => {
+    cluster = await startCluster(3);
+  });
+  afterAll(async () => {
+    await cluster?.stop();
+  });
+
+  it("replicates a put on one member to the others", async () => {
+    const [a, , c] = cluster.members;
+    const key = unique("replicate");
+    await putOk(a!.clientUrl, key, "v1");
+    expect(await get(c!.clientUrl, key)).toBe("v1");
+    expect(cluster.endpoints).toHaveLength(3);
+  });
+
+  it("keeps serving reads and writes after one member stops", async () => {
+    const [first, second, third] = cluster.members;
+    const before = unique("before-stop");
+    await putOk(first!.clientUrl, before, "old");
+    // Make the member we stop the leader, so the survivors must really elect a new one.
+    await makeLeader(cluster, 0);
+    await first!.stop();
+
+    // If the stopped member led, the survivors need an election: bounded retry.
+    const after = unique("after-stop");
+    await eventually("write on a survivor", 10_000, () => putOk(second!.clientUrl, after, "new"));
+    expect(await get(third!.clientUrl, after)).toBe("new");
+    expect(await get(second!.clientUrl, before)).toBe("old");
+  });
+
+  it("brings a killed member back with restart()", async () => {
+    const [, second, third] = cluster.members;
+    // With the first member already stopped, this leaves no quorum until restart() brings it back.
+    await second!.kill();
+    await second!.restart();
+    const key = unique("after-restart");
+    await eventually("write after restart", 10_000, () => putOk(second!.clientUrl, key, "back"));
+    expect(await get(third!.clientUrl, key)).toBe("back");
+  });
+});
+
+describe("tcp proxy", () => {
+  it("forwards requests, and cutAll() fails an in-flight watch stream instead of hanging", async () => {
+    const proxy = await startTcpProxy(inject("etcdEndpoint"));
+    try {
+      const key = unique("proxy");
+      await putOk(proxy.url, key, "through");
+      expect(await get(proxy.url, key)).toBe("through");
+
+      const watch = await fetch(`${proxy.url}/v3/watch`, {
+        method: "POST",
+        body: JSON.stringify({ create_request: { key: b64(key) } }),
+        signal: AbortSignal.timeout(15_000),
+      });
+      expect(watch.status).toBe(200);
+      const reader = watch.body!.getReader();
+      const created = new TextDecoder().decode((await reader.read()).value);
+      expect(created).toContain('"created":true');
+      expect(proxy.connections()).toBeGreaterThanOrEqual(1);
+
+      const cutAt = Date.now();
+      proxy.cutAll();
+      const outcome = await reader.read().then(
+        () => "resolved",
+        (err: unknown) => (err instanceof Error && err.name === "TimeoutError" ? "timed out" : "failed"),
+      );
+      expect(outcome).toBe("failed");
+      expect(Date.now() - cutAt).toBeLessThan(5_000);
+      expect(proxy.connections()).toBe(0);
+    } finally {
+      await proxy.close();
+    }
+  });
+});
+
+describe("auth", () => {
+  it("enableAuth + addUser: anonymous puts are refused, the user's token writes under its prefix", async () => {
+    const member = await startEtcd();
+    try {
+      const rootPassword = "root-pw";
+      await enableAuth(member, { rootPassword });
+      await addUser(member, { rootPassword, user: "app", password: "app-pw", prefix: "app/" });
+      await addUser(member, { rootPassword, user: "reader", password: "reader-pw", prefix: "app/", readOnly: true });
+
+      expect((await put(member.clientUrl, "app/anon", "x")).status).not.toBe(200);
+
+      const token = async (name: string, password: string) => {
+        const { status, body } = await call(member.clientUrl, "/v3/auth/authenticate", { name, password });
+        expect(status).toBe(200);
+        expect(typeof body.token).toBe("string");
+        return { authorization: body.token as string };
+      };
+      const app = await token("app", "app-pw");
+      expect((await put(member.clientUrl, "app/lock", "held", app)).status).toBe(200);
+      expect((await put(member.clientUrl, "other/key", "x", app)).status).toBe(403);
+
+      const reader = await token("reader", "reader-pw");
+      expect((await put(member.clientUrl, "app/lock", "x", reader)).status).toBe(403);
+
+      const value = await member.etcdctl(`--user=root:${rootPassword}`, "get", "app/lock", "--print-value-only");
+      expect(value.trim()).toBe("held");
+    } finally {
+      await member.stop();
+    }
+  });
+});
