@@ -1,116 +1,131 @@
-import * as z from "zod/mini";
+import { array, boolean, type Checker, int64, lazy, number, object, optional, string } from "./schema.js";
 
 /**
  * Response shapes of etcd's gRPC-gateway (protojson), field names as in the apispec. Every field is
  * optional because protojson omits zero values; int64 arrive as strings but numbers are accepted too.
  */
-const int64 = z.optional(z.union([z.string(), z.number()]));
-const bytes = z.optional(z.string());
-const bool = z.optional(z.boolean());
+type Int64 = string | number | undefined;
 
-export const header = z.optional(
-  z.object({ cluster_id: int64, member_id: int64, revision: int64, raft_term: int64 }),
+export interface WireKeyValue {
+  key?: string | undefined;
+  create_revision?: Int64;
+  mod_revision?: Int64;
+  version?: Int64;
+  value?: string | undefined;
+  lease?: Int64;
+}
+
+export type WireHeader =
+  | { cluster_id?: Int64; member_id?: Int64; revision?: Int64; raft_term?: Int64 }
+  | undefined;
+
+export interface WireRange {
+  header?: WireHeader;
+  kvs?: WireKeyValue[] | undefined;
+  more?: boolean | undefined;
+  count?: Int64;
+}
+
+export interface WirePut {
+  header?: WireHeader;
+  prev_kv?: WireKeyValue | undefined;
+}
+
+export interface WireDeleteRange {
+  header?: WireHeader;
+  deleted?: Int64;
+  prev_kvs?: WireKeyValue[] | undefined;
+}
+
+export interface WireResponseOp {
+  response_range?: WireRange | undefined;
+  response_put?: WirePut | undefined;
+  response_delete_range?: WireDeleteRange | undefined;
+  response_txn?: WireTxn | undefined;
+}
+
+export interface WireTxn {
+  header?: WireHeader;
+  succeeded?: boolean | undefined;
+  responses?: WireResponseOp[] | undefined;
+}
+
+export const header: Checker<WireHeader> = optional(
+  object({ cluster_id: int64, member_id: int64, revision: int64, raft_term: int64 }),
 );
 
-export const keyValue = z.object({
-  key: bytes,
+export const keyValue: Checker<WireKeyValue> = object({
+  key: string,
   create_revision: int64,
   mod_revision: int64,
   version: int64,
-  value: bytes,
+  value: string,
   lease: int64,
 });
 
-export const rangeResponse = z.object({
+export const rangeResponse: Checker<WireRange> = object({ header, kvs: array(keyValue), more: boolean, count: int64 });
+
+export const putResponse: Checker<WirePut> = object({ header, prev_kv: optional(keyValue) });
+
+export const deleteRangeResponse: Checker<WireDeleteRange> = object({ header, deleted: int64, prev_kvs: array(keyValue) });
+
+export const txnResponse: Checker<WireTxn> = object({
   header,
-  kvs: z.optional(z.array(keyValue)),
-  more: bool,
-  count: int64,
+  succeeded: boolean,
+  responses: array(
+    lazy(
+      (): Checker<WireResponseOp> =>
+        object({
+          response_range: optional(rangeResponse),
+          response_put: optional(putResponse),
+          response_delete_range: optional(deleteRangeResponse),
+          response_txn: optional(txnResponse),
+        }),
+    ),
+  ),
 });
 
-export const putResponse = z.object({ header, prev_kv: z.optional(keyValue) });
+export const headerOnly = object({ header });
 
-export const deleteRangeResponse = z.object({
-  header,
-  deleted: int64,
-  prev_kvs: z.optional(z.array(keyValue)),
-});
+export const leaseGrant = object({ header, ID: int64, TTL: int64, error: string });
 
-export const responseOp = z.object({
-  response_range: z.optional(rangeResponse),
-  response_put: z.optional(putResponse),
-  response_delete_range: z.optional(deleteRangeResponse),
-  get response_txn() {
-    return z.optional(txnResponse);
-  },
-});
+export const leaseKeepAlive = object({ header, ID: int64, TTL: int64 });
 
-export const txnResponse = z.object({
-  header,
-  succeeded: bool,
-  get responses() {
-    return z.optional(z.array(responseOp));
-  },
-});
+export const leaseTimeToLive = object({ header, ID: int64, TTL: int64, grantedTTL: int64, keys: array(string) });
 
-export const headerOnly = z.object({ header });
+export const leaseLeases = object({ header, leases: array(object({ ID: int64 })) });
 
-export const leaseGrant = z.object({ header, ID: int64, TTL: int64, error: z.optional(z.string()) });
+export const authenticate = object({ header, token: string });
 
-export const leaseKeepAlive = z.object({ header, ID: int64, TTL: int64 });
+const eventType: Checker<string | number | undefined> = optional((value, path) =>
+  typeof value === "string" || typeof value === "number" ? value : string(value, path),
+);
 
-export const leaseTimeToLive = z.object({
-  header,
-  ID: int64,
-  TTL: int64,
-  grantedTTL: int64,
-  keys: z.optional(z.array(z.string())),
-});
+export const event = object({ type: eventType, kv: optional(keyValue), prev_kv: optional(keyValue) });
 
-export const leaseLeases = z.object({ header, leases: z.optional(z.array(z.object({ ID: int64 }))) });
-
-export const authenticate = z.object({ header, token: z.optional(z.string()) });
-
-export const event = z.object({
-  type: z.optional(z.union([z.string(), z.number()])),
-  kv: z.optional(keyValue),
-  prev_kv: z.optional(keyValue),
-});
-
-export const watchResponse = z.object({
+export const watchResponse = object({
   header,
   watch_id: int64,
-  created: bool,
-  canceled: bool,
+  created: boolean,
+  canceled: boolean,
   compact_revision: int64,
-  cancel_reason: z.optional(z.string()),
-  fragment: bool,
-  events: z.optional(z.array(event)),
+  cancel_reason: string,
+  fragment: boolean,
+  events: array(event),
 });
 
 /** The error body of a unary call: 3.4/3.5 send `error` and `message`, 3.6 only `message`. */
-export const unaryError = z.object({
-  code: z.optional(z.number()),
-  message: z.optional(z.string()),
-  error: z.optional(z.string()),
-});
+export const unaryError = object({ code: number, message: string, error: string });
 
 /** The error line of a stream: 3.4/3.5 `{grpc_code, http_code, message, http_status}`, 3.6 `{code, message}`. */
-export const streamError = z.object({
-  grpc_code: z.optional(z.number()),
-  code: z.optional(z.number()),
-  http_code: z.optional(z.number()),
-  message: z.optional(z.string()),
-  http_status: z.optional(z.string()),
+export const streamError = object({
+  grpc_code: number,
+  code: number,
+  http_code: number,
+  message: string,
+  http_status: string,
 });
 
-export type WireHeader = z.infer<typeof header>;
-export type WireKeyValue = z.infer<typeof keyValue>;
-export type WireRange = z.infer<typeof rangeResponse>;
-export type WirePut = z.infer<typeof putResponse>;
-export type WireDeleteRange = z.infer<typeof deleteRangeResponse>;
-export type WireTxn = z.infer<typeof txnResponse>;
-export type WireResponseOp = z.infer<typeof responseOp>;
-export type WireWatchResponse = z.infer<typeof watchResponse>;
-export type WireStreamError = z.infer<typeof streamError>;
-export type Schema<T> = z.ZodMiniType<T>;
+export type WireWatchResponse = ReturnType<typeof watchResponse>;
+export type WireStreamError = ReturnType<typeof streamError>;
+export type { Schema } from "./schema.js";
