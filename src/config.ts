@@ -79,6 +79,11 @@ function resolveEndpoints(input: EtcdOptions["endpoints"]): string[] {
     if (url.protocol !== "http:" && url.protocol !== "https:") {
       throw invalidArgument(`endpoint ${JSON.stringify(endpoint)} must use http: or https:`);
     }
+    if (url.search || url.hash || url.username || url.password) {
+      throw invalidArgument(
+        `endpoint ${JSON.stringify(endpoint)} must be a plain base URL without query, fragment or credentials (use \`auth\`)`,
+      );
+    }
     return url.href.replace(/\/+$/, "");
   });
 }

@@ -76,6 +76,11 @@ function refinedCode(message: string): EtcdErrorCode | undefined {
 /** The error for a non-200 answer: etcd's JSON error body if it is one, else "that wasn't the gateway". */
 export function errorFromBody(status: number, text: string, endpoint?: string): EtcdError {
   const json = parseJson(text);
+  // A stream that fails before its first result answers with the mapped status and an error line.
+  const streamLine = json as { error?: unknown } | undefined;
+  if (typeof streamLine?.error === "object" && streamLine.error !== null) {
+    return errorFromStreamLine(streamLine.error, status, endpoint);
+  }
   const parsed = json === undefined ? undefined : unaryError.safeParse(json);
   if (parsed?.success) {
     const { code, message, error } = parsed.data;

@@ -1,5 +1,7 @@
 import { EtcdError, EtcdTimeoutError } from "../errors.js";
 
+const MAX_TIMER_MS = 2_147_483_647;
+
 /**
  * One signal for one call: aborts when the caller's signal does or when the call's time budget runs out,
  * and remembers which of the two it was so the error says so.
@@ -22,7 +24,8 @@ export class CallSignal {
       return;
     }
     parent?.addEventListener("abort", this.#onParentAbort, { once: true });
-    if (timeout !== undefined && Number.isFinite(timeout)) {
+    // Beyond 2^31-1 ms timers fire at once; such a budget is as good as none.
+    if (timeout !== undefined && timeout <= MAX_TIMER_MS) {
       this.#timer = setTimeout(() => {
         this.#timedOut = true;
         this.#controller.abort(new EtcdTimeoutError(timeout));

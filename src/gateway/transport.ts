@@ -1,4 +1,4 @@
-import type { ResolvedConfig } from "../config.js";
+import { type ResolvedConfig, resolveTimeout } from "../config.js";
 import { EtcdError } from "../errors.js";
 import { VERSION } from "../version.js";
 import { badResponse, errorFromBody, errorFromStreamLine, parseJson } from "./errors.js";
@@ -65,7 +65,7 @@ export class Transport {
 
   /** One request/response call, parsed and validated against `schema`. */
   async unary<T>(request: Unary<T>, options: CallOptions = {}): Promise<T> {
-    const call = new CallSignal(options.signal, options.timeout ?? this.#config.timeout);
+    const call = new CallSignal(options.signal, this.#timeout(options.timeout));
     try {
       return await this.#withRetries(request.retry, call, async (endpoint, headers) => {
         const response = await this.#post(endpoint, request.path, request.body, headers, call.signal);
@@ -82,7 +82,7 @@ export class Transport {
    * that the stream lives until `signal` aborts (the caller must abort it to close the connection).
    */
   async open(path: string, body: unknown, signal: AbortSignal, timeout?: number): Promise<OpenStream> {
-    const call = new CallSignal(signal, timeout ?? this.#config.timeout);
+    const call = new CallSignal(signal, this.#timeout(timeout));
     try {
       return await this.#withRetries("idempotent", call, async (endpoint, headers) => {
         const response = await this.#post(endpoint, path, body, headers, call.signal);
@@ -97,6 +97,10 @@ export class Transport {
     }
   }
 
+  #timeout(perCall: number | undefined): number {
+    return resolveTimeout(perCall, "timeout") ?? this.#config.timeout;
+  }
+
   async #withRetries<T>(
     policy: RetryPolicy,
     call: CallSignal,
@@ -109,6 +113,7 @@ export class Transport {
       const endpoint = this.#config.endpoints[index]!;
       let token: string | undefined;
       try {
+        if (call.aborted) throw call.error(endpoint);
         token = withToken ? await untilAborted(this.#authToken(), call.signal) : undefined;
         const headers = token === undefined ? this.#baseHeaders : { ...this.#baseHeaders, authorization: token };
         return await attempt(endpoint, headers);

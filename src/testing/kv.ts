@@ -1,9 +1,9 @@
 import { compareBytes } from "./bytes.js";
 import { encodeKv, setBool, setInt, setList, type Out } from "./encode.js";
-import { Errors } from "./errors.js";
+import { EtcdError, Errors } from "./errors.js";
 import type { Lessor } from "./lease.js";
 import { checkIntervals, isReadOnly, validateOp, type Compare, type DeleteOp, type Op, type PutOp, type RangeOp, type TxnOp } from "./ops.js";
-import type { KeyValue, MvccStore, WriteBatch } from "./store.js";
+import { inRange, type KeyValue, type MvccStore, type WriteBatch } from "./store.js";
 
 /** What a read inside a request observes: the store itself, or a write batch with its pending changes. */
 interface Reader {
@@ -80,13 +80,25 @@ export class KvApplier {
       return rest;
     };
     walk(op, path);
-    for (const o of ops) if (o.kind === "put") this.checkPut(o);
+    for (const o of ops) if (o.kind === "put") this.checkPut(o, true);
+    // 3.4 passes the checks above against the pre-txn state, then panics applying an ignore_* put whose key an
+    // earlier delete in the same txn removed (a from-key "\0" delete escapes the duplicate-key check).
+    const deletes: DeleteOp[] = [];
+    for (const o of ops) {
+      if (o.kind === "delete") deletes.push(o);
+      if (o.kind === "put" && (o.ignoreValue || o.ignoreLease) && deletes.some((d) => inRange(o.key, d.key, d.end))) {
+        throw new EtcdError(13, "etcd-edge/testing: etcd 3.4 panics on this txn (unexpected error during txn: etcdserver: key not found)");
+      }
+    }
     for (const o of ops) if (o.kind === "range") this.store.range(o.key, o.end, o.revision);
   }
 
-  private checkPut(op: PutOp): void {
+  /** 3.4 checks the lease first for a plain put, but the key first inside a txn (checkRequestPut). */
+  private checkPut(op: PutOp, inTxn = false): void {
+    const keyMissing = () => (op.ignoreValue || op.ignoreLease) && !this.store.get(op.key);
+    if (inTxn && keyMissing()) throw Errors.keyNotFound();
     if (op.lease !== 0n) this.lessor.require(op.lease);
-    if ((op.ignoreValue || op.ignoreLease) && !this.store.get(op.key)) throw Errors.keyNotFound();
+    if (keyMissing()) throw Errors.keyNotFound();
   }
 
   private applyTxn(r: Reader | WriteBatch, op: TxnOp, path: boolean[], rev: () => number): Out {

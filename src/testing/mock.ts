@@ -121,7 +121,7 @@ export function createMockEtcdCore<H>(
       return state.store.revision;
     },
     get compactRevision() {
-      return state.store.compactRevision;
+      return Math.max(0, state.store.compactRevision);
     },
     get raftTerm() {
       return state.raftTerm;

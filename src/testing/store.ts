@@ -36,7 +36,8 @@ export function inRange(k: BinKey, key: BinKey, end: BinKey): boolean {
  */
 export class MvccStore {
   revision = 1;
-  compactRevision = 0;
+  /** -1 until the first compaction, as etcd's compactMainRev: compacting at 0 is allowed once on a fresh store. */
+  compactRevision = -1;
   private readonly history = new Map<BinKey, Entry[]>();
   /** Every key with any retained history, sorted bytewise. */
   private readonly sortedKeys: BinKey[] = [];

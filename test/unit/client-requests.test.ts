@@ -1,0 +1,331 @@
+// What the client puts on the wire: request bodies, base64, ranges, namespaces, headers, how fetch is called.
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { cmp, Etcd, op } from "../../src/index.js";
+import { A, controlledStream, json, jsonText, route, streamResponse, useGateway } from "./support/gateway.js";
+import { BIG_LEASE, b64, createdLine, header, kv } from "./support/wire.js";
+
+const server = useGateway();
+const client = (options: Partial<ConstructorParameters<typeof Etcd>[0]> = {}) => new Etcd({ endpoints: [A], retries: 0, ...options });
+
+const STANDARD_PADDED_BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
+describe("keys and values", () => {
+  it("are padded standard base64 (never URL-safe, never unpadded)", async () => {
+    const seen = route(server, "/v3/kv/put", () => json({ header: header(2) }));
+    // Bytes chosen so that URL-safe base64 would differ (+ and / vs - and _) and padding is needed.
+    const key = new Uint8Array([0xfb, 0xff, 0xbf]); // "+/+/" in standard, "-_-_" in URL-safe
+    await client().put(key, new Uint8Array([0xfb, 0xef]));
+    await client().put("a", "ab");
+    expect(seen[0]!.body).toEqual({ key: "+/+/", value: "++8=" });
+    expect(seen[1]!.body).toEqual({ key: "YQ==", value: "YWI=" });
+    for (const { body } of seen) {
+      expect(body.key).toMatch(STANDARD_PADDED_BASE64);
+      expect(body.value).toMatch(STANDARD_PADDED_BASE64);
+    }
+  });
+
+  it("utf-8 keys are encoded as UTF-8 bytes", async () => {
+    const seen = route(server, "/v3/kv/range", () => json({ header: header(2) }));
+    await client().get("clé/✓");
+    expect(seen[0]!.body).toEqual({ key: b64("clé/✓") });
+  });
+
+  it("an empty value is left out (protojson zero value)", async () => {
+    const seen = route(server, "/v3/kv/put", () => json({ header: header(2) }));
+    await client().put("k", "");
+    expect(seen[0]!.body).toEqual({ key: b64("k") });
+  });
+});
+
+describe("ranges", () => {
+  it("a prefix gets range_end = prefix with its last byte incremented", async () => {
+    const seen = route(server, "/v3/kv/range", () => json({ header: header(2) }));
+    await client().range({ prefix: "jobs/" });
+    expect(seen[0]!.body).toEqual({ key: b64("jobs/"), range_end: b64("jobs0") });
+  });
+
+  it("a prefix ending in 0xff bytes cuts them and increments the last byte below 0xff", async () => {
+    const seen = route(server, "/v3/kv/range", () => json({ header: header(2) }));
+    await client().range({ prefix: new Uint8Array([0x61, 0xff, 0xff]) });
+    expect(seen[0]!.body).toEqual({ key: b64(new Uint8Array([0x61, 0xff, 0xff])), range_end: b64("b") });
+  });
+
+  it('an all-0xff prefix has no end: range_end "AA==" ("\\0", every key >= key)', async () => {
+    const seen = route(server, "/v3/kv/range", () => json({ header: header(2) }));
+    await client().range({ prefix: new Uint8Array([0xff, 0xff]) });
+    expect(seen[0]!.body).toEqual({ key: "//8=", range_end: "AA==" });
+  });
+
+  it('an empty prefix means every key: key "AA==" and range_end "AA=="', async () => {
+    const seen = route(server, "/v3/kv/range", () => json({ header: header(2) }));
+    await client().range({ prefix: "" });
+    expect(seen[0]!.body).toEqual({ key: "AA==", range_end: "AA==" });
+  });
+
+  it("{ key, end } sends both; end '\\0' sends AA==", async () => {
+    const seen = route(server, "/v3/kv/range", () => json({ header: header(2) }));
+    await client().range({ key: "a", end: "c" });
+    await client().range({ key: "a", end: "\0" });
+    expect(seen[0]!.body).toEqual({ key: b64("a"), range_end: b64("c") });
+    expect(seen[1]!.body).toEqual({ key: b64("a"), range_end: "AA==" });
+  });
+
+  it("deleterange with a prefix sends the same key/range_end", async () => {
+    const seen = route(server, "/v3/kv/deleterange", () => json({ header: header(2), deleted: "2" }));
+    const result = await client().delete({ prefix: "jobs/" });
+    expect(result.deleted).toBe(2);
+    expect(seen[0]!.body).toEqual({ key: b64("jobs/"), range_end: b64("jobs0") });
+  });
+});
+
+describe("int64 and zero-value options", () => {
+  it("int64 fields go out as strings; sort enums as names", async () => {
+    const seen = route(server, "/v3/kv/range", () => json({ header: header(2) }));
+    await client().range({
+      prefix: "p/",
+      limit: 10,
+      revision: 42,
+      minModRevision: 3,
+      maxModRevision: 40,
+      minCreateRevision: 2,
+      maxCreateRevision: 39,
+      sort: { target: "modRevision", order: "descend" },
+      keysOnly: true,
+      countOnly: true,
+      serializable: true,
+    });
+    expect(seen[0]!.body).toEqual({
+      key: b64("p/"),
+      range_end: b64("p0"),
+      limit: "10",
+      revision: "42",
+      min_mod_revision: "3",
+      max_mod_revision: "40",
+      min_create_revision: "2",
+      max_create_revision: "39",
+      sort_target: "MOD",
+      sort_order: "DESCEND",
+      keys_only: true,
+      count_only: true,
+      serializable: true,
+    });
+  });
+
+  it("zero and false options are omitted entirely", async () => {
+    const seen = route(server, "/v3/kv/range", () => json({ header: header(2) }));
+    await client().range({ key: "k", limit: 0, revision: 0, keysOnly: false, countOnly: false, serializable: false });
+    expect(seen[0]!.text).toBe(`{"key":"${b64("k")}"}`);
+    const puts = route(server, "/v3/kv/put", () => json({ header: header(2) }));
+    await client().put("k", "v", { prevKv: false, ignoreLease: false, lease: "0" });
+    expect(puts[0]!.body).toEqual({ key: b64("k"), value: b64("v") });
+  });
+
+  it("a put with a lease above 2^53 sends the exact lease ID as a string", async () => {
+    const seen = route(server, "/v3/kv/put", () => json({ header: header(2), prev_kv: kv({ key: "k", value: "old", create: 1, mod: 1, version: 1 }) }));
+    const result = await client().put("k", "v", { lease: BIG_LEASE, prevKv: true });
+    expect(seen[0]!.body).toEqual({ key: b64("k"), value: b64("v"), lease: BIG_LEASE, prev_kv: true });
+    expect(result.prevKv).toMatchObject({ key: "k", value: "old" });
+  });
+
+  it("lease calls send TTL and ID as int64 strings, under the lease service's field names", async () => {
+    const grants = route(server, "/v3/lease/grant", () => json({ header: header(2), ID: BIG_LEASE, TTL: "30" }));
+    const revokes = route(server, "/v3/lease/revoke", () => json({ header: header(2) }));
+    const keeps = route(server, "/v3/lease/keepalive", () => jsonText(`{"result":{"header":${JSON.stringify(header(2))},"ID":"${BIG_LEASE}","TTL":"30"}}\n`));
+    const ttls = route(server, "/v3/lease/timetolive", () => json({ header: header(2), ID: BIG_LEASE, TTL: "20", grantedTTL: "30" }));
+    const etcd = client();
+    await etcd.lease.grant(30);
+    await etcd.lease.grant(30, { id: BIG_LEASE });
+    await etcd.lease.revoke(BIG_LEASE);
+    await etcd.lease.keepAliveOnce(BIG_LEASE);
+    await etcd.lease.timeToLive(BIG_LEASE, { keys: true });
+    await etcd.lease.timeToLive(BIG_LEASE);
+    expect(grants.map((g) => g.body)).toEqual([{ TTL: "30" }, { TTL: "30", ID: BIG_LEASE }]);
+    expect(revokes[0]!.body).toEqual({ ID: BIG_LEASE });
+    expect(keeps[0]!.body).toEqual({ ID: BIG_LEASE });
+    expect(ttls.map((t) => t.body)).toEqual([{ ID: BIG_LEASE, keys: true }, { ID: BIG_LEASE }]);
+  });
+
+  it("compact sends its revision as a string", async () => {
+    const seen = route(server, "/v3/kv/compaction", () => json({ header: header(50) }));
+    await client().compact(40);
+    expect(seen[0]!.body).toEqual({ revision: "40" });
+  });
+
+  it("txn compares/ops: int64 as strings, enum names, nested request_* shapes", async () => {
+    const seen = route(server, "/v3/kv/txn", () => json({ header: header(9), succeeded: true, responses: [{ response_put: { header: header(9) } }, { response_delete_range: { header: header(9) } }] }));
+    await client()
+      .txn()
+      .if(
+        cmp.version("a", "==", 0),
+        cmp.modRevision("b", "<", 7),
+        cmp.createRevision("c", ">", 2),
+        cmp.value("d", "!=", "x"),
+        cmp.lease("e", "==", BIG_LEASE),
+      )
+      .then(op.put("a", "1", { lease: BIG_LEASE }), op.delete({ prefix: "q/" }))
+      .else(op.get("a"))
+      .commit();
+    expect(seen[0]!.body).toEqual({
+      compare: [
+        { key: b64("a"), target: "VERSION", result: "EQUAL", version: "0" },
+        { key: b64("b"), target: "MOD", result: "LESS", mod_revision: "7" },
+        { key: b64("c"), target: "CREATE", result: "GREATER", create_revision: "2" },
+        { key: b64("d"), target: "VALUE", result: "NOT_EQUAL", value: b64("x") },
+        { key: b64("e"), target: "LEASE", result: "EQUAL", lease: BIG_LEASE },
+      ],
+      success: [
+        { request_put: { key: b64("a"), value: b64("1"), lease: BIG_LEASE } },
+        { request_delete_range: { key: b64("q/"), range_end: b64("q0") } },
+      ],
+      failure: [{ request_range: { key: b64("a") } }],
+    });
+  });
+});
+
+describe("namespace", () => {
+  const ns = () => client({ namespace: "app/" });
+
+  it("prefixes keys and range ends, and strips it from returned keys", async () => {
+    const seen = route(server, "/v3/kv/range", () =>
+      json({ header: header(5), kvs: [kv({ key: "app/jobs/1", value: "x", create: 5, mod: 5, version: 1 })], count: "1" }),
+    );
+    const result = await ns().range({ prefix: "jobs/" });
+    await ns().range({ key: "a", end: "c" });
+    await ns().get("jobs/1");
+    expect(seen[0]!.body).toEqual({ key: b64("app/jobs/"), range_end: b64("app/jobs0") });
+    expect(seen[1]!.body).toEqual({ key: b64("app/a"), range_end: b64("app/c") });
+    expect(seen[2]!.body).toEqual({ key: b64("app/jobs/1") });
+    expect(result.kvs[0]!.key).toBe("jobs/1");
+    expect(result.kvs[0]!.keyBytes).toEqual(new TextEncoder().encode("jobs/1"));
+  });
+
+  it("an empty prefix or end '\\0' stays inside the namespace", async () => {
+    const seen = route(server, "/v3/kv/range", () => json({ header: header(5) }));
+    await ns().range({ prefix: "" });
+    await ns().range({ key: "m", end: "\0" });
+    expect(seen[0]!.body).toEqual({ key: b64("app/"), range_end: b64("app0") });
+    expect(seen[1]!.body).toEqual({ key: b64("app/m"), range_end: b64("app0") });
+  });
+
+  it("applies to puts, deletes and prev_kv answers", async () => {
+    const puts = route(server, "/v3/kv/put", () => json({ header: header(6), prev_kv: kv({ key: "app/k", value: "old", create: 2, mod: 3, version: 2 }) }));
+    const dels = route(server, "/v3/kv/deleterange", () => json({ header: header(7), deleted: "1", prev_kvs: [kv({ key: "app/k", value: "new", create: 2, mod: 6, version: 3 })] }));
+    const put = await ns().put("k", "new", { prevKv: true });
+    const del = await ns().delete("k", { prevKv: true });
+    expect(puts[0]!.body).toEqual({ key: b64("app/k"), value: b64("new"), prev_kv: true });
+    expect(dels[0]!.body).toEqual({ key: b64("app/k"), prev_kv: true });
+    expect(put.prevKv!.key).toBe("k");
+    expect(del.prevKvs[0]!.key).toBe("k");
+  });
+
+  it("applies to txn compares and ops, and strips it from txn responses", async () => {
+    const seen = route(server, "/v3/kv/txn", () =>
+      json({ header: header(9), responses: [{ response_range: { header: header(9), kvs: [kv({ key: "app/lock", value: "o", create: 8, mod: 8, version: 1 })], count: "1" } }] }),
+    );
+    const result = await ns().txn().if(cmp.version("lock", "==", 0)).then(op.put("lock", "me")).else(op.get({ prefix: "lock" })).commit();
+    expect(seen[0]!.body).toEqual({
+      compare: [{ key: b64("app/lock"), target: "VERSION", result: "EQUAL", version: "0" }],
+      success: [{ request_put: { key: b64("app/lock"), value: b64("me") } }],
+      failure: [{ request_range: { key: b64("app/lock"), range_end: b64("app/locl") } }],
+    });
+    expect(result.succeeded).toBe(false);
+    expect((result.responses[0] as { kvs: Array<{ key: string }> }).kvs[0]!.key).toBe("lock");
+  });
+
+  it("applies to watch requests and strips it from watch events", async () => {
+    const stream = controlledStream([
+      createdLine(10),
+      `{"result":{"header":${JSON.stringify(header(11))},"events":[{"kv":${JSON.stringify(kv({ key: "app/jobs/1", value: "v", create: 11, mod: 11, version: 1 }))}}]}}\n`,
+    ]);
+    const seen = route(server, "/v3/watch", () => streamResponse(stream));
+    const abort = new AbortController();
+    for await (const batch of ns().watch({ prefix: "jobs/", signal: abort.signal, prevKv: true, noDelete: true })) {
+      expect(batch.events[0]!.kv.key).toBe("jobs/1");
+      break;
+    }
+    expect(seen[0]!.body).toEqual({ create_request: { key: b64("app/jobs/"), range_end: b64("app/jobs0"), prev_kv: true, filters: ["NODELETE"] } });
+  });
+
+  it("applies to lease timetolive keys", async () => {
+    route(server, "/v3/lease/timetolive", () => json({ header: header(2), ID: BIG_LEASE, TTL: "20", grantedTTL: "30", keys: [b64("app/held")] }));
+    expect((await ns().lease.timeToLive(BIG_LEASE, { keys: true })).keys).toEqual(["held"]);
+  });
+});
+
+describe("HTTP request", () => {
+  afterEach(() => vi.restoreAllMocks());
+
+  it("is a POST to /v3/... with JSON content-type, etcd-edge user-agent and hasleader", async () => {
+    const seen = route(server, "/v3/kv/range", () => json({ header: header(2) }));
+    await client().get("k");
+    const [req] = seen;
+    expect(req!.method).toBe("POST");
+    expect(req!.url).toBe(`${A}/v3/kv/range`);
+    expect(req!.headers["content-type"]).toBe("application/json");
+    expect(req!.headers["user-agent"]).toMatch(/^etcd-edge\/\d+\.\d+\.\d+/);
+    expect(req!.headers["grpc-metadata-hasleader"]).toBe("true");
+    expect(req!.headers.authorization).toBeUndefined();
+  });
+
+  it("requireLeader: false drops hasleader; extra headers are sent", async () => {
+    const seen = route(server, "/v3/kv/range", () => json({ header: header(2) }));
+    await client({ requireLeader: false, headers: { "x-proxy-key": "s3cret" } }).get("k");
+    expect(seen[0]!.headers["grpc-metadata-hasleader"]).toBeUndefined();
+    expect(seen[0]!.headers["x-proxy-key"]).toBe("s3cret");
+  });
+
+  it("an endpoint with a trailing slash or a path prefix gives clean URLs", async () => {
+    const seen = route(server, "/v3/kv/range", () => json({ header: header(2) }));
+    const prefixed = route(server, "/etcd/v3/kv/range", () => json({ header: header(2) }), "http://proxy.test");
+    await client({ endpoints: `${A}/` }).get("k");
+    await client({ endpoints: ["http://proxy.test/etcd/"] }).get("k");
+    expect(seen[0]!.url).toBe(`${A}/v3/kv/range`);
+    expect(prefixed[0]!.url).toBe("http://proxy.test/etcd/v3/kv/range");
+  });
+
+  it("the injected fetch gets exactly { method, headers, body, signal } (no `cache`, which workerd rejects)", async () => {
+    route(server, "/v3/kv/range", () => json({ header: header(2) }));
+    const inits: Array<Record<string, unknown>> = [];
+    const fetch = async (input: string, init: any) => {
+      inits.push(init);
+      return globalThis.fetch(input, init);
+    };
+    await client({ fetch }).get("k");
+    expect(inits).toHaveLength(1);
+    const init = inits[0]!;
+    expect(Object.keys(init).sort()).toEqual(["body", "headers", "method", "signal"]);
+    expect("cache" in init).toBe(false);
+    expect(init.method).toBe("POST");
+    expect(typeof init.body).toBe("string");
+    expect(init.signal).toBeInstanceOf(AbortSignal);
+  });
+
+  it("the injected fetch is called without a receiver (`this` undefined: workerd throws on a foreign `this`)", async () => {
+    route(server, "/v3/kv/range", () => json({ header: header(2) }));
+    const receivers: unknown[] = [];
+    const fetch = function (this: unknown, input: string, init: any) {
+      "use strict";
+      receivers.push(this);
+      return globalThis.fetch(input, init);
+    };
+    const etcd = client({ fetch });
+    await etcd.get("k");
+    await etcd.range({ prefix: "p" });
+    expect(receivers).toEqual([undefined, undefined]);
+  });
+
+  it("the global fetch is looked up on every call, not captured at construction", async () => {
+    route(server, "/v3/kv/range", () => json({ header: header(2) }));
+    const etcd = client();
+    const original = globalThis.fetch;
+    const replacement = vi.fn((input: any, init: any) => original(input, init));
+    globalThis.fetch = replacement as typeof fetch;
+    try {
+      await etcd.get("k");
+    } finally {
+      globalThis.fetch = original;
+    }
+    expect(replacement).toHaveBeenCalledTimes(1);
+    expect(replacement.mock.calls[0]![0]).toBe(`${A}/v3/kv/range`);
+  });
+});
