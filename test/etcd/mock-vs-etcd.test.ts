@@ -1,0 +1,373 @@
+/// <reference path="./provided.d.ts" />
+// Sends the same raw gateway requests to a real etcd 3.4 member and to the mock, and compares answers.
+//
+// A private member (not the shared one from global-setup): vitest runs files in parallel, so the shared
+// member's revision moves under us, and the auth scenario must enable auth. A fresh member and a fresh mock both
+// start at revision 1 and stay in lockstep, so revisions are compared exactly, not as deltas.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createMockEtcd, type MockEtcdServer } from "../../src/testing/index.js";
+import { addUser, enableAuth, startEtcd, type EtcdMember } from "./harness.js";
+
+type Step = [path: string, body: unknown];
+interface Answer {
+  status: number;
+  body: unknown;
+}
+
+const b64 = (s: string) => btoa(s);
+
+/** Drops what legitimately differs: cluster/member IDs and raft term, and random lease IDs (when asked). */
+function normalise(value: unknown, opts: { leaseIds?: boolean } = {}): unknown {
+  if (Array.isArray(value)) return value.map((v) => normalise(v, opts));
+  if (value === null || typeof value !== "object") return value;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) {
+    if (k === "cluster_id" || k === "member_id" || k === "raft_term") out[k] = "<n>";
+    else if (k === "ID" && opts.leaseIds) out[k] = "<id>";
+    else if (k === "token") out[k] = "<token>";
+    else out[k] = normalise(v, opts);
+  }
+  return out;
+}
+
+async function answer(res: Response): Promise<Answer> {
+  const text = await res.text();
+  const lines = text.split("\n").filter((l) => l !== "");
+  try {
+    return { status: res.status, body: lines.length > 1 ? lines.map((l) => JSON.parse(l)) : JSON.parse(text) };
+  } catch {
+    return { status: res.status, body: text };
+  }
+}
+
+describe("mock vs real etcd 3.4 (same raw requests)", () => {
+  let member: EtcdMember;
+  let mock: MockEtcdServer;
+  const real = (path: string, init?: RequestInit) => fetch(`${member.clientUrl}${path}`, init);
+  const fake = (path: string, init?: RequestInit) => mock.fetch(`http://etcd.test:2379${path}`, init);
+
+  async function both(path: string, body: unknown, init: RequestInit = {}): Promise<[Answer, Answer]> {
+    const req = (): RequestInit => ({ method: "POST", body: typeof body === "string" ? body : JSON.stringify(body), ...init });
+    const r = await answer(await real(path, req()));
+    const m = await answer(await fake(path, req()));
+    return [r, m];
+  }
+
+  async function same(steps: Step[], opts: { leaseIds?: boolean } = {}): Promise<void> {
+    for (const [path, body] of steps) {
+      const [r, m] = await both(path, body);
+      expect({ step: [path, body], ...(normalise(m, opts) as object) }).toEqual({ step: [path, body], ...(normalise(r, opts) as object) });
+    }
+  }
+
+  beforeAll(async () => {
+    member = await startEtcd();
+    mock = createMockEtcd();
+  });
+  afterAll(async () => {
+    await member?.stop();
+  });
+
+  it("kv: put, range options, deleterange, zero-value omission, errors", async () => {
+    const k = b64;
+    await same([
+      ["/v3/kv/range", { key: k("a") }],
+      ["/v3/kv/put", { key: k("a"), value: b64("1") }],
+      ["/v3/kv/put", { key: k("b"), value: "" }],
+      ["/v3/kv/put", { key: k("s1"), value: b64("b") }],
+      ["/v3/kv/put", { key: k("s2"), value: b64("a") }],
+      ["/v3/kv/put", { key: k("s3"), value: b64("c") }],
+      ["/v3/kv/put", { key: k("a"), value: b64("2"), prev_kv: true }],
+      ["/v3/kv/put", { key: k("a"), ignore_value: true, prevKv: true }],
+      ["/v3/kv/range", { key: k("a"), range_end: "AA==" }],
+      ["/v3/kv/range", { key: "AA==", range_end: "AA==", limit: 2 }],
+      ["/v3/kv/range", { key: "AA==", range_end: "AA==", limit: 2, count_only: true }],
+      ["/v3/kv/range", { key: "AA==", range_end: "AA==", keys_only: true }],
+      ["/v3/kv/range", { key: "AA==", range_end: "AA==", min_mod_revision: 4, limit: 1 }],
+      ["/v3/kv/range", { key: "AA==", range_end: "AA==", max_mod_revision: 3 }],
+      ["/v3/kv/range", { key: "AA==", range_end: "AA==", min_create_revision: "3", max_create_revision: "5" }],
+      ["/v3/kv/range", { key: k("s"), range_end: k("t"), sort_target: "VALUE" }],
+      ["/v3/kv/range", { key: k("s"), range_end: k("t"), sort_target: 4, sort_order: 2, limit: 2 }],
+      ["/v3/kv/range", { key: k("s"), range_end: k("t"), sortTarget: "MOD", sortOrder: "DESCEND", keysOnly: true }],
+      ["/v3/kv/range", { key: k("s"), range_end: k("t"), sort_order: "ASCEND", sort_target: "CREATE" }],
+      ["/v3/kv/range", { key: k("t"), range_end: k("s") }],
+      ["/v3/kv/range", { key: k("s1"), revision: 2 }],
+      ["/v3/kv/range", { key: k("a"), revision: 1000 }],
+      ["/v3/kv/range", { key: k("a"), limit: "-1", serializable: true }],
+      ["/v3/kv/put", { key: k("x"), ignore_lease: true }],
+      ["/v3/kv/put", { key: k("x"), value: b64("1"), ignore_value: true }],
+      ["/v3/kv/put", { key: k("x"), lease: "123" }],
+      ["/v3/kv/put", { key: k("x"), lease: "123", ignore_lease: true }],
+      ["/v3/kv/put", { key: "", value: b64("1") }],
+      ["/v3/kv/range", {}],
+      ["/v3/kv/range", { key: "YQ" }],
+      ["/v3/kv/range", { key: k("a"), sort_order: "BOGUS" }],
+      ["/v3/kv/range", { key: k("a"), unknown_field: 1 }],
+      ["/v3/kv/range", '{"key":"YQ==",'],
+      ["/v3/kv/deleterange", { key: k("zzz") }],
+      ["/v3/kv/deleterange", { key: k("s"), range_end: k("t"), prev_kv: true }],
+      ["/v3/kv/deleterange", { key: k("b") }],
+      ["/v3/kv/put", { key: k("b"), value: b64("again") }],
+      ["/v3/kv/range", { key: k("b") }],
+    ]);
+  });
+
+  it("txn: compares, branches, nesting, shared revision, errors", async () => {
+    const k = (s: string) => b64(`t/${s}`);
+    const put = (s: string, v = "v") => ({ request_put: { key: k(s), value: b64(v) } });
+    const get = (s: string) => ({ request_range: { key: k(s) } });
+    await same([
+      ["/v3/kv/txn", {}],
+      ["/v3/kv/txn", { compare: [{ key: k("q") }], success: [put("q"), put("r"), get("q")], failure: [get("q")] }],
+      ["/v3/kv/txn", { compare: [{ key: k("q") }], success: [put("q")], failure: [get("q"), { request_delete_range: { key: k("none") } }] }],
+      ["/v3/kv/txn", { success: [get("q"), put("q", "2")] }],
+      ["/v3/kv/txn", { compare: [{ key: k("q"), target: "VALUE", result: "GREATER", value: b64("1") }], success: [{ request_delete_range: { key: k("q"), prev_kv: true } }, { request_txn: { success: [put("s")] } }] }],
+      ["/v3/kv/txn", { success: [{ request_txn: {} }] }],
+      ["/v3/kv/txn", { success: [put("n"), { request_txn: { compare: [{ key: k("n") }], success: [put("m")], failure: [put("o")] } }] }],
+      ["/v3/kv/txn", { compare: [{ key: k("missing"), target: "VALUE", result: "NOT_EQUAL", value: b64("x") }] }],
+      ["/v3/kv/txn", { compare: [{ key: k("missing"), target: "CREATE", result: "EQUAL", create_revision: "0" }] }],
+      ["/v3/kv/txn", { compare: [{ key: k("missing"), target: "LEASE", result: "EQUAL" }] }],
+      ["/v3/kv/txn", { compare: [{ key: k("r"), target: "MOD", result: "LESS", mod_revision: "1000" }] }],
+      ["/v3/kv/txn", { compare: [{ key: k("r"), target: 2, result: 1, mod_revision: "1" }] }],
+      ["/v3/kv/txn", { compare: [{ key: k("r"), target: "VERSION", result: "EQUAL", mod_revision: "5" }] }],
+      ["/v3/kv/txn", { compare: [{ key: k(""), range_end: b64("t0"), target: "VERSION", result: "GREATER", version: "0" }] }],
+      ["/v3/kv/txn", { compare: [{ key: k(""), range_end: b64("t0"), target: "MOD", result: "GREATER", mod_revision: "12" }] }],
+      ["/v3/kv/txn", { compare: [{ key: k(""), range_end: b64("t0"), target: "CREATE", result: "NOT_EQUAL", create_revision: "0" }], success: [{ request_range: { key: k(""), range_end: b64("t0") } }] }],
+      ["/v3/kv/txn", { success: [{ request_delete_range: { key: k("z") } }, { request_delete_range: { key: k("z") } }] }],
+      ["/v3/kv/txn", { success: [put("d")], failure: [put("d")] }],
+      ["/v3/kv/txn", { success: [put("d"), put("d")] }],
+      ["/v3/kv/txn", { success: [put("d"), { request_delete_range: { key: k("d") } }] }],
+      ["/v3/kv/txn", { success: [put("d"), { request_txn: { success: [put("d")] } }] }],
+      ["/v3/kv/txn", { success: [{ request_txn: { success: [put("d")] } }, { request_txn: { failure: [put("d")] } }] }],
+      ["/v3/kv/txn", { success: [{ request_delete_range: { key: k(""), range_end: "AA==" } }, put("d")] }],
+      ["/v3/kv/txn", { success: [{}] }],
+      ["/v3/kv/txn", { compare: [{ key: "" }] }],
+      ["/v3/kv/txn", { success: [{ request_put: { key: k("d"), lease: "99" } }] }],
+      ["/v3/kv/txn", { success: [{ request_put: { key: k("nokey"), ignore_lease: true } }] }],
+      ["/v3/kv/txn", { success: [{ request_put: { key: k("d"), ignore_lease: true, lease: "5" } }] }],
+      ["/v3/kv/txn", { success: [{ request_range: { key: k("q"), revision: 1000 } }] }],
+      ["/v3/kv/txn", { success: Array.from({ length: 129 }, (_, i) => get(`many${i}`)) }],
+      ["/v3/kv/txn", { success: Array.from({ length: 128 }, (_, i) => get(`many${i}`)) }],
+    ]);
+  });
+
+  it("lease: grant, attach, timetolive, keepalive, leases, revoke, errors", async () => {
+    const k = (s: string) => b64(`l/${s}`);
+    await same([
+      ["/v3/lease/grant", { TTL: 30, ID: "1000" }],
+      ["/v3/lease/grant", { TTL: 30, ID: "1000" }],
+      ["/v3/lease/grant", { TTL: 1, ID: "1001" }],
+      ["/v3/lease/grant", { ttl: 60, ID: "1002" }],
+      ["/v3/lease/grant", { TTL: 9_000_000_001 }],
+      ["/v3/lease/grant", { TTL: 30, ID: "-3" }],
+      ["/v3/kv/put", { key: k("a"), lease: "1000" }],
+      ["/v3/kv/put", { key: k("b"), lease: "1000" }],
+      ["/v3/kv/put", { key: k("a"), prev_kv: true, lease: "1001" }],
+      ["/v3/kv/put", { key: k("a"), ignore_lease: true, value: b64("v") }],
+      ["/v3/lease/keepalive", { ID: "1000" }],
+      ["/v3/lease/keepalive", { ID: "424242" }],
+      ["/v3/lease/keepalive", { ID: "0" }],
+      ["/v3/lease/timetolive", { ID: "424242", keys: true }],
+      ["/v3/lease/timetolive", {}],
+      ["/v3/lease/revoke", { ID: "424242" }],
+      ["/v3/lease/revoke", { ID: "0" }],
+      ["/v3/lease/revoke", { ID: "1000" }],
+      ["/v3/kv/range", { key: k(""), range_end: b64("l0") }],
+      ["/v3/lease/revoke", { ID: "1002" }],
+      ["/v3/lease/revoke", { ID: "-3" }],
+    ]);
+    // A random ID: shape only.
+    await same([["/v3/lease/grant", { TTL: 5 }]], { leaseIds: true });
+    const [r, m] = await both("/v3/lease/timetolive", { ID: "1001", keys: true });
+    const { TTL: realTtl, ...realRest } = r.body as Record<string, string>;
+    const { TTL: mockTtl, ...mockRest } = m.body as Record<string, string>;
+    expect(normalise(mockRest)).toEqual(normalise(realRest));
+    // Real time passed on the real member; the mock's clock stands still.
+    expect(Number(realTtl)).toBeGreaterThanOrEqual(Number(mockTtl) - 2);
+    // Listing order is by expiry; the random-ID lease (5 s) sorts first on both.
+    const [lr, lm] = await both("/v3/lease/leases", {});
+    expect(normalise(lm, { leaseIds: true })).toEqual(normalise(lr, { leaseIds: true }));
+    await same([["/v3/lease/revoke", { ID: "1001" }]]);
+  });
+
+  it("watch: created line, live events, txn batching, filters, prev_kv, history replay, empty range", async () => {
+    const k = (s: string) => b64(`w/${s}`);
+    const specs = [
+      { key: k(""), range_end: b64("w0"), prev_kv: true },
+      { key: k(""), range_end: b64("w0"), filters: ["NOPUT"] },
+      { key: k("a"), filters: [1] },
+      { key: k("a"), start_revision: "2" },
+      { key: k("b"), range_end: k("a") },
+    ];
+    const openAll = async (open: (path: string, init: RequestInit) => Promise<Response>) => {
+      const abort = new AbortController();
+      const streams = await Promise.all(
+        specs.map(async (spec) => {
+          const res = await open("/v3/watch", { method: "POST", body: JSON.stringify({ create_request: spec }), signal: abort.signal });
+          return { status: res.status, lines: collect(res.body!) };
+        }),
+      );
+      return { abort, streams };
+    };
+    const r = await openAll(real);
+    const m = await openAll(fake);
+    await new Promise((res) => setTimeout(res, 200));
+    const writes: Step[] = [
+      ["/v3/lease/grant", { TTL: 30, ID: "78" }],
+      ["/v3/kv/put", { key: k("a"), value: b64("1") }],
+      ["/v3/kv/txn", { success: [{ request_put: { key: k("a"), value: b64("2"), lease: "78" } }, { request_put: { key: k("b"), lease: "78" } }] }],
+      ["/v3/lease/revoke", { ID: "78" }],
+      ["/v3/kv/put", { key: k("a"), value: "" }],
+      ["/v3/kv/deleterange", { key: k("a"), prev_kv: true }],
+    ];
+    await same(writes);
+    await new Promise((res) => setTimeout(res, 500));
+    r.abort.abort();
+    m.abort.abort();
+    const realLines = r.streams.map((s) => ({ status: s.status, lines: normalise(s.lines.lines) }));
+    const mockLines = m.streams.map((s) => ({ status: s.status, lines: normalise(s.lines.lines) }));
+    expect(mockLines).toEqual(realLines);
+    expect(realLines[0]!.lines).toHaveLength(6);
+  });
+
+  it("watch from a compacted revision; compaction errors; range at compacted revision", async () => {
+    const k = b64("c/k");
+    await same([
+      ["/v3/kv/put", { key: k, value: b64("1") }],
+      ["/v3/kv/put", { key: k, value: b64("2") }],
+    ]);
+    const rev = (mock.revision - 1).toString();
+    await same([
+      ["/v3/kv/compaction", { revision: rev }],
+      ["/v3/kv/compaction", { revision: rev }],
+      ["/v3/kv/compaction", { revision: "100000", physical: true }],
+      ["/v3/kv/range", { key: k, revision: rev }],
+      ["/v3/kv/range", { key: k, revision: Number(rev) - 1 }],
+    ]);
+    const open = async (fn: (path: string, init: RequestInit) => Promise<Response>) => {
+      const abort = new AbortController();
+      const res = await fn("/v3/watch", { method: "POST", body: JSON.stringify({ create_request: { key: k, start_revision: 2 } }), signal: abort.signal });
+      const c = collect(res.body!);
+      await new Promise((res) => setTimeout(res, 300));
+      const ended = c.ended;
+      abort.abort();
+      return { lines: normalise(c.lines), ended };
+    };
+    const [r, m] = [await open(real), await open(fake)];
+    expect(m).toEqual(r);
+    expect(r.ended).toBe(false);
+  });
+
+  it("HTTP surface: unknown path, wrong method", async () => {
+    for (const [path, init] of [
+      ["/v3/kv/nope", { method: "POST", body: "{}" }],
+      ["/v3/kv/range", { method: "GET" }],
+      ["/v3/kv/range", { method: "PUT", body: "{}" }],
+      ["/v3/kv/range/", { method: "POST", body: "{}" }],
+    ] as const) {
+      const r = await answer(await real(path, init));
+      const m = await answer(await fake(path, init));
+      expect({ path, ...m }).toEqual({ path, ...r });
+    }
+  });
+});
+
+describe("mock vs real etcd 3.4 with auth enabled", () => {
+  let member: EtcdMember;
+  let mock: MockEtcdServer;
+
+  beforeAll(async () => {
+    member = await startEtcd();
+    await enableAuth(member, { rootPassword: "rootpw" });
+    await addUser(member, { rootPassword: "rootpw", user: "app", password: "apppw", prefix: "app/" });
+    await addUser(member, { rootPassword: "rootpw", user: "reader", password: "rpw", prefix: "app/", readOnly: true });
+    mock = createMockEtcd({
+      auth: {
+        users: { root: "rootpw", app: "apppw", reader: "rpw" },
+        permissions: {
+          app: [{ key: "app/", prefix: true, type: "readwrite" }],
+          reader: [{ key: "app/", prefix: true, type: "read" }],
+        },
+      },
+    });
+  });
+  afterAll(async () => {
+    await member?.stop();
+  });
+
+  it("same statuses and error bodies for token, permission and login failures", async () => {
+    const login = async (base: (p: string, i: RequestInit) => Promise<Response>, name: string, password: string) =>
+      ((await (await base("/v3/auth/authenticate", { method: "POST", body: JSON.stringify({ name, password }) })).json()) as { token: string }).token;
+    const real = (p: string, i: RequestInit) => fetch(`${member.clientUrl}${p}`, i);
+    const fake = (p: string, i: RequestInit) => mock.fetch(`http://etcd.test:2379${p}`, i);
+    const tokens = {
+      real: { app: await login(real, "app", "apppw"), reader: await login(real, "reader", "rpw"), root: await login(real, "root", "rootpw") },
+      fake: { app: await login(fake, "app", "apppw"), reader: await login(fake, "reader", "rpw"), root: await login(fake, "root", "rootpw") },
+    };
+    const cases: [string, unknown, "app" | "reader" | "root" | "none" | "bad" | "bearer"][] = [
+      ["/v3/auth/authenticate", { name: "app", password: "wrong" }, "none"],
+      ["/v3/auth/authenticate", { name: "ghost", password: "x" }, "none"],
+      ["/v3/kv/range", { key: b64("app/x") }, "none"],
+      ["/v3/kv/range", { key: b64("app/x") }, "bad"],
+      ["/v3/kv/range", { key: b64("app/x") }, "bearer"],
+      ["/v3/kv/put", { key: b64("app/x"), value: b64("1") }, "app"],
+      ["/v3/kv/range", { key: b64("app/x") }, "reader"],
+      ["/v3/kv/put", { key: b64("app/y") }, "reader"],
+      ["/v3/kv/put", { key: b64("other") }, "app"],
+      ["/v3/kv/range", { key: b64("app/"), range_end: b64("app0") }, "reader"],
+      ["/v3/kv/range", { key: b64("app/"), range_end: b64("app1") }, "reader"],
+      ["/v3/kv/deleterange", { key: b64("other") }, "app"],
+      ["/v3/kv/txn", { compare: [{ key: b64("other") }], success: [{ request_put: { key: b64("app/z") } }] }, "app"],
+      ["/v3/kv/txn", { compare: [{ key: b64("app/x") }], success: [{ request_put: { key: b64("app/z") } }] }, "app"],
+      ["/v3/kv/range", { key: b64("other") }, "root"],
+      ["/v3/lease/grant", { TTL: 10, ID: "55" }, "none"],
+      ["/v3/lease/grant", { TTL: 10, ID: "56" }, "bad"],
+      ["/v3/kv/put", { key: b64("other"), lease: "55" }, "root"],
+      ["/v3/lease/revoke", { ID: "55" }, "app"],
+      ["/v3/lease/revoke", { ID: "55" }, "root"],
+    ];
+    for (const [path, body, who] of cases) {
+      const header = (side: "real" | "fake"): Record<string, string> =>
+        who === "none" ? {} : who === "bad" ? { authorization: "garbage" } : who === "bearer" ? { authorization: `Bearer ${tokens[side].app}` } : { authorization: tokens[side][who] };
+      const init = (side: "real" | "fake"): RequestInit => ({ method: "POST", body: JSON.stringify(body), headers: header(side) });
+      const r = await answer(await real(path, init("real")));
+      const m = await answer(await fake(path, init("fake")));
+      expect({ path, body, who, ...(normalise(m, { leaseIds: false }) as object) }).toEqual({ path, body, who, ...(normalise(r) as object) });
+    }
+    for (const who of ["none", "bad", "reader"] as const) {
+      const watch = async (side: "real" | "fake", base: typeof real) => {
+        const abort = new AbortController();
+        const auth: Record<string, string> = who === "none" ? {} : { authorization: who === "bad" ? "garbage" : tokens[side][who] };
+        const res = await base("/v3/watch", { method: "POST", body: JSON.stringify({ create_request: { key: b64("other") } }), headers: auth, signal: abort.signal });
+        const c = collect(res.body!);
+        await new Promise((r) => setTimeout(r, 200));
+        abort.abort();
+        return { status: res.status, lines: normalise(c.lines) };
+      };
+      expect({ who, ...(await watch("fake", fake)) }).toEqual({ who, ...(await watch("real", real)) });
+    }
+  });
+});
+
+/** Reads NDJSON lines in the background until the body ends or errors. */
+function collect(body: NonNullable<Response["body"]>): { lines: unknown[]; ended: boolean } {
+  const state = { lines: [] as unknown[], ended: false };
+  void (async () => {
+    const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += value;
+        const parts = buffer.split("\n");
+        buffer = parts.pop()!;
+        for (const p of parts) if (p.trim() !== "") state.lines.push(JSON.parse(p));
+      }
+    } catch {
+      // aborted
+    }
+    state.ended = true;
+  })();
+  return state;
+}
