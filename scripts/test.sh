@@ -15,9 +15,13 @@ step() {
 }
 
 step npx tsc --noEmit -p tsconfig.json
-step npx tsup
+step npm run --silent build
 
-# --- packaging gates go here (one `step ...` line each), e.g. publint, attw ---
+# Packaging gates: the package as npm would publish it, its types as each resolver sees them, and the
+# size of every entry against size-budget.json.
+step npx publint --strict
+step npx attw --pack . --profile esm-only
+step node scripts/size.mjs
 
 step npx vitest run
 

@@ -114,7 +114,8 @@ export class Transport {
       let token: string | undefined;
       try {
         if (call.aborted) throw call.error(endpoint);
-        token = withToken ? await untilAborted(this.#authToken(), call.signal) : undefined;
+        const pending = withToken ? this.#authToken() : undefined;
+        token = pending === undefined ? undefined : await untilAborted(pending, call.signal);
         const headers = token === undefined ? this.#baseHeaders : { ...this.#baseHeaders, authorization: token };
         return await attempt(endpoint, headers);
       } catch (thrown) {
@@ -193,8 +194,7 @@ export class Transport {
 }
 
 /** Waits for `promise` unless `signal` aborts first (the work behind the promise goes on for others). */
-function untilAborted<T>(promise: Promise<T> | undefined, signal: AbortSignal): Promise<T | undefined> {
-  if (promise === undefined) return Promise.resolve(undefined);
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
   if (signal.aborted) return Promise.reject(signal.reason);
   return new Promise((resolve, reject) => {
     const onAbort = () => reject(signal.reason);

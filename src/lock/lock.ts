@@ -28,8 +28,10 @@ export class Lock {
   /** The header of the response that showed the lock acquired. */
   readonly header: ResponseHeader;
   readonly session: Session;
-  readonly #released = new AbortController();
   readonly #releaseLocal: () => void;
+  /** Created on first use of `signal`: most locks are never asked for one, and aborting costs an Error. */
+  #controller: AbortController | undefined;
+  #ended: (() => EtcdError) | undefined;
   #unlocked = false;
 
   /** @internal */
@@ -43,19 +45,27 @@ export class Lock {
     this.#releaseLocal = releaseLocal;
     const session = this.session.signal;
     const onLost = () =>
-      this.#end(this.session.closed ? released(this.name, "its session was closed") : lockLost(this.name, session.reason));
+      this.#end(() => (this.session.closed ? released(this.name, "its session was closed") : lockLost(this.name, session.reason)));
     if (session.aborted) onLost();
-    else session.addEventListener("abort", onLost, { once: true, signal: this.#released.signal });
+    // Removed on release, so a long-lived session does not collect one listener per lock.
+    else session.addEventListener("abort", onLost, { once: true });
+    this.#stopWatchingSession = () => session.removeEventListener("abort", onLost);
   }
+
+  readonly #stopWatchingSession: () => void;
 
   /** Aborts when the lock is lost (its session's lease ended) or released. */
   get signal(): AbortSignal {
-    return this.#released.signal;
+    if (this.#controller === undefined) {
+      this.#controller = new AbortController();
+      if (this.#ended) this.#controller.abort(this.#ended());
+    }
+    return this.#controller.signal;
   }
 
   /** False once released, or once the session's lease can no longer be trusted. */
   get held(): boolean {
-    return !this.#released.signal.aborted && this.session.alive;
+    return this.#ended === undefined && this.session.alive;
   }
 
   /** The compare "this lock's key still has this create revision", for fenced transactions. */
@@ -80,7 +90,7 @@ export class Lock {
       const deleted = await deleteOwnKey(this.session.etcd, this.key, this.revision, options);
       if (!deleted) throw lockLost(this.name, undefined);
     } finally {
-      this.#end(released(this.name, "it was released"));
+      this.#end(() => released(this.name, "it was released"));
     }
   }
 
@@ -93,9 +103,11 @@ export class Lock {
     return { name: this.name, key: this.key, leaseId: this.leaseId, revision: this.revision };
   }
 
-  #end(reason: EtcdError): void {
-    if (this.#released.signal.aborted) return;
-    this.#released.abort(reason);
+  #end(reason: () => EtcdError): void {
+    if (this.#ended) return;
+    this.#ended = reason;
+    this.#stopWatchingSession();
+    this.#controller?.abort(reason());
     this.#releaseLocal();
   }
 }
