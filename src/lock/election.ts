@@ -86,7 +86,8 @@ export class Election {
           ? call.error()
           : thrown;
       this.#key = this.#revision = undefined;
-      if (revision !== undefined && !this.session.closed) await deleteOwnKey(this.session.etcd, key, revision).catch(() => {});
+      // With the revision unknown, the cut-off enqueue may still have landed: delete the key unguarded.
+      if (!this.session.closed) await deleteOwnKey(this.session.etcd, key, revision).catch(() => {});
       throw error;
     } finally {
       call.dispose();

@@ -53,14 +53,16 @@ export class Mutex {
     if (mode !== "watch" && mode !== "poll") throw invalidArgument(`wait must be "watch" or "poll", got ${String(mode)}`);
     const tryOnly = options.timeout === 0;
     const call = new CallSignal(anySignal(options.signal, this.session.signal), tryOnly ? undefined : options.timeout);
-    let joined: { revision: number; created: boolean } | undefined;
+    /** Our key's create revision once known; `null` while the enqueue is in flight (it may have landed). */
+    let joined: number | null | undefined;
     let releaseLocal: (() => void) | undefined;
     try {
       // etcd sees one key per session and name, so this session's own contenders queue here first.
       releaseLocal = tryOnly ? this.session.tryLocalTurn(this.key) : await this.session.localTurn(this.key, call.signal);
       if (releaseLocal === undefined) throw locked(this.name, "another caller of this session");
+      joined = null;
       const line = await enqueue(this.session.etcd, this.prefix, this.key, "", this.session.leaseId, call.signal);
-      joined = line;
+      joined = line.revision;
       if (line.owner === undefined || line.owner.createRevision === line.revision) {
         return new Lock(this, line.revision, line.header, releaseLocal);
       }
@@ -76,7 +78,7 @@ export class Mutex {
       return new Lock(this, line.revision, header, releaseLocal);
     } catch (thrown) {
       const error = this.session.signal.aborted ? this.#expired(thrown) : call.aborted ? call.error() : thrown;
-      if (joined !== undefined) await this.#leaveLine(joined.revision);
+      if (joined !== undefined) await this.#leaveLine(joined);
       releaseLocal?.();
       throw error;
     } finally {
@@ -100,10 +102,14 @@ export class Mutex {
     });
   }
 
-  /** Best effort: a key we could not delete still goes with the lease. */
-  async #leaveLine(revision: number): Promise<void> {
+  /**
+   * Best effort: a key we could not delete still goes with the lease. With the revision unknown (the
+   * enqueue was cut off and may have landed) the key is deleted unguarded: this caller holds the session's
+   * local turn for it, so no other contender of this session can be using it.
+   */
+  async #leaveLine(revision: number | null): Promise<void> {
     if (this.session.closed) return;
-    await deleteOwnKey(this.session.etcd, this.key, revision).catch(() => {});
+    await deleteOwnKey(this.session.etcd, this.key, revision ?? undefined).catch(() => {});
   }
 }
 

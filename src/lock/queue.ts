@@ -108,14 +108,16 @@ export async function waitForDelete(etcd: Etcd, key: Uint8Array, fromRevision: n
 }
 
 /**
- * Deletes our key only if it is still the incarnation we created; safe to resend. Returns whether it was
- * there to delete.
+ * Deletes our key, only if it is still the incarnation created at `revision` when that is known; safe to
+ * resend. Returns whether it was there to delete.
  */
-export async function deleteOwnKey(etcd: Etcd, key: string, revision: number, options: { signal?: AbortSignal | undefined; timeout?: number | undefined } = {}): Promise<boolean> {
-  const result = await etcd
-    .txn()
-    .if(cmp.createRevision(key, "==", revision))
-    .then(op.delete(key))
-    .commit({ ...options, idempotent: true });
+export async function deleteOwnKey(
+  etcd: Etcd,
+  key: string,
+  revision: number | undefined,
+  options: { signal?: AbortSignal | undefined; timeout?: number | undefined } = {},
+): Promise<boolean> {
+  const guard = revision === undefined ? cmp.version(key, ">", 0) : cmp.createRevision(key, "==", revision);
+  const result = await etcd.txn().if(guard).then(op.delete(key)).commit({ ...options, idempotent: true });
   return result.succeeded;
 }
