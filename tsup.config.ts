@@ -1,6 +1,6 @@
-import { defineConfig } from "tsup";
+import { defineConfig, type Options } from "tsup";
 
-const shared = {
+const shared: Options = {
   format: ["esm"],
   target: "es2022",
   dts: true,
@@ -8,7 +8,7 @@ const shared = {
   clean: false,
   treeshake: true,
   external: ["base64-js", "msw", "undici"],
-} as const;
+};
 
 export default defineConfig([
   // Platform-neutral ESM: the same files load in Node, Deno, Bun, workerd and bundlers.

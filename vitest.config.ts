@@ -23,6 +23,16 @@ export default defineConfig({
           hookTimeout: 60_000,
         },
       },
+      {
+        test: {
+          name: "runtimes",
+          include: ["test/runtimes/**/*.test.ts"],
+          // etcd first (provides etcdEndpoint), then pack the built package and install it into a temp project.
+          globalSetup: ["test/etcd/global-setup.ts", "test/runtimes/global-setup.ts"],
+          testTimeout: 120_000,
+          hookTimeout: 300_000,
+        },
+      },
     ],
   },
 });

@@ -59,7 +59,11 @@ export class Election {
     return cmp.createRevision(this.#key, "==", this.#revision);
   }
 
-  /** Waits until elected, then proclaims `value`. On abort or timeout the candidacy is withdrawn. */
+  /**
+   * Waits until elected, with `value` as the proclamation. Until it resolves this candidate is not the
+   * leader (`isLeader` false, `ifLeader()` throws). On abort, timeout or session loss the candidacy is
+   * withdrawn.
+   */
   async campaign(value: Bytes, options: LockOptions = {}): Promise<void> {
     const mode = options.wait ?? "watch";
     const key = `${this.prefix}${this.session.leaseHex}`;
@@ -69,29 +73,37 @@ export class Election {
     try {
       const line = await enqueue(this.session.etcd, this.prefix, key, text, this.session.leaseId, call.signal);
       revision = line.revision;
-      this.#key = key;
-      this.#revision = revision;
-      if (!line.created && line.own?.value !== text) await this.proclaim(value, { signal: call.signal });
+      if (!line.created && line.own?.value !== text) {
+        // Campaigning again with a new value: update our own key, whatever our place in the line.
+        await this.session.etcd
+          .txn()
+          .if(cmp.createRevision(key, "==", revision))
+          .then(op.put(key, value, { lease: this.session.leaseId }))
+          .commit({ signal: call.signal });
+      }
       const start = line.created ? line : await readLine(this.session.etcd, this.prefix, revision, call.signal);
       await waitForTurn(this.session.etcd, { prefix: this.prefix, revision }, start, {
         signal: call.signal,
         mode,
         pollInterval: options.pollInterval ?? 500,
-        expired: () => new EtcdError("SESSION_EXPIRED", `session lease ${this.session.leaseId} expired while campaigning in ${this.name}`),
+        expired: () => this.#expired(),
       });
+      this.#key = key;
+      this.#revision = revision;
     } catch (thrown) {
-      const error = this.session.signal.aborted
-        ? new EtcdError("SESSION_EXPIRED", `session lease ${this.session.leaseId} expired while campaigning in ${this.name}`, { cause: thrown })
-        : call.aborted
-          ? call.error()
-          : thrown;
-      this.#key = this.#revision = undefined;
+      const error = this.session.signal.aborted ? this.#expired(thrown) : call.aborted ? call.error() : thrown;
       // With the revision unknown, the cut-off enqueue may still have landed: delete the key unguarded.
       if (!this.session.closed) await deleteOwnKey(this.session.etcd, key, revision).catch(() => {});
       throw error;
     } finally {
       call.dispose();
     }
+  }
+
+  #expired(cause?: unknown): EtcdError {
+    return new EtcdError("SESSION_EXPIRED", `session lease ${this.session.leaseId} expired while campaigning in ${this.name}`, {
+      cause: cause ?? this.session.signal.reason,
+    });
   }
 
   /** Publishes a new value as the leader, without losing leadership. NOT_LEADER if we are not it. */

@@ -3,7 +3,8 @@ import type { Etcd } from "../client.js";
 import { EtcdError, invalidArgument } from "../errors.js";
 import type { CallOptions } from "../gateway/transport.js";
 import { Lock, type LockTicket } from "./lock.js";
-import { type KeepAliveMode, Session } from "./session.js";
+import { now } from "./clock.js";
+import { isCode, type KeepAliveMode, Session } from "./session.js";
 
 /**
  * Takes over a lock held by another process or invocation from its ticket (`lock.toJSON()`), after checking
@@ -17,17 +18,23 @@ export async function resumeLock(
 ): Promise<Lock> {
   const { name, key, revision } = checkTicket(ticket);
   const leaseId = leaseIdArg(ticket.leaseId, "ticket.leaseId");
-  const [session, found] = await Promise.all([
-    Session.create(etcd, { leaseId, keepAlive: options.keepAlive ?? "manual", signal: options.signal, timeout: options.timeout }),
+  if (key !== `${name}/${BigInt(leaseId).toString(16)}`) {
+    throw invalidArgument(`ticket.key ${key} does not match lock ${name} and lease ${leaseId}`);
+  }
+  const lost = (cause?: unknown) =>
+    new EtcdError("LOCK_LOST", `lock ${name} is no longer held by this ticket (key ${key}, revision ${revision})`, { cause });
+  // Check before adopting anything: a session on a ticket that turns out stale would renew a lease forever.
+  const sentAt = now();
+  const [lease, found] = await Promise.all([
+    etcd.lease.timeToLive(leaseId, options).catch((error: unknown) => {
+      throw isCode(error, "LEASE_NOT_FOUND") ? lost(error) : error;
+    }),
     etcd.range({ key, signal: options.signal, timeout: options.timeout }),
   ]);
   const current = found.kvs[0];
-  if (current === undefined || current.createRevision !== revision || current.lease !== leaseId) {
-    throw new EtcdError("LOCK_LOST", `lock ${name} is no longer held by this ticket (key ${key}, revision ${revision})`);
-  }
-  const mutex = session.mutex(name);
-  if (mutex.key !== key) throw invalidArgument(`ticket.key ${key} does not match lock ${name} and lease ${leaseId}`);
-  return new Lock(mutex, revision, found.header);
+  if (current === undefined || current.createRevision !== revision || current.lease !== leaseId) throw lost();
+  const session = new Session(etcd, { id: leaseId, ttl: lease.grantedTtl, remaining: lease.ttl, sentAt }, options.keepAlive ?? "manual");
+  return new Lock(session.mutex(name), revision, found.header);
 }
 
 function checkTicket(ticket: unknown): LockTicket {

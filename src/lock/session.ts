@@ -203,7 +203,10 @@ export class Session {
 
   #armDeadline(): void {
     clearTimeout(this.#deadlineTimer);
-    this.#deadlineTimer = backgroundTimer(() => void this.alive, this.#deadline - now());
+    // Timers may fire a fraction of a millisecond early by performance.now(): re-arm until really past.
+    this.#deadlineTimer = backgroundTimer(() => {
+      if (this.alive) this.#armDeadline();
+    }, Math.ceil(this.#deadline - now()) + 1);
   }
 
   #scheduleRenewal(delay: number): void {

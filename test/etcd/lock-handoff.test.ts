@@ -1,0 +1,136 @@
+// Handoff cost: how many requests, and how long, between a release and the next holder's acquisition.
+// A watch-mode waiter must wake on its predecessor's delete event and need exactly one more read; a
+// poll-mode waiter must never open a watch.
+import { afterAll, describe, expect, it } from "vitest";
+import type { Etcd, Lock, Session } from "../../src/index.js";
+import { client, countingFetch, median, sleep, stillPending, uniqueName, until, within } from "./fixtures/lock-helpers";
+
+const etcd = client();
+const sessions: Session[] = [];
+
+afterAll(async () => {
+  await Promise.all(sessions.map((s) => s.close().catch(() => {})));
+});
+
+/** Manual sessions: no background keep-alive requests in the request logs. */
+async function manualSession(c: Etcd = etcd, ttl = 30): Promise<Session> {
+  const session = await c.session({ ttl, keepAlive: "manual" });
+  sessions.push(session);
+  return session;
+}
+
+type Release = "unlock" | "session.close" | "lease.revoke";
+
+async function release(kind: Release, lock: Lock, session: Session): Promise<void> {
+  if (kind === "unlock") await lock.unlock();
+  else if (kind === "session.close") await session.close();
+  else await etcd.lease.revoke(session.leaseId);
+}
+
+describe("uncontended", () => {
+  it("lock is exactly one request (/v3/kv/txn) and unlock exactly one (/v3/kv/txn)", async () => {
+    const fetch = countingFetch();
+    const c = client({ fetch });
+    const session = await manualSession(c);
+    const mutex = session.mutex(uniqueName());
+
+    let mark = fetch.mark();
+    const lock = await mutex.lock();
+    expect(fetch.since(mark)).toEqual(["/v3/kv/txn"]);
+
+    mark = fetch.mark();
+    await lock.unlock();
+    expect(fetch.since(mark)).toEqual(["/v3/kv/txn"]);
+
+    // A second round on the same session costs the same.
+    mark = fetch.mark();
+    const again = await mutex.lock();
+    await again.unlock();
+    expect(fetch.since(mark)).toEqual(["/v3/kv/txn", "/v3/kv/txn"]);
+  });
+});
+
+describe.each<Release>(["unlock", "session.close", "lease.revoke"])("watch-mode handoff on %s", (kind) => {
+  it("the waiter acquires with exactly one read after the release, promptly", async () => {
+    const latencies: number[] = [];
+    for (let run = 0; run < 3; run++) {
+      const name = uniqueName();
+      const holderSession = await manualSession();
+      const holder = await holderSession.mutex(name).lock();
+
+      const fetch = countingFetch();
+      const waiterSession = await manualSession(client({ fetch }));
+      const mark = fetch.mark();
+      const pending = waiterSession.mutex(name).lock({ timeout: 20_000 });
+      // Joining: one txn, then the watch on the predecessor (and nothing else while waiting).
+      await until("waiter opened its watch", 5_000, () => fetch.since(mark).includes("/v3/watch"));
+      await sleep(150);
+      expect(fetch.since(mark)).toEqual(["/v3/kv/txn", "/v3/watch"]);
+      expect(await stillPending(pending, 50)).toBe(true);
+
+      const afterJoin = fetch.mark();
+      const releasedAt = performance.now();
+      await release(kind, holder, holderSession);
+      const lock = await within(5_000, "waiter acquisition", pending);
+      latencies.push(performance.now() - releasedAt);
+
+      expect(fetch.since(afterJoin)).toEqual(["/v3/kv/range"]);
+      expect(lock.held).toBe(true);
+      expect(lock.revision).toBeGreaterThan(holder.revision);
+      const info = await etcd.inspectLock(name);
+      expect(info.holder?.key).toBe(lock.key);
+      await lock.unlock();
+    }
+    console.info(`handoff on ${kind}: latencies ${latencies.map(Math.round).join(", ")} ms`);
+    // Event driven: far below any poll interval (the next test polls every 1 500 ms).
+    expect(median(latencies)).toBeLessThan(500);
+  });
+});
+
+describe("poll mode", () => {
+  it("acquires after the release by repeated reads, never opening a watch", async () => {
+    const name = uniqueName();
+    const holderSession = await manualSession();
+    const holder = await holderSession.mutex(name).lock();
+
+    const fetch = countingFetch();
+    const waiterSession = await manualSession(client({ fetch }));
+    const mark = fetch.mark();
+    const pending = waiterSession.mutex(name).lock({ wait: "poll", pollInterval: 200, timeout: 20_000 });
+    await sleep(1_100);
+    expect(await stillPending(pending, 0)).toBe(true);
+    await holder.unlock();
+    const lock = await within(5_000, "poll-mode acquisition", pending);
+
+    const paths = fetch.since(mark);
+    expect(paths[0]).toBe("/v3/kv/txn");
+    expect(paths).not.toContain("/v3/watch");
+    // ~1.1 s of waiting at 200 ms per poll: several reads, every one of them a range.
+    expect(paths.slice(1).every((p) => p === "/v3/kv/range")).toBe(true);
+    expect(paths.length - 1).toBeGreaterThanOrEqual(3);
+    expect(lock.held).toBe(true);
+    await lock.unlock();
+  });
+
+  it("a long poll interval is what bounds the handoff (contrast with watch mode)", async () => {
+    const latencies: number[] = [];
+    for (let run = 0; run < 3; run++) {
+      const name = uniqueName();
+      const holderSession = await manualSession();
+      const holder = await holderSession.mutex(name).lock();
+      const waiterSession = await manualSession();
+      const pending = waiterSession.mutex(name).lock({ wait: "poll", pollInterval: 1_500, timeout: 20_000 });
+      // Release at a different phase of the poll cycle in each run.
+      await sleep(100 + run * 500);
+      const releasedAt = performance.now();
+      await holder.unlock();
+      const lock = await within(5_000, "poll acquisition", pending);
+      latencies.push(performance.now() - releasedAt);
+      await lock.unlock();
+    }
+    console.info(`poll-mode handoff (1500 ms interval): latencies ${latencies.map(Math.round).join(", ")} ms`);
+    // Never later than one interval plus slack; on average it has to wait for the next poll.
+    expect(Math.max(...latencies)).toBeLessThan(1_500 + 1_500);
+    expect(latencies.reduce((a, b) => a + b, 0) / latencies.length).toBeGreaterThan(200);
+  });
+});

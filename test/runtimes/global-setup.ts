@@ -1,0 +1,65 @@
+// globalSetup of the vitest `runtimes` project (after test/etcd/global-setup.ts, which starts etcd): packs
+// the BUILT package once, the way it is published, and installs the tarball into a temp project outside the
+// repo, next to the shared scripts. Every runtime then imports "etcd-edge" by name from there.
+/// <reference path="./provided.d.ts" />
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { TestProject } from "vitest/node";
+import { runProcess } from "./processes";
+
+const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
+
+/** Newest modification time of the files under `dir`. */
+function newestMtime(dir: string): number {
+  let newest = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    if (entry.isFile()) newest = Math.max(newest, statSync(join(entry.parentPath, entry.name)).mtimeMs);
+  }
+  return newest;
+}
+
+function assertBuilt(): void {
+  const entry = join(REPO_ROOT, "dist", "index.js");
+  if (!existsSync(entry)) {
+    throw new Error("dist/index.js is missing: the runtimes project tests the built package; run `npm run build` first");
+  }
+  if (newestMtime(join(REPO_ROOT, "src")) > statSync(entry).mtimeMs) {
+    throw new Error("dist/ is older than src/: the runtimes project would test a stale build; run `npm run build` first");
+  }
+}
+
+async function npm(args: string[], cwd: string): Promise<string> {
+  const result = await runProcess("npm", [...args, "--no-audit", "--no-fund", "--loglevel=error"], {
+    cwd,
+    // The whole environment: npm may need its proxy and CA settings to reach the registry.
+    env: { ...process.env, npm_config_update_notifier: "false" },
+    timeoutMs: 120_000,
+  });
+  if (result.code !== 0) {
+    throw new Error(`npm ${args.join(" ")} failed (exit ${result.code ?? result.signal}${result.timedOut ? ", timed out" : ""}):\n${result.stderr}`);
+  }
+  return result.stdout;
+}
+
+export default async function setup(project: TestProject): Promise<() => void> {
+  assertBuilt();
+  const root = mkdtempSync(join(tmpdir(), "etcd-edge-runtimes-"));
+  try {
+    // `npm pack` applies `files` and `exports` exactly as a publish would.
+    const packed = JSON.parse(await npm(["pack", "--ignore-scripts", "--json", "--pack-destination", root], REPO_ROOT)) as Array<{ filename: string }>;
+    const tarball = join(root, packed[0]!.filename);
+    const dir = join(root, "project");
+    mkdirSync(dir);
+    writeFileSync(join(dir, "package.json"), `${JSON.stringify({ name: "etcd-edge-runtimes", private: true, type: "module" }, null, 2)}\n`);
+    // Its dependency (base64-js) comes from the npm cache or registry, as for any user.
+    await npm(["install", "--ignore-scripts", "--no-package-lock", tarball], dir);
+    cpSync(join(REPO_ROOT, "test", "runtimes", "shared"), dir, { recursive: true });
+    project.provide("runtimesProject", dir);
+  } catch (error) {
+    rmSync(root, { recursive: true, force: true });
+    throw error;
+  }
+  return () => rmSync(root, { recursive: true, force: true });
+}

@@ -1,0 +1,438 @@
+/// <reference path="./provided.d.ts" />
+// Shared by the runtimes project: pinned runtimes installed from the npm registry into .cache/runtimes,
+// bounded child processes that never outlive the test process, and the checks every runtime's report
+// must pass (against etcd itself, read over the gateway with plain fetch, not with the SDK under test).
+import { randomUUID } from "node:crypto";
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
+import { arch, platform } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { expect, inject } from "vitest";
+import { freePort } from "../etcd/harness";
+import { cleanEnv, runProcess, spawnChild, tail } from "./processes";
+
+export { cleanEnv, runProcess } from "./processes";
+
+export const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
+/** Where runtimes are installed once and reused by later runs (gitignored). */
+export const RUNTIMES_CACHE = process.env.ETCD_EDGE_RUNTIMES_CACHE ?? join(REPO_ROOT, ".cache", "runtimes");
+
+/** Installing one runtime on a cold cache downloads 30-60 MB; later runs only check `--version`. */
+export const INSTALL_TIMEOUT_MS = 240_000;
+/** One run of the shared scenario, process start and exit included. */
+export const RUN_TIMEOUT_MS = 45_000;
+
+// ---------------------------------------------------------------------------------------------
+// Runtimes: pinned versions of the npm packages that carry the prebuilt binaries. Only the platform
+// package is installed, with --ignore-scripts: the wrappers' postinstall scripts are neither needed nor run.
+
+export type RuntimeName = "node22" | "node24" | "deno" | "bun" | "workerd";
+
+interface RuntimeSpec {
+  /** npm package holding the binary for this machine. */
+  pkg: string;
+  version: string;
+  /** Path of the binary inside the package. */
+  bin: string;
+  /** What `<binary> --version` must print. */
+  versionOutput: RegExp;
+  /** What the script reports as `engine` when it runs under this runtime (see shared/main.mjs, worker.mjs). */
+  engine: string;
+}
+
+function hasAvx2(): boolean {
+  try {
+    return /\bavx2\b/.test(readFileSync("/proc/cpuinfo", "utf8"));
+  } catch {
+    return false;
+  }
+}
+
+export function runtimeSpec(name: RuntimeName): RuntimeSpec {
+  if (platform() !== "linux" || (arch() !== "x64" && arch() !== "arm64")) {
+    // Never skip: a runtime we cannot test is a failure the reader must see.
+    throw new Error(`the runtimes project supports linux x64/arm64 only, not ${platform()} ${arch()}`);
+  }
+  const x64 = arch() === "x64";
+  switch (name) {
+    case "node22":
+      return { pkg: `node-linux-${arch()}`, version: "22.23.3", bin: "bin/node", versionOutput: /^v22\.23\.3$/m, engine: "node v22.23.3" };
+    case "node24":
+      return { pkg: `node-linux-${arch()}`, version: "24.21.0", bin: "bin/node", versionOutput: /^v24\.21\.0$/m, engine: "node v24.21.0" };
+    case "deno":
+      return { pkg: `@deno/linux-${arch()}-glibc`, version: "2.9.6", bin: "deno", versionOutput: /^deno 2\.9\.6 /m, engine: "deno 2.9.6" };
+    case "bun":
+      // Bun's default x64 build needs AVX2; the baseline build runs everywhere.
+      return {
+        pkg: x64 ? (hasAvx2() ? "@oven/bun-linux-x64" : "@oven/bun-linux-x64-baseline") : "@oven/bun-linux-aarch64",
+        version: "1.4.5",
+        bin: "bin/bun",
+        versionOutput: /^1\.4\.5$/m,
+        engine: "bun 1.4.5",
+      };
+    case "workerd":
+      return {
+        pkg: `@cloudflare/workerd-linux-${x64 ? "64" : "arm64"}`,
+        version: "1.20261117.1",
+        bin: "bin/workerd",
+        versionOutput: /^workerd 2026-11-17$/m,
+        engine: "Cloudflare-Workers",
+      };
+  }
+}
+
+/**
+ * The runtime's binary, installed into RUNTIMES_CACHE/<name>-<version> with `npm install --prefix` when
+ * missing. Installs into a private dir and renames it into place, so concurrent runs and interrupted
+ * downloads never leave a half-installed runtime behind. Throws (fails the test) when it cannot install.
+ */
+export async function ensureRuntime(name: RuntimeName): Promise<string> {
+  const spec = runtimeSpec(name);
+  const dir = join(RUNTIMES_CACHE, `${name}-${spec.version}`);
+  const binary = (root: string) => join(root, "node_modules", spec.pkg, spec.bin);
+  if (!existsSync(binary(dir)) || !(await runsAs(binary(dir), spec))) {
+    mkdirSync(RUNTIMES_CACHE, { recursive: true });
+    sweepPartials(name);
+    const partial = mkdtempSync(join(RUNTIMES_CACHE, `.partial-${name}-`));
+    chmodSync(partial, 0o755);
+    try {
+      const npm = await runProcess(
+        "npm",
+        ["install", "--prefix", partial, "--no-save", "--no-package-lock", "--no-audit", "--no-fund", "--ignore-scripts",
+          "--loglevel=error", `${spec.pkg}@${spec.version}`],
+        { cwd: partial, env: { ...process.env, npm_config_update_notifier: "false" }, timeoutMs: INSTALL_TIMEOUT_MS - 10_000 },
+      );
+      if (npm.code !== 0 || !existsSync(binary(partial))) {
+        throw new Error(
+          `could not install ${name} (npm install ${spec.pkg}@${spec.version}): exit ${npm.code ?? npm.signal}` +
+            `${npm.timedOut ? " (timed out)" : ""}\n${tail(npm.stderr)}`,
+        );
+      }
+      // Another run may have installed it meanwhile: theirs is as good as ours, and may be running.
+      if (!existsSync(binary(dir))) {
+        rmSync(dir, { recursive: true, force: true });
+        try {
+          renameSync(partial, dir);
+        } catch (error) {
+          if (!existsSync(binary(dir))) throw error;
+        }
+      }
+    } finally {
+      rmSync(partial, { recursive: true, force: true });
+    }
+    if (!(await runsAs(binary(dir), spec))) {
+      throw new Error(`${binary(dir)} was installed but \`--version\` does not print ${spec.versionOutput}`);
+    }
+  }
+  return binary(dir);
+}
+
+/** Removes installs that a killed run left half done (older than any install can take). */
+function sweepPartials(name: RuntimeName): void {
+  for (const entry of readdirSync(RUNTIMES_CACHE)) {
+    if (!entry.startsWith(`.partial-${name}-`)) continue;
+    const path = join(RUNTIMES_CACHE, entry);
+    try {
+      if (Date.now() - statSync(path).mtimeMs > 2 * INSTALL_TIMEOUT_MS) rmSync(path, { recursive: true, force: true });
+    } catch {
+      // Another run removed it first.
+    }
+  }
+}
+
+async function runsAs(binary: string, spec: RuntimeSpec): Promise<boolean> {
+  const result = await runProcess(binary, ["--version"], { timeoutMs: 20_000 });
+  return result.code === 0 && spec.versionOutput.test(result.stdout.trim());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The temp project (made once per run by global-setup.ts) and the scenario's report
+
+/** The temp project where the packed etcd-edge is installed and the shared scripts were copied. */
+export function project(): string {
+  return inject("runtimesProject");
+}
+
+export function etcdEndpoint(): string {
+  return inject("etcdEndpoint");
+}
+
+/** A key prefix no other test uses. */
+export function uniquePrefix(runtime: string): string {
+  return `runtimes/${runtime}-${randomUUID()}/`;
+}
+
+/** What shared/script.mjs reports (shared/main.mjs adds `resolved`). */
+export interface Report {
+  runtime: string;
+  /** Which runtime really ran the script, as it reports itself. */
+  engine: string;
+  version: string;
+  resolved?: string;
+  lockKey: string;
+  leaseId: string;
+  revision: number;
+  heldWhileLocked: boolean;
+  key: string;
+  value: string;
+  fenced: boolean;
+  putRevision: number;
+  watched: string;
+  watchedRevision: number;
+  unlocked: boolean;
+  staleFenced: boolean;
+  closed: boolean;
+  /** What the `etcd.withLock` step observed. */
+  withLock: { fenced: boolean; token: number; putRevision: number };
+  error?: string;
+}
+
+/** The one JSON line a runtime printed; anything else on stdout is a failure. */
+export function parseReport(stdout: string, context: string): Report {
+  const lines = stdout.split("\n").filter((line) => line.trim() !== "");
+  if (lines.length !== 1) throw new Error(`expected exactly one JSON line on stdout, got ${lines.length}:\n${stdout}\n${context}`);
+  try {
+    return JSON.parse(lines[0]!) as Report;
+  } catch {
+    throw new Error(`stdout is not JSON: ${lines[0]}\n${context}`);
+  }
+}
+
+/** Runs shared/main.mjs with a CLI runtime (Node, Deno, Bun) from the temp project; it must exit 0 by itself. */
+export async function runCliScenario(
+  runtime: RuntimeName,
+  command: string,
+  args: string[],
+  options: { env?: Record<string, string> } = {},
+): Promise<{ report: Report; prefix: string }> {
+  const prefix = uniquePrefix(runtime);
+  const result = await runProcess(command, [...args, "main.mjs", etcdEndpoint(), runtime, prefix], {
+    cwd: project(),
+    env: cleanEnv(options.env),
+    timeoutMs: RUN_TIMEOUT_MS,
+  });
+  const context = `${runtime}: exit ${result.code ?? result.signal}${result.timedOut ? ` (killed after ${RUN_TIMEOUT_MS} ms: the process did not exit by itself)` : ""}\nstderr:\n${tail(result.stderr)}`;
+  const report = parseReport(result.stdout, context);
+  expect(report.error, context).toBeUndefined();
+  expect(result.timedOut, context).toBe(false);
+  expect(result.code, context).toBe(0);
+  return { report, prefix };
+}
+
+/** The packed version of etcd-edge (the repo's package.json version). */
+export function packedVersion(): string {
+  return (JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8")) as { version: string }).version;
+}
+
+/** The file a bare `import "etcd-edge"` must load from the temp project. */
+export function installedEntry(): string {
+  return pathToFileURL(realpathSync(join(project(), "node_modules", "etcd-edge", "dist", "index.js"))).href;
+}
+
+/**
+ * Checks what the runtime observed and what etcd holds now: the fenced value is stored at the reported
+ * revision (the stale write after unlock did not land), the lock's keys are gone, the lease is revoked.
+ */
+export async function expectScenario(report: Report, expected: { runtime: RuntimeName; prefix: string }): Promise<void> {
+  const { runtime, prefix } = expected;
+  expect(report.error).toBeUndefined();
+  expect(report).toMatchObject({
+    runtime,
+    engine: runtimeSpec(runtime).engine,
+    version: packedVersion(),
+    heldWhileLocked: true,
+    key: `${prefix}data`,
+    fenced: true,
+    watched: report.value,
+    unlocked: true,
+    staleFenced: false,
+    closed: true,
+  });
+  expect(report.value).toMatch(new RegExp(`^${runtime}:[0-9a-f-]{36}$`));
+  expect(report.lockKey).toBe(`${prefix}lock/${BigInt(report.leaseId).toString(16)}`);
+  expect(report.revision).toBeGreaterThan(0);
+  expect(report.putRevision).toBeGreaterThan(report.revision);
+  expect(report.watchedRevision).toBe(report.putRevision);
+
+  const endpoint = etcdEndpoint();
+  const stored = await gatewayRange(endpoint, report.key);
+  expect(stored.kvs.map((kv) => ({ value: kv.value, modRevision: kv.modRevision }))).toEqual([
+    { value: report.value, modRevision: report.putRevision },
+  ]);
+  const lockKeys = await gatewayRange(endpoint, `${prefix}lock/`, { prefix: true });
+  expect(lockKeys.kvs.map((kv) => kv.key)).toEqual([]);
+  expect(await gatewayLeaseTtl(endpoint, report.leaseId)).toBe(-1);
+
+  // withLock: its fenced write landed after the first lock's close, and it left no lock key behind.
+  expect(report.withLock.fenced).toBe(true);
+  expect(report.withLock.token).toBeGreaterThan(report.putRevision);
+  expect(report.withLock.putRevision).toBeGreaterThan(report.withLock.token);
+  const guarded = await gatewayRange(endpoint, `${prefix}with-lock-data`);
+  expect(guarded.kvs.map((kv) => ({ value: kv.value, modRevision: kv.modRevision }))).toEqual([
+    { value: report.value, modRevision: report.withLock.putRevision },
+  ]);
+  expect((await gatewayRange(endpoint, `${prefix}with-lock/`, { prefix: true })).kvs).toEqual([]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// etcd read over the JSON gateway with plain fetch: independent of the SDK under test.
+
+const b64 = (text: string) => Buffer.from(text, "utf8").toString("base64");
+const unb64 = (text: string | undefined) => Buffer.from(text ?? "", "base64").toString("utf8");
+
+async function gateway<T>(endpoint: string, path: string, body: unknown): Promise<T> {
+  const response = await fetch(`${endpoint}${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+    signal: AbortSignal.timeout(5_000),
+  });
+  const text = await response.text();
+  if (!response.ok) throw new Error(`${path}: HTTP ${response.status} ${text}`);
+  return JSON.parse(text) as T;
+}
+
+/** The end of the range of keys starting with `prefix` (etcd's prefix_end). */
+function prefixEnd(prefix: string): string {
+  const bytes = Buffer.from(prefix, "utf8");
+  for (let i = bytes.length - 1; i >= 0; i--) {
+    if (bytes[i]! < 0xff) {
+      bytes[i]!++;
+      return bytes.subarray(0, i + 1).toString("base64");
+    }
+  }
+  return Buffer.from([0]).toString("base64");
+}
+
+export async function gatewayRange(endpoint: string, key: string, options: { prefix?: boolean } = {}) {
+  const body: Record<string, string> = { key: b64(key) };
+  if (options.prefix) body.range_end = prefixEnd(key);
+  const json = await gateway<{ kvs?: Array<{ key: string; value?: string; mod_revision?: string }> }>(endpoint, "/v3/kv/range", body);
+  return {
+    kvs: (json.kvs ?? []).map((kv) => ({ key: unb64(kv.key), value: unb64(kv.value), modRevision: Number(kv.mod_revision ?? 0) })),
+  };
+}
+
+/** The lease's remaining TTL in seconds; -1 once it has expired or been revoked. */
+export async function gatewayLeaseTtl(endpoint: string, leaseId: string): Promise<number> {
+  const json = await gateway<{ TTL?: string }>(endpoint, "/v3/lease/timetolive", { ID: leaseId });
+  return Number(json.TTL ?? 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// workerd
+
+/** Builds the module Worker from shared/worker.mjs in the temp project, resolving "etcd-edge" from its node_modules. */
+export async function bundleWorker(outDir: string): Promise<{ file: string; inputs: string[] }> {
+  const { build } = await import("esbuild");
+  const file = join(outDir, "worker.js");
+  const result = await build({
+    entryPoints: [join(project(), "worker.mjs")],
+    absWorkingDir: project(),
+    outfile: file,
+    bundle: true,
+    format: "esm",
+    platform: "neutral",
+    target: "es2022",
+    conditions: ["workerd", "worker", "browser"],
+    // base64-js has only "main"; "neutral" has no default main fields.
+    mainFields: ["module", "main"],
+    metafile: true,
+    logLevel: "silent",
+  });
+  if (result.errors.length > 0) throw new Error(`esbuild: ${JSON.stringify(result.errors)}`);
+  return { file, inputs: Object.keys(result.metafile!.inputs) };
+}
+
+/**
+ * A workerd config: the Worker (no nodejs_compat) with ETCD_ENDPOINTS as a text binding, and an outbound
+ * network that may reach loopback (workerd's default `internet` service allows public addresses only).
+ */
+export function workerdConfig(endpoints: string, compatibilityDate: string): string {
+  return `using Workerd = import "/workerd/workerd.capnp";
+
+const config :Workerd.Config = (
+  services = [
+    (name = "worker", worker = .worker),
+    (name = "loopback", network = (allow = ["local"])),
+  ],
+  sockets = [(name = "http", address = "127.0.0.1:0", http = (), service = "worker")],
+);
+
+const worker :Workerd.Worker = (
+  modules = [(name = "worker", esModule = embed "worker.js")],
+  compatibilityDate = ${JSON.stringify(compatibilityDate)},
+  bindings = [(name = "ETCD_ENDPOINTS", text = ${JSON.stringify(endpoints)})],
+  globalOutbound = "loopback",
+);
+`;
+}
+
+export interface WorkerdServer {
+  url: string;
+  /** workerd's stderr and stdout so far. */
+  output(): string;
+  stop(): Promise<void>;
+}
+
+/** Serves `configFile` on a free loopback port and waits (bounded) until GET /ping answers. */
+export async function startWorkerd(binary: string, configFile: string, cwd: string): Promise<WorkerdServer> {
+  for (let attempt = 1; ; attempt++) {
+    const port = await freePort();
+    const child = spawnChild(binary, ["serve", configFile, "--socket-addr", `http=127.0.0.1:${port}`, "--verbose"], {
+      cwd,
+      env: cleanEnv(),
+    });
+    let output = "";
+    child.stdout!.setEncoding("utf8").on("data", (chunk: string) => (output += chunk));
+    child.stderr!.setEncoding("utf8").on("data", (chunk: string) => (output += chunk));
+    const exited = new Promise<void>((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) resolve();
+      child.once("exit", () => resolve());
+      child.once("error", () => resolve());
+    });
+    const stop = async () => {
+      child.kill("SIGTERM");
+      const timer = setTimeout(() => child.kill("SIGKILL"), 3_000);
+      await exited;
+      clearTimeout(timer);
+    };
+    const url = `http://127.0.0.1:${port}`;
+    const deadline = Date.now() + 20_000;
+    while (Date.now() < deadline && child.exitCode === null && child.signalCode === null) {
+      try {
+        const response = await fetch(`${url}/ping`, { signal: AbortSignal.timeout(1_000) });
+        if ((await response.text()) === "pong") return { url, output: () => output, stop };
+      } catch {
+        // Not listening yet.
+      }
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    await stop();
+    // The port was free when we looked; someone may have taken it before workerd bound it.
+    if (attempt < 3 && /address already in use/i.test(output)) continue;
+    throw new Error(`workerd did not serve ${url}/ping within 20 s:\n${tail(output)}`);
+  }
+}
+
+/** A fresh dir inside the temp project. */
+export function workDir(name: string): string {
+  const dir = mkdtempSync(join(project(), `${name}-`));
+  return dir;
+}
+
+export function writeText(file: string, text: string): void {
+  writeFileSync(file, text);
+}
