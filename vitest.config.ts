@@ -8,7 +8,7 @@ export default defineConfig({
       {
         test: {
           name: "unit",
-          include: ["test/unit/**/*.test.ts", "test/conformance/**/*.test.ts"],
+          include: ["test/unit/**/*.test.ts", "test/conformance/**/*.test.ts", "examples/**/*.test.ts"],
           provide: { backend: "mock" },
           testTimeout: 10_000,
         },
@@ -16,7 +16,7 @@ export default defineConfig({
       {
         test: {
           name: "etcd",
-          include: ["test/etcd/**/*.test.ts", "test/conformance/**/*.test.ts"],
+          include: ["test/etcd/**/*.test.ts", "test/conformance/**/*.test.ts", "test/lambda/**/*.test.ts"],
           globalSetup: ["test/etcd/global-setup.ts"],
           provide: { backend: "etcd" },
           testTimeout: 60_000,

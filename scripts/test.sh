@@ -15,6 +15,7 @@ step() {
 }
 
 step npx tsc --noEmit -p tsconfig.json
+step npx tsc --noEmit -p tsconfig.test.json
 step npm run --silent build
 
 # Packaging gates: the package as npm would publish it, its types as each resolver sees them, and the

@@ -25,7 +25,7 @@ const RESULT: Record<CompareOperator, string> = { "==": "EQUAL", "!=": "NOT_EQUA
 
 /**
  * One condition of a transaction. Over a range or prefix, every key in it must satisfy the condition. A
- * missing key has version, create and mod revision 0, an empty value and no lease.
+ * missing key has version, create and mod revision 0 and no lease; every value compare on it is false.
  */
 export class Compare {
   /** @internal */
@@ -103,7 +103,7 @@ export const op = {
       (ks) => ({ request_delete_range: deleteRequest(ks, query) }),
       (ks, w) => decodeDelete(ks, w.response_delete_range ?? {}),
     ),
-  txn: <Then extends readonly AnyOp[], Else extends readonly AnyOp[] = []>(
+  txn: <const Then extends readonly AnyOp[], const Else extends readonly AnyOp[] = []>(
     compares: readonly Compare[],
     then: Then,
     otherwise?: Else,

@@ -69,15 +69,20 @@ export async function* watch(transport: Transport, keyspace: Keyspace, query: Wa
       );
       for await (const line of lines(stream.body)) {
         const response = parseLine(line, stream.endpoint);
+        // A refused watch answers `created` and `canceled` in one message: the cancellation wins.
+        if (response.canceled) {
+          const error = cancelError(response, stream.endpoint);
+          if (error.code === "UNAUTHENTICATED" && stream.token !== undefined) {
+            // The token expired: forget it and reopen, which authenticates again.
+            transport.tokenRejected(stream.token);
+            throw new Reopen(error);
+          }
+          throw error;
+        }
         if (response.created) {
           failures = 0;
           next ??= int(response.header?.revision, "revision") + 1;
           continue;
-        }
-        if (response.canceled) {
-          const error = cancelError(response, stream.endpoint);
-          if (error.code === "UNAUTHENTICATED") transport.tokenRejected(stream.token);
-          throw error;
         }
         const header = decodeHeader(response.header);
         const events = (response.events ?? [])
@@ -89,8 +94,11 @@ export async function* watch(transport: Transport, keyspace: Keyspace, query: Wa
           // After a reconnection the server may resend what was delivered already.
           .filter((event) => next === undefined || event.kv.modRevision >= next);
         if (events.length > 0) {
-          next = events[events.length - 1]!.kv.modRevision + 1;
-          yield { header, events };
+          // Replayed history packs several revisions into one message; deliver one revision per batch.
+          for (const batch of byRevision(events)) {
+            next = batch[0]!.kv.modRevision + 1;
+            yield { header, events: batch };
+          }
         } else if (response.events === undefined || response.events.length === 0) {
           // A progress notification: everything up to header.revision has been sent.
           next = Math.max(next ?? 0, header.revision + 1);
@@ -100,8 +108,8 @@ export async function* watch(transport: Transport, keyspace: Keyspace, query: Wa
       lastError = new EtcdError("UNAVAILABLE", `watch stream from ${stream.endpoint} ended`, { endpoint: stream.endpoint });
     } catch (thrown) {
       if (outer?.aborted) throw abortError(outer.reason);
-      lastError = toError(thrown);
-      if (!reconnectable(lastError)) throw lastError;
+      lastError = thrown instanceof Reopen ? thrown.error : toError(thrown);
+      if (!(thrown instanceof Reopen) && !reconnectable(lastError)) throw lastError;
     } finally {
       outer?.removeEventListener("abort", onAbort);
       connection.abort();
@@ -142,9 +150,24 @@ function cancelError(response: WireWatchResponse, endpoint: string): EtcdError {
   return serverError(2, response.cancel_reason ?? "watch canceled by the server", 200, endpoint);
 }
 
-/** Failures worth reopening the stream for: the connection, the member, or a token that needs renewing. */
+/** A failure that calls for reopening the stream whatever its code (a token to renew). */
+class Reopen {
+  constructor(readonly error: EtcdError) {}
+}
+
+function* byRevision(events: WatchEvent[]): Generator<WatchEvent[]> {
+  let start = 0;
+  for (let i = 1; i <= events.length; i++) {
+    if (i === events.length || events[i]!.kv.modRevision !== events[start]!.kv.modRevision) {
+      yield events.slice(start, i);
+      start = i;
+    }
+  }
+}
+
+/** Failures worth reopening the stream for: the connection or the member. */
 function reconnectable(error: EtcdError): boolean {
-  if (error.code === "UNAVAILABLE" || error.code === "TIMEOUT" || error.code === "UNAUTHENTICATED") return true;
+  if (error.code === "UNAVAILABLE" || error.code === "TIMEOUT") return true;
   return error.code === "BAD_RESPONSE" && "status" in error && [502, 503, 504].includes(error.status as number);
 }
 

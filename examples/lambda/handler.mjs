@@ -1,8 +1,10 @@
 // An AWS Lambda handler that processes one order at a time per order id, under an etcd lock.
 //
 // - The client lives at module scope: warm invocations reuse it (it holds no connection or timer itself).
-// - The lease is short and renewed by hand ("manual"): a frozen sandbox runs no timers, so a background
-//   keepalive would only pretend to work. A frozen holder simply loses the lock after `ttl` seconds.
+// - The lease is short and renewed explicitly ("manual"): a frozen sandbox runs no timers, so nothing may
+//   pretend to keep a lock alive between invocations. While this invocation waits for the lock or works
+//   under it, `session.renewWhile` renews the lease; it stops when the awaited work settles. A sandbox
+//   frozen meanwhile renews nothing and loses the lock after `LEASE_TTL_SECONDS`.
 // - Every wait is bounded by the invocation's remaining time, keeping a margin to release in `finally`.
 // - The write is fenced: it succeeds only while this invocation's lock key still has its create revision,
 //   so a holder that was frozen past its lease cannot overwrite the next holder's work.
@@ -25,8 +27,10 @@ export async function handler(event, context) {
   const budget = () => Math.max(1, context.getRemainingTimeInMillis() - RELEASE_MARGIN_MS);
   const session = await etcd.session({ ttl: LEASE_TTL_SECONDS, keepAlive: "manual", timeout: budget() });
   try {
-    const lock = await session.mutex(`orders/${event.orderId}/lock`).lock({ timeout: budget() });
-    await doWork(event, lock, budget);
+    const mutex = session.mutex(`orders/${event.orderId}/lock`);
+    const lock = await session.renewWhile(() => mutex.lock({ timeout: budget() }));
+    console.log(JSON.stringify({ msg: "lock acquired", orderId: event.orderId, fencingToken: lock.revision }));
+    await session.renewWhile(() => doWork(event));
     const write = await etcd
       .txn()
       .if(lock.ifHeld())
@@ -44,11 +48,7 @@ export async function handler(event, context) {
   }
 }
 
-/** Stands in for the real work: renews the lease while it lasts longer than a third of the TTL. */
-async function doWork(event, lock, budget) {
-  const until = Date.now() + (event.workMs ?? 0);
-  while (Date.now() < until) {
-    await new Promise((resolve) => setTimeout(resolve, Math.min(until - Date.now(), (LEASE_TTL_SECONDS * 1000) / 3)));
-    if (Date.now() < until && lock.held) await lock.renew({ timeout: budget() }).catch(() => {});
-  }
+/** Stands in for the real work of processing the order. */
+function doWork(event) {
+  return new Promise((resolve) => setTimeout(resolve, event.workMs ?? 0));
 }

@@ -11,7 +11,8 @@ const BODY_PREVIEW = 512;
 
 /** gRPC status codes by number, as etcd's gateway reports them. */
 const CODE_BY_GRPC: Record<number, EtcdErrorCode> = {
-  1: "ABORTED",
+  // Cancelled, from the server, means its side of the connection is closing (a member shutting down).
+  1: "UNAVAILABLE",
   3: "INVALID_ARGUMENT",
   4: "TIMEOUT",
   5: "NOT_FOUND",
@@ -63,6 +64,7 @@ const CODE_BY_MESSAGE: Array<[string, EtcdErrorCode]> = [
   ["requested lease not found", "LEASE_NOT_FOUND"],
   ["lease already exists", "ALREADY_EXISTS"],
   ["user name is empty", "UNAUTHENTICATED"],
+  ["authentication failed", "UNAUTHENTICATED"],
   ["invalid auth token", "UNAUTHENTICATED"],
   ["auth token is expired", "UNAUTHENTICATED"],
   ["permission denied", "PERMISSION_DENIED"],

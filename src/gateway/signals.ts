@@ -33,6 +33,10 @@ export class CallSignal {
     }
   }
 
+  get timedOut(): boolean {
+    return this.#timedOut;
+  }
+
   get aborted(): boolean {
     return this.#controller.signal.aborted;
   }

@@ -119,7 +119,11 @@ export class Transport {
         const headers = token === undefined ? this.#baseHeaders : { ...this.#baseHeaders, authorization: token };
         return await attempt(endpoint, headers);
       } catch (thrown) {
-        if (call.aborted) throw call.error(endpoint);
+        if (call.aborted) {
+          // An endpoint that lets a call time out is no place for the next call either.
+          if (call.timedOut) this.#failedOver(index);
+          throw call.error(endpoint);
+        }
         const error = toEtcdError(thrown, endpoint);
         if (error.code === "UNAUTHENTICATED" && token !== undefined && !refreshedToken) {
           // The token expired or the server restarted with new tokens: the request was refused unapplied.

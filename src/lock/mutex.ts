@@ -1,4 +1,5 @@
 import { optionalCount } from "../args.js";
+import type { ResponseHeader } from "../codec.js";
 import { EtcdError, invalidArgument } from "../errors.js";
 import { CallSignal } from "../gateway/signals.js";
 import type { CallOptions } from "../gateway/transport.js";
@@ -64,7 +65,7 @@ export class Mutex {
       const line = await enqueue(this.session.etcd, this.prefix, this.key, "", this.session.leaseId, call.signal);
       joined = line.revision;
       if (line.owner === undefined || line.owner.createRevision === line.revision) {
-        return new Lock(this, line.revision, line.header, releaseLocal);
+        return this.#acquired(line.revision, line.header, releaseLocal);
       }
       if (tryOnly) throw locked(this.name, line.owner.key);
       // Our key was already there (this session joined before): find our predecessor with one read.
@@ -75,7 +76,7 @@ export class Mutex {
         pollInterval,
         expired: () => this.#expired(),
       });
-      return new Lock(this, line.revision, header, releaseLocal);
+      return this.#acquired(line.revision, header, releaseLocal);
     } catch (thrown) {
       const error = this.session.signal.aborted ? this.#expired(thrown) : call.aborted ? call.error() : thrown;
       if (joined !== undefined) await this.#leaveLine(joined);
@@ -94,6 +95,12 @@ export class Mutex {
       if (error instanceof EtcdError && error.code === "LOCKED") return undefined;
       throw error;
     }
+  }
+
+  /** Never hands out a lock whose session can no longer be trusted (the deadline may pass mid-call). */
+  #acquired(revision: number, header: ResponseHeader, releaseLocal: () => void): Lock {
+    if (!this.session.alive) throw this.#expired();
+    return new Lock(this, revision, header, releaseLocal);
   }
 
   #expired(cause?: unknown): EtcdError {

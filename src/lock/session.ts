@@ -159,6 +159,32 @@ export class Session {
     return release;
   }
 
+  /**
+   * Runs `work` while renewing the lease every ttl/3, and stops renewing when it settles: explicit,
+   * scoped renewal for `"manual"` sessions (a Lambda waiting for a lock or working under one). No timer
+   * outlives the call; a process frozen meanwhile renews nothing and loses the lease as it should.
+   */
+  async renewWhile<T>(work: () => Promise<T>): Promise<T> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let done = false;
+    const schedule = () => {
+      timer = backgroundTimer(() => {
+        if (done || !this.alive) return;
+        this.renew({ timeout: Math.max(1, this.remaining()) }).then(
+          () => done || schedule(),
+          () => done || !this.alive || schedule(),
+        );
+      }, (this.ttl * 1000) / 3);
+    };
+    schedule();
+    try {
+      return await work();
+    } finally {
+      done = true;
+      clearTimeout(timer);
+    }
+  }
+
   /** A mutex named `name` whose key is bound to this session's lease. */
   mutex(name: string): Mutex {
     return new Mutex(this, name);

@@ -74,9 +74,17 @@ function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
   });
 }
 
-/** Serves one HTTP request the way etcd 3.4.23's gRPC gateway (Debian build) does. Only the URL's path matters. */
-export async function serve(state: () => EtcdState, faults: Faults, request: Request): Promise<Response> {
-  const signal = request.signal;
+/**
+ * Serves one HTTP request the way etcd 3.4.23's gateway (Debian build) does. Only the URL's path matters.
+ * `signal` is the caller's own when there is one: a Request's signal follows the caller's only weakly, and
+ * once the Request is garbage-collected an abort would never reach an open watch.
+ */
+export async function serve(
+  state: () => EtcdState,
+  faults: Faults,
+  request: Request,
+  signal: AbortSignal = request.signal,
+): Promise<Response> {
   if (faults.latencyMs > 0) await sleep(faults.latencyMs, signal);
   if (signal.aborted) throw abortReason(signal);
 

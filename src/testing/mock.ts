@@ -92,7 +92,8 @@ export function createMockEtcdCore<H>(
   });
   const handle = (request: Request) => serve(() => state, faults, request);
 
-  const fetch: MockFetch = async (input, init) => handle(new Request(input, init));
+  const fetch: MockFetch = async (input, init) =>
+    serve(() => state, faults, new Request(input, init), init?.signal ?? (input instanceof Request ? input.signal : undefined));
 
   const toKeyValue = (kv: ReturnType<EtcdState["get"]>): MockKeyValue | undefined => {
     if (!kv) return undefined;

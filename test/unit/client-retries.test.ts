@@ -234,14 +234,14 @@ describe("auth", () => {
     expect(auths).toHaveLength(2);
   });
 
-  it("wrong credentials fail the call with the server's error, and the next call tries again", async () => {
+  it("wrong credentials fail the call with UNAUTHENTICATED, and the next call tries again", async () => {
     const auths = route(server, "/v3/auth/authenticate", () =>
       jsonText(unaryErrorBody("3.5", 3, "etcdserver: authentication failed, invalid user ID or password"), 400),
     );
     const reads = route(server, "/v3/kv/range", rangeOk);
     const etcd = new Etcd({ endpoints: [A], auth });
-    expect((await rejection(etcd.get("k"))).code).toBe("INVALID_ARGUMENT");
-    expect((await rejection(etcd.get("k"))).code).toBe("INVALID_ARGUMENT");
+    expect((await rejection(etcd.get("k"))).code).toBe("UNAUTHENTICATED");
+    expect((await rejection(etcd.get("k"))).code).toBe("UNAUTHENTICATED");
     expect(auths).toHaveLength(2);
     expect(reads).toHaveLength(0);
   });

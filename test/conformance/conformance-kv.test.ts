@@ -1,0 +1,302 @@
+// KV conformance: the same assertions against the in-memory mock (project `unit`) and real etcd (project `etcd`).
+// Revisions are only ever compared relative to headers read in the test (the real member is shared).
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Etcd, KeyValue } from "../../src/index.js";
+import { type Backend, bytes, openBackend, rejection } from "./backend.js";
+
+let backend: Backend;
+let etcd: Etcd;
+
+beforeAll(async () => {
+  backend = await openBackend();
+  etcd = backend.client();
+});
+afterAll(async () => {
+  await backend?.close();
+});
+
+let n = 0;
+/** A fresh sub-prefix per test, inside the backend's namespace. */
+const fresh = () => `kv${++n}/`;
+const pairs = (kvs: KeyValue[]) => kvs.map((kv) => [kv.key, kv.value]);
+
+describe("put / get", () => {
+  it("put returns the new revision; get returns value, versions and revisions", async () => {
+    const p = fresh();
+    const first = await etcd.put(`${p}a`, "1");
+    const got = await etcd.get(`${p}a`);
+    expect(got).toMatchObject({ key: `${p}a`, value: "1", version: 1, createRevision: first.header.revision, modRevision: first.header.revision, lease: "0" });
+    const second = await etcd.put(`${p}a`, "2", { prevKv: true });
+    expect(second.header.revision).toBeGreaterThan(first.header.revision);
+    expect(second.prevKv).toMatchObject({ key: `${p}a`, value: "1", version: 1, modRevision: first.header.revision });
+    expect(await etcd.get(`${p}a`)).toMatchObject({ value: "2", version: 2, createRevision: first.header.revision, modRevision: second.header.revision });
+    // prevKv on a new key: none.
+    expect((await etcd.put(`${p}new`, "x", { prevKv: true })).prevKv).toBeUndefined();
+    expect(await etcd.get(`${p}missing`)).toBeUndefined();
+    // An empty value is a value.
+    await etcd.put(`${p}empty`, "");
+    expect(await etcd.get(`${p}empty`)).toMatchObject({ value: "", version: 1 });
+  });
+
+  it("a read's header is the store's current revision and does not advance it", async () => {
+    const p = fresh();
+    const w = await etcd.put(`${p}a`, "1");
+    const r = await etcd.range({ prefix: p });
+    expect(r.header.revision).toBeGreaterThanOrEqual(w.header.revision);
+    if (backend.name === "mock") expect(r.header.revision).toBe(w.header.revision);
+  });
+});
+
+describe("range", () => {
+  async function seed(p: string) {
+    const revs: number[] = [];
+    for (const [k, v] of [["c", "3"], ["a", "1"], ["b", "2"], ["d", "4"], ["b", "22"]] as const) {
+      revs.push((await etcd.put(`${p}${k}`, v)).header.revision);
+    }
+    return revs;
+  }
+
+  it("prefix, [key, end) and end '\\0' select the right keys in key order", async () => {
+    const p = fresh();
+    await seed(p);
+    await etcd.put(`${fresh()}zzz`, "outside");
+    expect(pairs((await etcd.range({ prefix: p })).kvs)).toEqual([[`${p}a`, "1"], [`${p}b`, "22"], [`${p}c`, "3"], [`${p}d`, "4"]]);
+    expect(pairs((await etcd.range({ key: `${p}b`, end: `${p}d` })).kvs)).toEqual([[`${p}b`, "22"], [`${p}c`, "3"]]);
+    // end "\0": every key from `key` on (within the namespace on the shared member).
+    const from = await etcd.range({ key: `${p}c`, end: "\0" });
+    expect(from.kvs.map((kv) => kv.key).slice(0, 2)).toEqual([`${p}c`, `${p}d`]);
+    expect(from.kvs.every((kv) => kv.key >= `${p}c`)).toBe(true);
+    expect(from.kvs.some((kv) => kv.key.endsWith("zzz"))).toBe(true);
+    // An empty range: key >= end.
+    expect((await etcd.range({ key: `${p}d`, end: `${p}a` })).kvs).toEqual([]);
+  });
+
+  it("limit: count is the total, more says keys were left out", async () => {
+    const p = fresh();
+    await seed(p);
+    const limited = await etcd.range({ prefix: p, limit: 2 });
+    expect(pairs(limited.kvs)).toEqual([[`${p}a`, "1"], [`${p}b`, "22"]]);
+    expect(limited).toMatchObject({ count: 4, more: true });
+    expect(await etcd.range({ prefix: p, limit: 4 })).toMatchObject({ count: 4, more: false });
+    expect(await etcd.range({ prefix: p, limit: 10 })).toMatchObject({ count: 4, more: false });
+    expect(await etcd.range({ prefix: `${p}none/` })).toMatchObject({ kvs: [], count: 0, more: false });
+  });
+
+  it("revision: reads the store as it was (history of one key)", async () => {
+    const p = fresh();
+    const r1 = (await etcd.put(`${p}k`, "v1")).header.revision;
+    const r2 = (await etcd.put(`${p}k`, "v2")).header.revision;
+    const r3 = (await etcd.delete(`${p}k`)).header.revision;
+    const r4 = (await etcd.put(`${p}k`, "v3")).header.revision;
+    expect(await etcd.get(`${p}k`, { revision: r1 - 1 })).toBeUndefined();
+    expect(await etcd.get(`${p}k`, { revision: r1 })).toMatchObject({ value: "v1", version: 1, createRevision: r1, modRevision: r1 });
+    expect(await etcd.get(`${p}k`, { revision: r2 })).toMatchObject({ value: "v2", version: 2, createRevision: r1, modRevision: r2 });
+    expect(await etcd.get(`${p}k`, { revision: r3 })).toBeUndefined();
+    // Re-created: a new create revision and version 1 again.
+    expect(await etcd.get(`${p}k`, { revision: r4 })).toMatchObject({ value: "v3", version: 1, createRevision: r4, modRevision: r4 });
+    // The header of a historical read is still the current revision.
+    expect((await etcd.range({ key: `${p}k`, revision: r1 })).header.revision).toBeGreaterThanOrEqual(r4);
+  });
+
+  it("future revision → FUTURE_REVISION", async () => {
+    const { header } = await etcd.range({ prefix: fresh() });
+    const error = await rejection(etcd.get("k", { revision: header.revision + 1_000_000 }));
+    expect(error).toMatchObject({ code: "FUTURE_REVISION", grpcCode: 11, httpStatus: 400 });
+    expect(error.message).toContain("required revision is a future revision");
+  });
+
+  it("sort by every target, both orders", async () => {
+    const p = fresh();
+    // Distinct version, create, mod and value orders.
+    await etcd.put(`${p}c`, "m"); // create 1st
+    const rc2 = (await etcd.put(`${p}a`, "z")).header.revision; // create 2nd
+    await etcd.put(`${p}b`, "a"); // create 3rd
+    await etcd.put(`${p}c`, "n"); // c: version 2, mod 4th
+    await etcd.put(`${p}c`, "o"); // c: version 3, mod 5th
+    await etcd.put(`${p}a`, "y"); // a: version 2, mod 6th
+    const keys = async (sort: Parameters<Etcd["range"]>[0]["sort"]) => (await etcd.range({ prefix: p, sort })).kvs.map((kv) => kv.key.slice(p.length));
+    expect(await keys({ target: "key", order: "ascend" })).toEqual(["a", "b", "c"]);
+    expect(await keys({ target: "key", order: "descend" })).toEqual(["c", "b", "a"]);
+    expect(await keys({ target: "version", order: "ascend" })).toEqual(["b", "a", "c"]);
+    expect(await keys({ target: "version", order: "descend" })).toEqual(["c", "a", "b"]);
+    expect(await keys({ target: "createRevision", order: "ascend" })).toEqual(["c", "a", "b"]);
+    expect(await keys({ target: "createRevision", order: "descend" })).toEqual(["b", "a", "c"]);
+    expect(await keys({ target: "modRevision", order: "ascend" })).toEqual(["b", "c", "a"]);
+    expect(await keys({ target: "modRevision", order: "descend" })).toEqual(["a", "c", "b"]);
+    expect(await keys({ target: "value", order: "ascend" })).toEqual(["b", "c", "a"]);
+    expect(await keys({ target: "value", order: "descend" })).toEqual(["a", "c", "b"]);
+    // A target without an order ascends (clientv3's rule, which the client applies).
+    expect(await keys({ target: "modRevision" })).toEqual(["b", "c", "a"]);
+    // Sorting happens before the limit.
+    expect((await etcd.range({ prefix: p, sort: { target: "modRevision", order: "descend" }, limit: 1 })).kvs[0]).toMatchObject({ key: `${p}a`, createRevision: rc2 });
+  });
+
+  it("keysOnly and countOnly", async () => {
+    const p = fresh();
+    await seed(p);
+    const keysOnly = await etcd.range({ prefix: p, keysOnly: true });
+    expect(keysOnly.kvs.map((kv) => [kv.key, kv.value, kv.valueBytes.length])).toEqual([
+      [`${p}a`, "", 0],
+      [`${p}b`, "", 0],
+      [`${p}c`, "", 0],
+      [`${p}d`, "", 0],
+    ]);
+    // Everything but the value is still there.
+    expect(keysOnly.kvs[1]).toMatchObject({ version: 2 });
+    expect(keysOnly.count).toBe(4);
+    const countOnly = await etcd.range({ prefix: p, countOnly: true });
+    expect(countOnly).toMatchObject({ kvs: [], count: 4, more: false });
+    expect(await etcd.range({ prefix: p, countOnly: true, limit: 1 })).toMatchObject({ kvs: [], count: 4 });
+  });
+
+  it("min/max create and mod revision filter after counting", async () => {
+    const p = fresh();
+    const [rc, ra, rb, rd, rb2] = (await seed(p)) as [number, number, number, number, number];
+    const keys = async (o: object) => (await etcd.range({ prefix: p, ...o })).kvs.map((kv) => kv.key.slice(p.length));
+    expect(await keys({ minCreateRevision: rb })).toEqual(["b", "d"]);
+    expect(await keys({ maxCreateRevision: ra })).toEqual(["a", "c"]);
+    expect(await keys({ minCreateRevision: ra, maxCreateRevision: rb })).toEqual(["a", "b"]);
+    expect(await keys({ minModRevision: rd })).toEqual(["b", "d"]);
+    expect(await keys({ maxModRevision: rc })).toEqual(["c"]);
+    expect(await keys({ minModRevision: ra, maxModRevision: rd })).toEqual(["a", "d"]);
+    expect(await keys({ minModRevision: rb2 + 1 })).toEqual([]);
+    // count is the range's size before the filters (etcd counts in the store, then prunes).
+    expect((await etcd.range({ prefix: p, minModRevision: rd })).count).toBe(4);
+    // The limit applies after filtering.
+    expect(await etcd.range({ prefix: p, minModRevision: rd, limit: 1 })).toMatchObject({ count: 4, more: true });
+  });
+});
+
+describe("delete", () => {
+  it("one key, a prefix, a range; prevKv returns what was deleted; nothing deleted leaves the revision", async () => {
+    const p = fresh();
+    for (const k of ["a", "b", "c", "d", "e"]) await etcd.put(`${p}${k}`, k.toUpperCase());
+    const one = await etcd.delete(`${p}a`, { prevKv: true });
+    expect(one.deleted).toBe(1);
+    expect(pairs(one.prevKvs)).toEqual([[`${p}a`, "A"]]);
+    const range = await etcd.delete({ key: `${p}b`, end: `${p}d` });
+    expect(range).toMatchObject({ deleted: 2, prevKvs: [] });
+    const all = await etcd.delete({ prefix: p, prevKv: true });
+    expect(all.deleted).toBe(2);
+    expect(pairs(all.prevKvs)).toEqual([[`${p}d`, "D"], [`${p}e`, "E"]]);
+    expect(all.header.revision).toBeGreaterThan(range.header.revision);
+    expect((await etcd.range({ prefix: p })).count).toBe(0);
+    // Deleting nothing: deleted 0, and the store's revision does not move.
+    const none = await etcd.delete({ prefix: p, prevKv: true });
+    expect(none).toMatchObject({ deleted: 0, prevKvs: [] });
+    expect(none.header.revision).toBeGreaterThanOrEqual(all.header.revision);
+    if (backend.name === "mock") expect(none.header.revision).toBe(all.header.revision);
+    // All deleted keys share the deletion's revision.
+    const history = await etcd.range({ prefix: p, revision: all.header.revision - 1 });
+    expect(history.kvs.map((kv) => kv.key)).toEqual([`${p}d`, `${p}e`]);
+  });
+});
+
+describe("bytes", () => {
+  it("non-UTF-8 keys and values round-trip exactly; prefixes over raw bytes", async () => {
+    const p = fresh();
+    const key = new Uint8Array([...new TextEncoder().encode(p), 0xff, 0xfe, 0x00, 0x80]);
+    const value = bytes(0x00, 0xc3, 0x28, 0xff, 0x80, 0x00);
+    await etcd.put(key, value);
+    const got = await etcd.get(key);
+    expect(got?.keyBytes).toEqual(key);
+    expect(got?.valueBytes).toEqual(value);
+    // The 0xff-prefixed key sorts after every printable one.
+    await etcd.put(`${p}z`, "z");
+    const all = await etcd.range({ prefix: p });
+    expect(all.kvs.map((kv) => Array.from(kv.keyBytes.slice(p.length)))).toEqual([[0x7a], [0xff, 0xfe, 0x00, 0x80]]);
+    const byBytes = await etcd.range({ prefix: new Uint8Array([...new TextEncoder().encode(p), 0xff]) });
+    expect(byBytes.kvs).toHaveLength(1);
+    expect(byBytes.kvs[0]?.valueBytes).toEqual(value);
+    // A value compare by bytes.
+    expect(await etcd.get(key, { keysOnly: true })).toMatchObject({ valueBytes: new Uint8Array() });
+  });
+});
+
+describe("put with lease, ignoreValue, ignoreLease", () => {
+  it("a lease attaches; ignoreValue changes only the lease; ignoreLease changes only the value", async () => {
+    const p = fresh();
+    const l1 = await etcd.lease.grant(60);
+    const l2 = await etcd.lease.grant(60);
+    try {
+      await etcd.put(`${p}k`, "v1", { lease: l1.id });
+      expect(await etcd.get(`${p}k`)).toMatchObject({ value: "v1", lease: l1.id });
+      const swapped = await etcd.put(`${p}k`, undefined, { ignoreValue: true, lease: l2.id, prevKv: true });
+      expect(swapped.prevKv).toMatchObject({ value: "v1", lease: l1.id });
+      expect(await etcd.get(`${p}k`)).toMatchObject({ value: "v1", lease: l2.id, version: 2 });
+      await etcd.put(`${p}k`, "v2", { ignoreLease: true });
+      expect(await etcd.get(`${p}k`)).toMatchObject({ value: "v2", lease: l2.id, version: 3 });
+      // The old lease no longer holds the key; the new one does.
+      expect((await etcd.lease.timeToLive(l1.id, { keys: true })).keys).toEqual([]);
+      expect((await etcd.lease.timeToLive(l2.id, { keys: true })).keys).toEqual([`${p}k`]);
+      // A plain put without a lease detaches it.
+      await etcd.put(`${p}k`, "v3");
+      expect(await etcd.get(`${p}k`)).toMatchObject({ value: "v3", lease: "0" });
+      expect((await etcd.lease.timeToLive(l2.id, { keys: true })).keys).toEqual([]);
+    } finally {
+      await etcd.lease.revoke(l1.id).catch(() => {});
+      await etcd.lease.revoke(l2.id).catch(() => {});
+    }
+  });
+
+  it("errors: unknown lease → LEASE_NOT_FOUND; ignoreValue/ignoreLease on a missing key → INVALID_ARGUMENT 'key not found'", async () => {
+    const p = fresh();
+    const lease = await etcd.lease.grant(60);
+    await etcd.lease.revoke(lease.id);
+    const noLease = await rejection(etcd.put(`${p}k`, "v", { lease: lease.id }));
+    expect(noLease).toMatchObject({ code: "LEASE_NOT_FOUND", grpcCode: 5, httpStatus: 404 });
+    for (const options of [{ ignoreValue: true }, { ignoreLease: true }]) {
+      const error = await rejection(etcd.put(`${p}missing`, options.ignoreValue ? undefined : "v", options));
+      expect(error).toMatchObject({ code: "INVALID_ARGUMENT", grpcCode: 3, httpStatus: 400 });
+      expect(error.message).toContain("key not found");
+    }
+    // 3.4 checks the lease before the key for a plain put: both wrong → LEASE_NOT_FOUND.
+    await expect(etcd.put(`${p}missing`, undefined, { ignoreValue: true, lease: lease.id })).rejects.toMatchObject({ code: "LEASE_NOT_FOUND" });
+    expect(await etcd.get(`${p}missing`)).toBeUndefined();
+    // ignoreValue with a value, and ignoreLease with a lease, are refused by the client before any request.
+    await expect(etcd.put(`${p}k`, "v", { ignoreValue: true })).rejects.toMatchObject({ code: "INVALID_ARGUMENT" });
+    await expect(etcd.put(`${p}k`, "v", { ignoreLease: true, lease: "7" })).rejects.toMatchObject({ code: "INVALID_ARGUMENT" });
+  });
+});
+
+describe("compaction (a member of its own: compaction is member-wide)", () => {
+  let own: Backend;
+  let c: Etcd;
+  beforeAll(async () => {
+    own = await openBackend({ dedicated: true });
+    c = own.client();
+  });
+  afterAll(async () => {
+    await own?.close();
+  });
+
+  it("historical reads below the compaction → COMPACTED; at and after it they still work; compacting again → COMPACTED; ahead → FUTURE_REVISION", async () => {
+    const r1 = (await c.put("k", "v1")).header.revision;
+    const r2 = (await c.put("k", "v2")).header.revision;
+    const r3 = (await c.put("k", "v3")).header.revision;
+    const compacted = await c.compact(r2, { physical: true });
+    expect(compacted.header.revision).toBe(r3);
+    const error = await rejection(c.get("k", { revision: r1 }));
+    expect(error).toMatchObject({ code: "COMPACTED", name: "EtcdCompactedError" });
+    expect(error.message).toContain("required revision has been compacted");
+    expect(await c.get("k", { revision: r2 })).toMatchObject({ value: "v2", version: 2 });
+    expect(await c.get("k", { revision: r3 })).toMatchObject({ value: "v3", version: 3 });
+    expect(await c.get("k")).toMatchObject({ value: "v3", createRevision: r1 });
+    await expect(c.compact(r2)).rejects.toMatchObject({ code: "COMPACTED" });
+    await expect(c.compact(r1)).rejects.toMatchObject({ code: "COMPACTED" });
+    await expect(c.compact(r3 + 100)).rejects.toMatchObject({ code: "FUTURE_REVISION" });
+    // A txn read at a compacted revision fails the same way.
+    const { op } = await import("../../src/index.js");
+    await expect(c.txn().then(op.get({ key: "k", revision: r1 })).commit()).rejects.toMatchObject({ code: "COMPACTED" });
+  });
+
+  it("a deleted key's history goes with compaction past the delete", async () => {
+    const r1 = (await c.put("gone", "x")).header.revision;
+    const r2 = (await c.delete("gone")).header.revision;
+    await c.put("other", "y");
+    await c.compact(r2);
+    await expect(c.get("gone", { revision: r1 })).rejects.toMatchObject({ code: "COMPACTED" });
+    expect(await c.get("gone", { revision: r2 })).toBeUndefined();
+    expect(await c.get("gone")).toBeUndefined();
+  });
+});

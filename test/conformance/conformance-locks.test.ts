@@ -1,0 +1,279 @@
+// Locks and elections on the mock and on real etcd: FIFO order, handoff cost, tryLock, fencing, expiry, election.
+//
+// Sessions here are keepAlive "manual": no background renewals. Their client-side deadline runs on the REAL
+// monotonic clock, while the mock's leases run on virtual time; see the expiry tests for what that means.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Etcd, EtcdError, type Lock, op, type Session } from "../../src/index.js";
+import { type Backend, countingFetch, openBackend, rejection, stillPending, until, within } from "./backend.js";
+
+let backend: Backend;
+let etcd: Etcd;
+const sessions: Session[] = [];
+
+beforeAll(async () => {
+  backend = await openBackend();
+  etcd = backend.client();
+});
+afterAll(async () => {
+  await Promise.all(sessions.map((s) => s.close().catch(() => {})));
+  await backend?.close();
+});
+
+let n = 0;
+const fresh = (label = "lock") => `${label}${++n}`;
+
+async function session(ttl = 30, client: Etcd = etcd): Promise<Session> {
+  const s = await client.session({ ttl, keepAlive: "manual" });
+  sessions.push(s);
+  return s;
+}
+
+/** Waits until `count` contenders have keys under the lock or election `name`. */
+async function lineLength(name: string, count: number): Promise<void> {
+  await until(`${count} contenders in ${name}`, 5_000, async () => (await etcd.range({ prefix: `${name}/`, countOnly: true })).count === count, 10);
+}
+
+/** How long after advance(3_500) a 2 s lease may still take to go on real etcd. */
+const EXPIRY_GRACE_MS = 3_000;
+
+describe("mutex", () => {
+  it("FIFO: 5 waiters acquire in the order they joined the line", async () => {
+    const name = fresh();
+    const holder = await (await session()).mutex(name).lock();
+    const order: number[] = [];
+    const waiters: Promise<void>[] = [];
+    for (let i = 0; i < 5; i++) {
+      const mutex = (await session()).mutex(name);
+      waiters.push(
+        mutex.lock().then(async (lock) => {
+          order.push(i);
+          // The previous holder must be gone: exactly one holder at a time.
+          const line = await etcd.inspectLock(name);
+          expect(line.holder?.key).toBe(lock.key);
+          expect(line.holder?.revision).toBe(lock.revision);
+          await lock.unlock();
+        }),
+      );
+      await lineLength(name, i + 2);
+    }
+    expect(order).toEqual([]);
+    await holder.unlock();
+    await within(10_000, "all waiters", Promise.all(waiters));
+    expect(order).toEqual([0, 1, 2, 3, 4]);
+    expect((await etcd.range({ prefix: `${name}/` })).count).toBe(0);
+  });
+
+  for (const release of ["unlock", "lease revoke"] as const) {
+    it(`handoff on ${release}: the waiter acquires with exactly one /v3/kv/range after the delete event`, async () => {
+      const name = fresh();
+      const holderSession = await session();
+      const holder = await holderSession.mutex(name).lock();
+      const fetch = countingFetch(backend.fetch);
+      const waiterSession = await session(30, backend.client({ fetch }));
+      const mark = fetch.mark();
+      const acquiring = waiterSession.mutex(name).lock();
+      await lineLength(name, 2);
+      expect(await stillPending(acquiring, 100)).toBe(true);
+      // Waiting costs one txn (join) and one watch on the predecessor; no polling.
+      expect(fetch.since(mark)).toEqual(["/v3/kv/txn", "/v3/watch"]);
+      if (release === "unlock") await holder.unlock();
+      else await etcd.lease.revoke(holderSession.leaseId);
+      const lock = await within(5_000, "handoff", acquiring);
+      expect(fetch.since(mark)).toEqual(["/v3/kv/txn", "/v3/watch", "/v3/kv/range"]);
+      // The fencing token strictly increases across holders.
+      expect(lock.revision).toBeGreaterThan(holder.revision);
+      expect((await etcd.inspectLock(name)).holder).toMatchObject({ key: lock.key, revision: lock.revision, leaseId: waiterSession.leaseId });
+      await lock.unlock();
+    });
+  }
+
+  it("tryLock: undefined while held (no key left behind); lock({ timeout: 0 }) → LOCKED; a Lock once free", async () => {
+    const name = fresh();
+    const holder = await (await session()).mutex(name).lock();
+    const other = (await session()).mutex(name);
+    expect(await other.tryLock()).toBeUndefined();
+    expect((await etcd.range({ prefix: `${name}/` })).count).toBe(1);
+    const error = await rejection(other.lock({ timeout: 0 }));
+    expect(error.code).toBe("LOCKED");
+    expect((await etcd.range({ prefix: `${name}/` })).count).toBe(1);
+    await holder.unlock();
+    const lock = await other.tryLock();
+    expect(lock).toBeDefined();
+    expect(lock!.revision).toBeGreaterThan(holder.revision);
+    await lock!.unlock();
+    // Unlocking twice: LOCK_RELEASED.
+    await expect(lock!.unlock()).rejects.toMatchObject({ code: "LOCK_RELEASED" });
+  });
+
+  it("a fenced write succeeds while held and is refused once the lock is lost (lease revoked); the next holder's succeeds", async () => {
+    const name = fresh();
+    const resource = `${fresh("res")}/data`;
+    const s1 = await session();
+    const first = await s1.mutex(name).lock();
+    const fenced = (lock: Lock, value: string) => etcd.txn().if(lock.ifHeld()).then(op.put(resource, value)).commit();
+    expect((await fenced(first, "from first")).succeeded).toBe(true);
+    const s2 = await session();
+    const second = s2.mutex(name).lock();
+    await lineLength(name, 2);
+    await etcd.lease.revoke(s1.leaseId);
+    const secondLock = await within(5_000, "second acquires", second);
+    expect((await fenced(first, "stale")).succeeded).toBe(false);
+    expect((await fenced(secondLock, "from second")).succeeded).toBe(true);
+    expect((await etcd.get(resource))?.value).toBe("from second");
+    // The stale holder's unlock tells it the lock was lost.
+    await expect(first.unlock()).rejects.toMatchObject({ code: "LOCK_LOST" });
+    expect(secondLock.held).toBe(true);
+    await secondLock.unlock();
+  });
+});
+
+describe("expiry", () => {
+  it("a waiter whose lease expires fails with SESSION_EXPIRED, and its key leaves the line", async () => {
+    const name = fresh();
+    const holder = await (await session(60)).mutex(name).lock();
+    const waiterSession = await session(2);
+    const createdAt = performance.now();
+    const waiting = waiterSession.mutex(name).lock();
+    const outcome = waiting.then(
+      () => undefined,
+      (e: unknown) => ({ error: e, at: performance.now() }),
+    );
+    await lineLength(name, 2);
+    const advancedAt = performance.now();
+    await backend.advance(3_500);
+    // The server side: the waiter's key goes with its lease.
+    await until("waiter key gone", EXPIRY_GRACE_MS, async () => (await etcd.range({ prefix: `${name}/`, countOnly: true })).count === 1);
+    const result = await within(EXPIRY_GRACE_MS + 2_000, "waiter fails", outcome);
+    expect(result?.error).toBeInstanceOf(EtcdError);
+    expect(result?.error).toMatchObject({ code: "SESSION_EXPIRED" });
+    // How promptly: the waiter watches only its predecessor (still there), so it learns of its own key's deletion
+    // from its session's deadline, which runs on the real clock (ttl 2 s after the grant was sent).
+    const sinceCreated = result!.at - createdAt;
+    const sinceAdvance = result!.at - advancedAt;
+    console.info(`[${backend.name}] waiter SESSION_EXPIRED ${Math.round(sinceAdvance)} ms after advance(), ${Math.round(sinceCreated)} ms after its session`);
+    expect(sinceCreated).toBeGreaterThanOrEqual(1_900);
+    // Renewing an expired session: SESSION_EXPIRED.
+    await expect(waiterSession.renew()).rejects.toMatchObject({ code: "SESSION_EXPIRED" });
+    expect(holder.held).toBe(true);
+    await holder.unlock();
+  });
+
+  it("session.renew() after the lease expired on the server → SESSION_EXPIRED, and a waiting lock() fails at once with it", async () => {
+    const name = fresh();
+    const holder = await (await session(60)).mutex(name).lock();
+    const waiterSession = await session(2);
+    const waiting = waiterSession.mutex(name).lock();
+    const outcome = waiting.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    await lineLength(name, 2);
+    await backend.advance(3_500);
+    await until("waiter key gone", EXPIRY_GRACE_MS, async () => (await etcd.range({ prefix: `${name}/`, countOnly: true })).count === 1);
+    const renewError = await rejection(waiterSession.renew());
+    expect(renewError.code).toBe("SESSION_EXPIRED");
+    expect(waiterSession.alive).toBe(false);
+    // The renewal's verdict reaches the waiter through the session's signal: no further wait.
+    expect(await within(500, "waiter after renew", outcome)).toMatchObject({ code: "SESSION_EXPIRED" });
+    await holder.unlock();
+  });
+
+  it("a holder whose lease expires loses the lock: fenced write refused, the waiter acquires, unlock → LOCK_LOST", async () => {
+    const name = fresh();
+    const resource = `${fresh("res")}/data`;
+    const holderSession = await session(2);
+    const lost = await holderSession.mutex(name).lock();
+    const waiterSession = await session(60);
+    const next = waiterSession.mutex(name).lock();
+    await lineLength(name, 2);
+    await backend.advance(3_500);
+    const nextLock = await within(EXPIRY_GRACE_MS + 1_000, "waiter acquires after the holder's lease expired", next);
+    expect(nextLock.revision).toBeGreaterThan(lost.revision);
+    const stale = await etcd.txn().if(lost.ifHeld()).then(op.put(resource, "stale")).commit();
+    expect(stale.succeeded).toBe(false);
+    expect(await etcd.get(resource)).toBeUndefined();
+    await expect(lost.unlock()).rejects.toMatchObject({ code: "LOCK_LOST" });
+    expect((await etcd.inspectLock(name)).holder).toMatchObject({ key: nextLock.key, leaseId: waiterSession.leaseId });
+    await nextLock.unlock();
+  });
+});
+
+describe("election", () => {
+  it("campaign order, proclaim/observe, resign hands over, leader()", async () => {
+    const name = fresh("election");
+    const [s1, s2, s3, watcher] = await Promise.all([session(), session(), session(), session()]);
+    const e1 = s1.election(name);
+    const e2 = s2.election(name);
+    const e3 = s3.election(name);
+    expect(await watcher.election(name).leader()).toBeUndefined();
+
+    await e1.campaign("one");
+    expect(e1.isLeader).toBe(true);
+    const c2 = e2.campaign("two");
+    await lineLength(name, 2);
+    const c3 = e3.campaign("three");
+    await lineLength(name, 3);
+    expect(await stillPending(Promise.race([c2, c3]), 100)).toBe(true);
+
+    const leader = await watcher.election(name).leader();
+    expect(leader).toMatchObject({ value: "one", leaseId: s1.leaseId, revision: e1.revision, key: e1.key });
+
+    const controller = new AbortController();
+    const observed = watcher.election(name).observe({ signal: controller.signal })[Symbol.asyncIterator]();
+    const nextLeader = async () => {
+      const r = await within(5_000, "observe", observed.next());
+      if (r.done) throw new Error("observe ended");
+      return r.value;
+    };
+    try {
+      expect(await nextLeader()).toMatchObject({ value: "one", revision: e1.revision });
+      await e1.proclaim("one, again");
+      expect(await nextLeader()).toMatchObject({ value: "one, again", revision: e1.revision });
+      expect(await watcher.election(name).leader()).toMatchObject({ value: "one, again" });
+      await e1.resign();
+      expect(e1.isLeader).toBe(false);
+      await within(5_000, "second candidate elected", c2);
+      expect(e2.isLeader).toBe(true);
+      expect(e2.revision!).toBeGreaterThan(e1.revision ?? 0);
+      expect(await nextLeader()).toMatchObject({ value: "two", leaseId: s2.leaseId });
+      expect(await stillPending(c3, 50)).toBe(true);
+
+      // The leader's session ends: the next candidate leads.
+      await s2.close();
+      await within(5_000, "third candidate elected", c3);
+      expect(await nextLeader()).toMatchObject({ value: "three", leaseId: s3.leaseId });
+      expect(await watcher.election(name).leader()).toMatchObject({ value: "three", revision: e3.revision });
+      // The old leader's fenced write is refused.
+      await expect(e2.proclaim("late")).rejects.toMatchObject({ code: "NOT_LEADER" });
+      await e3.resign();
+      expect(await watcher.election(name).leader()).toBeUndefined();
+    } finally {
+      controller.abort();
+    }
+  });
+
+  it("a candidate still waiting in line is not the leader: isLeader false, proclaim → NOT_LEADER, ifLeader() → NOT_LEADER", async () => {
+    const name = fresh("election");
+    const [s1, s2] = await Promise.all([session(), session()]);
+    const leader = s1.election(name);
+    await leader.campaign("leader");
+    const waiting = s2.election(name);
+    const campaign = waiting.campaign("candidate");
+    await lineLength(name, 2);
+    // Give the campaign's own continuation time to run past joining the line.
+    expect(await stillPending(campaign, 100)).toBe(true);
+    expect(waiting.isLeader).toBe(false);
+    await expect(waiting.proclaim("usurper")).rejects.toMatchObject({ code: "NOT_LEADER" });
+    expect(() => waiting.ifLeader()).toThrow(expect.objectContaining({ code: "NOT_LEADER" }));
+    expect((await s1.election(name).leader())?.value).toBe("leader");
+    // A failed proclaim does not withdraw or break the candidacy: it still wins, with its own value.
+    await leader.resign();
+    await within(5_000, "candidate elected", campaign);
+    expect(waiting.isLeader).toBe(true);
+    expect(await s1.election(name).leader()).toMatchObject({ value: "candidate", revision: waiting.revision });
+    await waiting.proclaim("now leading");
+    expect((await s1.election(name).leader())?.value).toBe("now leading");
+    await waiting.resign();
+    expect(await s1.election(name).leader()).toBeUndefined();
+  });
+});
