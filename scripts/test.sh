@@ -24,7 +24,10 @@ step npx publint --strict
 step npx attw --pack . --profile esm-only
 step node scripts/size.mjs
 
-step npx vitest run
+mkdir -p .cache
+step npx vitest run --reporter=default --reporter=json --outputFile.json=.cache/vitest-results.json
+# One plain closing line for CI: every vitest project counted together.
+node -e 'const r = require("./.cache/vitest-results.json"); console.log(`${r.numPassedTests} passed, ${r.numFailedTests} failed, ${r.numPendingTests} skipped`)'
 
 echo
 echo "==> all gates passed"
