@@ -10,6 +10,8 @@ import { randomUUID } from "node:crypto";
 import { inject } from "vitest";
 import { Etcd, EtcdError, type EtcdOptions, type Fetch } from "../../src/index.js";
 import type { AuthOptions, MockEtcd } from "../../src/testing/mock.js";
+import { sleep, until, within, stillPending, rejection } from "../support/async.js";
+export { sleep, until, within, stillPending, rejection };
 
 export type BackendName = "mock" | "etcd";
 
@@ -125,48 +127,6 @@ async function openEtcd(options: BackendOptions): Promise<Backend> {
 }
 
 // ---- helpers shared by the conformance files ---------------------------------------------------------------
-
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-/** Polls `check` (bounded) until it returns a value other than undefined/false. */
-export async function until<T>(what: string, timeoutMs: number, check: () => T | Promise<T>, everyMs = 50): Promise<Exclude<T, false | undefined>> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined && value !== false) return value as Exclude<T, false | undefined>;
-    if (Date.now() > deadline) throw new Error(`${what}: not true within ${timeoutMs} ms`);
-    await sleep(everyMs);
-  }
-}
-
-/** Rejects if `promise` has not settled within `ms`. */
-export function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: not settled within ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
-
-/** Whether `promise` is still pending after `ms`. */
-export async function stillPending(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  const marker = Symbol("pending");
-  const result = await Promise.race([promise.then(() => "settled", () => "settled"), sleep(ms).then(() => marker)]);
-  return result === marker;
-}
-
-/** The EtcdError a promise rejects with (fails if it resolves or rejects with anything else). */
-export async function rejection(promise: Promise<unknown>): Promise<EtcdError> {
-  try {
-    await promise;
-  } catch (error) {
-    if (error instanceof EtcdError) return error;
-    throw new Error(`expected an EtcdError, got ${String(error)}`, { cause: error });
-  }
-  throw new Error("expected a rejection, but the promise resolved");
-}
 
 /** A fetch that records the path of every request it forwards. */
 export function countingFetch(inner: Fetch): Fetch & { paths: string[]; mark(): number; since(mark: number): string[] } {

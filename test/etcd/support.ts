@@ -4,6 +4,8 @@ import { randomUUID } from "node:crypto";
 import { createServer, type Socket } from "node:net";
 import { inject } from "vitest";
 import { Etcd, type EtcdOptions, type Fetch, type WatchBatch } from "../../src/index.js";
+import { sleep, within } from "../support/async.js";
+export { sleep, within };
 
 /** The member started by global-setup, shared by every test file running in parallel. */
 export function sharedEndpoint(): string {
@@ -62,10 +64,6 @@ export function recordingFetch(): Fetch & { calls: RecordedCall[]; paths(): stri
   return Object.assign(f, { calls, paths: () => calls.map((c) => c.path) });
 }
 
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
 /** Retries `attempt` until it stops throwing, for at most `timeoutMs`. */
 export async function eventually<T>(what: string, timeoutMs: number, attempt: () => Promise<T>, everyMs = 100): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -77,15 +75,6 @@ export async function eventually<T>(what: string, timeoutMs: number, attempt: ()
       await sleep(everyMs);
     }
   }
-}
-
-/** Rejects if `promise` has not settled after `ms`. */
-export function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: not settled within ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
 /**
