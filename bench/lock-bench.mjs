@@ -6,6 +6,7 @@ import { Etcd3 } from "etcd3";
 import { Etcd } from "etcd-edge";
 import { createNodeFetch } from "etcd-edge/node";
 import { openBackend } from "../examples/demo/backend.mjs";
+import { coldImportMs, cycleCpu } from "./client-cpu.mjs";
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 7);
 const CYCLES = Number(process.env.BENCH_CYCLES ?? 300);
@@ -22,6 +23,14 @@ console.log(`etcd-edge bench against ${backend.description}`);
 console.log(`node ${process.version}; ${ROUNDS} rounds × ${CYCLES} cycles; throughput: ${WORKERS} workers × ${SECONDS} s\n`);
 
 try {
+  const cpu = await cycleCpu();
+  console.log("0. the client alone (a stub fetch that answers instantly)");
+  console.log(`   cold import of etcd-edge: ${coldImportMs().toFixed(1)} ms (median of 7 fresh processes)`);
+  console.log(
+    `   client CPU per lock+unlock cycle: ${cpu.cycle.toFixed(1)} µs; validating the lock response: ` +
+      `${cpu.validation.toFixed(1)} µs (${((cpu.validation / cpu.cycle) * 100).toFixed(0)}% of the cycle)\n`,
+  );
+
   console.log("1. uncontended lock+unlock cycle vs two raw gateway requests (median per cycle)");
   for (const [label, fetch] of [["global fetch", globalThis.fetch], ["etcd-edge/node", createNodeFetch({ connections: 1 })]]) {
     const { raw, sdk } = await cycleCost(fetch);

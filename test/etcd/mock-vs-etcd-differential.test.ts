@@ -7,7 +7,7 @@ import { createMockEtcd } from "../../src/testing/index.js";
 import { startEtcd, type EtcdMember } from "./harness.js";
 
 const SEED = Number(process.env["MOCK_DIFF_SEED"] ?? Date.now() % 2 ** 31);
-const OPS = Number(process.env["MOCK_DIFF_OPS"] ?? 1500);
+const OPS = Number(process.env["MOCK_DIFF_OPS"] ?? 3000);
 
 const b64 = (s: string) => btoa(s);
 const key = fc.constantFrom("a", "b", "b0", "c", "cc", "d").map(b64);

@@ -334,12 +334,12 @@ export async function gatewayLeaseTtl(endpoint: string, leaseId: string): Promis
 // ---------------------------------------------------------------------------------------------
 // workerd
 
-/** Builds the module Worker from shared/worker.mjs in the temp project, resolving "etcd-edge" from its node_modules. */
-export async function bundleWorker(outDir: string): Promise<{ file: string; inputs: string[] }> {
+/** Builds a module Worker (shared/worker.mjs by default) in the temp project, resolving "etcd-edge" from its node_modules. */
+export async function bundleWorker(outDir: string, entry = "worker.mjs"): Promise<{ file: string; inputs: string[] }> {
   const { build } = await import("esbuild");
   const file = join(outDir, "worker.js");
   const result = await build({
-    entryPoints: [join(project(), "worker.mjs")],
+    entryPoints: [join(project(), entry)],
     absWorkingDir: project(),
     outfile: file,
     bundle: true,
@@ -387,8 +387,13 @@ export interface WorkerdServer {
   stop(): Promise<void>;
 }
 
-/** Serves `configFile` on a free loopback port and waits (bounded) until GET /ping answers. */
-export async function startWorkerd(binary: string, configFile: string, cwd: string): Promise<WorkerdServer> {
+/** Serves `configFile` on a free loopback port and waits (bounded) until GET /ping answers as `ready` says. */
+export async function startWorkerd(
+  binary: string,
+  configFile: string,
+  cwd: string,
+  ready: (status: number, body: string) => boolean = (_, body) => body === "pong",
+): Promise<WorkerdServer> {
   for (let attempt = 1; ; attempt++) {
     const port = await freePort();
     const child = spawnChild(binary, ["serve", configFile, "--socket-addr", `http=127.0.0.1:${port}`, "--verbose"], {
@@ -414,7 +419,7 @@ export async function startWorkerd(binary: string, configFile: string, cwd: stri
     while (Date.now() < deadline && child.exitCode === null && child.signalCode === null) {
       try {
         const response = await fetch(`${url}/ping`, { signal: AbortSignal.timeout(1_000) });
-        if ((await response.text()) === "pong") return { url, output: () => output, stop };
+        if (ready(response.status, await response.text())) return { url, output: () => output, stop };
       } catch {
         // Not listening yet.
       }
