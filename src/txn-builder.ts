@@ -2,7 +2,7 @@ import type { CallOptions, Transport } from "./gateway/transport.js";
 import * as wire from "./gateway/wire.js";
 import { invalidArgument } from "./errors.js";
 import type { Keyspace } from "./keyspace.js";
-import { type AnyOp, Compare, decodeTxn, type TxnResult, txnRequest } from "./txn.js";
+import { type AnyOp, type Compare, decodeTxn, type TxnResult, txnRequest } from "./txn.js";
 
 /**
  * `txn().if(...).then(...).else(...).commit()`: all conditions hold, then the `then` operations run,
@@ -61,4 +61,3 @@ export class TxnBuilder<Then extends readonly AnyOp[] = [], Else extends readonl
   }
 }
 
-export { Compare };

@@ -24,7 +24,7 @@ const OLDEST_FIRST = { target: "createRevision", order: "ascend" } as const;
 /** Range options that select the line's first key: the holder. */
 export const OLDEST = { sort: OLDEST_FIRST, limit: 1 } as const;
 
-export function ownerOp(prefix: string) {
+function ownerOp(prefix: string) {
   return op.get({ prefix, ...OLDEST });
 }
 

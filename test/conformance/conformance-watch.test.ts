@@ -3,7 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type Etcd, EtcdError, op, type WatchBatch, type WatchQuery } from "../../src/index.js";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
-import { type Backend, backendName, openBackend, within } from "./backend.js";
+import { type Backend, openBackend, within } from "./backend.js";
 
 let backend: Backend;
 let etcd: Etcd;
