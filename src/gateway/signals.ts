@@ -80,6 +80,16 @@ export function delay(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
+/** Waits for `promise` unless `signal` aborts first (the work behind the promise goes on for others). */
+export function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+  });
+}
+
 /** Full-jitter exponential backoff: a random wait in [0, min(cap, base * 2^attempt)). */
 export function backoff(attempt: number, base = 25, cap = 1_000): number {
   return Math.random() * Math.min(cap, base * 2 ** attempt);

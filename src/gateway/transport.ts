@@ -3,7 +3,7 @@ import { EtcdError } from "../errors.js";
 import { VERSION } from "../version.js";
 import { badResponse, errorFromBody, errorFromStreamLine, parseJson } from "./errors.js";
 import { type FetchResponse, resolveFetch } from "./fetch.js";
-import { backoff, CallSignal, delay } from "./signals.js";
+import { backoff, CallSignal, delay, untilAborted } from "./signals.js";
 import { authenticate, type Schema } from "./wire.js";
 
 export interface CallOptions {
@@ -195,16 +195,6 @@ export class Transport {
     }
     return result.token;
   }
-}
-
-/** Waits for `promise` unless `signal` aborts first (the work behind the promise goes on for others). */
-function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener("abort", onAbort, { once: true });
-    promise.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
-  });
 }
 
 function decode<T>(request: Unary<T>, status: number, text: string, endpoint: string): T {

@@ -3,6 +3,7 @@ import { EtcdError, invalidArgument } from "../errors.js";
 import { leaseIdArg } from "../args.js";
 import type { CallOptions } from "../gateway/transport.js";
 import type { Etcd } from "../client.js";
+import { untilAborted } from "../gateway/signals.js";
 import { backgroundTimer, now } from "./clock.js";
 import { Election } from "./election.js";
 import { Mutex } from "./mutex.js";
@@ -248,15 +249,6 @@ export class Session {
       );
     }, delay);
   }
-}
-
-function untilAborted(promise: Promise<void>, signal: AbortSignal): Promise<void> {
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener("abort", onAbort, { once: true });
-    promise.then(resolve).finally(() => signal.removeEventListener("abort", onAbort));
-  });
 }
 
 export function sessionExpired(leaseId: LeaseId, cause?: unknown): EtcdError {
