@@ -2,7 +2,7 @@ import { optionalCount } from "./args.js";
 import { decodeHeader, decodeKeyValue, int, type KeyValue, type ResponseHeader } from "./codec.js";
 import { EtcdCompactedError, EtcdError } from "./errors.js";
 import type { KeyRange, Keyspace } from "./keyspace.js";
-import { errorFromStreamLine, parseJson, serverError, badResponse } from "./gateway/errors.js";
+import { badResponse, errorFromStreamLine, isProxyUnavailable, parseJson, serverError } from "./gateway/errors.js";
 import { lines } from "./gateway/ndjson.js";
 import { abortError, backoff, delay } from "./gateway/signals.js";
 import type { CallOptions, Transport } from "./gateway/transport.js";
@@ -168,7 +168,7 @@ function* byRevision(events: WatchEvent[]): Generator<WatchEvent[]> {
 /** Failures worth reopening the stream for: the connection or the member. */
 function reconnectable(error: EtcdError): boolean {
   if (error.code === "UNAVAILABLE" || error.code === "TIMEOUT") return true;
-  return error.code === "BAD_RESPONSE" && "status" in error && [502, 503, 504].includes(error.status as number);
+  return isProxyUnavailable(error);
 }
 
 function toError(thrown: unknown): EtcdError {

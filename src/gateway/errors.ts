@@ -112,6 +112,11 @@ export function badResponse(status: number, text: string, endpoint?: string, rea
   });
 }
 
+/** A proxy or load balancer in front of etcd said the upstream is unavailable: worth another endpoint. */
+export function isProxyUnavailable(error: EtcdError): boolean {
+  return error instanceof EtcdBadResponseError && [502, 503, 504].includes(error.status);
+}
+
 export function parseJson(text: string): unknown {
   try {
     return JSON.parse(text) as unknown;

@@ -1,7 +1,7 @@
 import { type ResolvedConfig, resolveTimeout } from "../config.js";
 import { EtcdError } from "../errors.js";
 import { VERSION } from "../version.js";
-import { badResponse, errorFromBody, errorFromStreamLine, parseJson } from "./errors.js";
+import { badResponse, errorFromBody, errorFromStreamLine, isProxyUnavailable, parseJson } from "./errors.js";
 import { type FetchResponse, resolveFetch } from "./fetch.js";
 import { backoff, CallSignal, delay, untilAborted } from "./signals.js";
 import { authenticate, type Schema } from "./wire.js";
@@ -242,7 +242,7 @@ function mayRetry(error: EtcdError, thrown: unknown, policy: RetryPolicy): boole
   }
   if (policy === "write") return false;
   if (error.code === "UNAVAILABLE") return true;
-  return error.code === "BAD_RESPONSE" && "status" in error && [502, 503, 504].includes(error.status as number);
+  return isProxyUnavailable(error);
 }
 
 function toEtcdError(thrown: unknown, endpoint: string): EtcdError {
