@@ -33,7 +33,7 @@ export { Election } from "./lock/election.js";
 export type { Leader } from "./lock/election.js";
 export type { LockInfo } from "./lock/inspect.js";
 export type { WithLockOptions } from "./lock/with-lock.js";
-export type { WaitMode } from "./lock/queue.js";
+export type { WaitMode, WaitOptions } from "./lock/queue.js";
 export {
   EtcdBadResponseError,
   EtcdCompactedError,

@@ -5,7 +5,7 @@ import { CallSignal } from "../gateway/signals.js";
 import type { CallOptions } from "../gateway/transport.js";
 import { cmp, type Compare, op } from "../txn.js";
 import { anySignal, type LockOptions } from "./mutex.js";
-import { deleteOwnKey, enqueue, OLDEST, readLine, waitForTurn } from "./queue.js";
+import { deleteOwnKey, enqueue, OLDEST, waitFailure, waitInLine, waitSettings } from "./queue.js";
 import type { Session } from "./session.js";
 
 export interface Leader {
@@ -65,7 +65,7 @@ export class Election {
    * withdrawn.
    */
   async campaign(value: Bytes, options: LockOptions = {}): Promise<void> {
-    const mode = options.wait ?? "watch";
+    const settings = waitSettings(options);
     const key = `${this.prefix}${this.session.leaseHex}`;
     const text = typeof value === "string" ? value : toText(value);
     const call = new CallSignal(anySignal(options.signal, this.session.signal), options.timeout);
@@ -81,17 +81,15 @@ export class Election {
           .then(op.put(key, value, { lease: this.session.leaseId }))
           .commit({ signal: call.signal });
       }
-      const start = line.created ? line : await readLine(this.session.etcd, this.prefix, revision, call.signal);
-      await waitForTurn(this.session.etcd, { prefix: this.prefix, revision }, start, {
+      await waitInLine(this.session.etcd, this.prefix, line, {
+        ...settings,
         signal: call.signal,
-        mode,
-        pollInterval: options.pollInterval ?? 500,
         expired: () => this.#expired(),
       });
       this.#key = key;
       this.#revision = revision;
     } catch (thrown) {
-      const error = this.session.signal.aborted ? this.#expired(thrown) : call.aborted ? call.error() : thrown;
+      const error = waitFailure(this.session, call, thrown, (cause) => this.#expired(cause));
       // With the revision unknown, the cut-off enqueue may still have landed: delete the key unguarded.
       if (!this.session.closed) await deleteOwnKey(this.session.etcd, key, revision).catch(() => {});
       throw error;

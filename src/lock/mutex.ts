@@ -1,13 +1,12 @@
-import { optionalCount } from "../args.js";
 import type { ResponseHeader } from "../codec.js";
 import { EtcdError, invalidArgument } from "../errors.js";
 import { CallSignal } from "../gateway/signals.js";
 import type { CallOptions } from "../gateway/transport.js";
 import { Lock } from "./lock.js";
-import { deleteOwnKey, enqueue, readLine, waitForTurn, type WaitMode } from "./queue.js";
+import { deleteOwnKey, enqueue, waitFailure, waitInLine, type WaitOptions, waitSettings } from "./queue.js";
 import type { Session } from "./session.js";
 
-export interface LockOptions {
+export interface LockOptions extends WaitOptions {
   /** Gives up waiting: the waiter deletes its key and the call throws ABORTED. */
   signal?: AbortSignal | undefined;
   /**
@@ -15,10 +14,6 @@ export interface LockOptions {
    * LOCKED if another session holds the lock. Default: wait as long as the session lives.
    */
   timeout?: number | undefined;
-  /** Follow the predecessor with a watch stream (default), or poll for runtimes that cannot hold one open. */
-  wait?: WaitMode | undefined;
-  /** Poll interval in milliseconds with `wait: "poll"`. Default 500. */
-  pollInterval?: number | undefined;
 }
 
 /**
@@ -49,9 +44,7 @@ export class Mutex {
    * key is deleted so it blocks nobody.
    */
   async lock(options: LockOptions = {}): Promise<Lock> {
-    const pollInterval = optionalCount(options.pollInterval, "pollInterval") ?? 500;
-    const mode = options.wait ?? "watch";
-    if (mode !== "watch" && mode !== "poll") throw invalidArgument(`wait must be "watch" or "poll", got ${String(mode)}`);
+    const settings = waitSettings(options);
     const tryOnly = options.timeout === 0;
     const call = new CallSignal(anySignal(options.signal, this.session.signal), tryOnly ? undefined : options.timeout);
     /** Our key's create revision once known; `null` while the enqueue is in flight (it may have landed). */
@@ -68,17 +61,14 @@ export class Mutex {
         return this.#acquired(line.revision, line.header, releaseLocal);
       }
       if (tryOnly) throw locked(this.name, line.owner.key);
-      // Our key was already there (this session joined before): find our predecessor with one read.
-      const start = line.created ? line : await readLine(this.session.etcd, this.prefix, line.revision, call.signal);
-      const header = await waitForTurn(this.session.etcd, { prefix: this.prefix, revision: line.revision }, start, {
+      const header = await waitInLine(this.session.etcd, this.prefix, line, {
+        ...settings,
         signal: call.signal,
-        mode,
-        pollInterval,
         expired: () => this.#expired(),
       });
       return this.#acquired(line.revision, header, releaseLocal);
     } catch (thrown) {
-      const error = this.session.signal.aborted ? this.#expired(thrown) : call.aborted ? call.error() : thrown;
+      const error = waitFailure(this.session, call, thrown, (cause) => this.#expired(cause));
       if (joined !== undefined) await this.#leaveLine(joined);
       releaseLocal?.();
       throw error;

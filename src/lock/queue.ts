@@ -1,8 +1,10 @@
+import { optionalCount } from "../args.js";
 import type { Etcd } from "../client.js";
 import type { KeyValue, ResponseHeader } from "../codec.js";
-import { EtcdError } from "../errors.js";
-import { delay } from "../gateway/signals.js";
+import { EtcdError, invalidArgument } from "../errors.js";
+import { type CallSignal, delay } from "../gateway/signals.js";
 import { cmp, op } from "../txn.js";
+import type { Session } from "./session.js";
 
 /**
  * The waiting line behind etcd's Go `concurrency` package: every contender puts a key under `prefix`, and
@@ -11,6 +13,21 @@ import { cmp, op } from "../txn.js";
  */
 
 export type WaitMode = "watch" | "poll";
+
+export interface WaitOptions {
+  /** Follow the predecessor with a watch stream (default), or poll for runtimes that cannot hold one open. */
+  wait?: WaitMode | undefined;
+  /** Poll interval in milliseconds with `wait: "poll"`. Default 500. */
+  pollInterval?: number | undefined;
+}
+
+/** The wait mode and poll interval, checked before anything is sent. */
+export function waitSettings(options: WaitOptions): { mode: WaitMode; pollInterval: number } {
+  const pollInterval = optionalCount(options.pollInterval, "pollInterval") ?? 500;
+  const mode = options.wait ?? "watch";
+  if (mode !== "watch" && mode !== "poll") throw invalidArgument(`wait must be "watch" or "poll", got ${String(mode)}`);
+  return { mode, pollInterval };
+}
 
 export interface QueueState {
   header: ResponseHeader;
@@ -32,6 +49,8 @@ function ownerOp(prefix: string) {
  * Joins the line in one transaction: put our key if it does not exist yet (else read it back), and read
  * the holder and, right after our put, the two newest keys: ours and our predecessor.
  */
+export type Enqueued = Awaited<ReturnType<typeof enqueue>>;
+
 export async function enqueue(etcd: Etcd, prefix: string, key: string, value: string, leaseId: string, signal: AbortSignal) {
   const result = await etcd
     .txn()
@@ -65,6 +84,30 @@ export async function readLine(etcd: Etcd, prefix: string, revision: number, sig
   const { header, kvs } = await etcd.range({ prefix, maxCreateRevision: revision, sort: NEWEST_FIRST, limit: 2, signal });
   const ownExists = kvs[0]?.createRevision === revision;
   return { header, ownExists, predecessor: ownExists ? kvs[1] : undefined };
+}
+
+/**
+ * Waits for our turn after `enqueue`. When our key was already there (this session joined before), one
+ * read finds our predecessor first; our key gone by then means our lease ended.
+ */
+export async function waitInLine(
+  etcd: Etcd,
+  prefix: string,
+  line: Enqueued,
+  options: { signal: AbortSignal; mode: WaitMode; pollInterval: number; expired: () => EtcdError },
+): Promise<ResponseHeader> {
+  let start: QueueState = line;
+  if (!line.created) {
+    const state = await readLine(etcd, prefix, line.revision, options.signal);
+    if (!state.ownExists) throw options.expired();
+    start = state;
+  }
+  return waitForTurn(etcd, { prefix, revision: line.revision }, start, options);
+}
+
+/** What a failed wait reports: the session's loss first, then the caller's abort or timeout, else the cause. */
+export function waitFailure(session: Session, call: CallSignal, thrown: unknown, expired: (cause: unknown) => EtcdError): unknown {
+  return session.signal.aborted ? expired(thrown) : call.aborted ? call.error() : thrown;
 }
 
 /**
