@@ -39,7 +39,7 @@ export class Session {
   readonly #lost = new AbortController();
   #deadline: number;
   #deadlineTimer: ReturnType<typeof setTimeout> | undefined;
-  #renewTimer: ReturnType<typeof setTimeout> | undefined;
+  #stopRenewing: (() => void) | undefined;
   #closed = false;
   readonly #localTurns = new Map<string, Promise<void>>();
 
@@ -51,7 +51,7 @@ export class Session {
     this.keepAlive = keepAlive;
     this.#deadline = lease.sentAt + lease.remaining * 1000;
     this.#armDeadline();
-    if (keepAlive === "auto") this.#scheduleRenewal(this.ttl * 1000 / 3);
+    if (keepAlive === "auto") this.#stopRenewing = this.#renewEvery();
   }
 
   /** @internal */
@@ -166,23 +166,11 @@ export class Session {
    * outlives the call; a process frozen meanwhile renews nothing and loses the lease as it should.
    */
   async renewWhile<T>(work: () => Promise<T>): Promise<T> {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    let done = false;
-    const schedule = () => {
-      timer = backgroundTimer(() => {
-        if (done || !this.alive) return;
-        this.renew({ timeout: Math.max(1, this.remaining()) }).then(
-          () => done || schedule(),
-          () => done || !this.alive || schedule(),
-        );
-      }, (this.ttl * 1000) / 3);
-    };
-    schedule();
+    const stop = this.#renewEvery();
     try {
       return await work();
     } finally {
-      done = true;
-      clearTimeout(timer);
+      stop();
     }
   }
 
@@ -222,9 +210,9 @@ export class Session {
   }
 
   #lose(reason: EtcdError): void {
-    clearTimeout(this.#renewTimer);
+    this.#stopRenewing?.();
     clearTimeout(this.#deadlineTimer);
-    this.#renewTimer = this.#deadlineTimer = undefined;
+    this.#stopRenewing = this.#deadlineTimer = undefined;
     if (!this.#lost.signal.aborted) this.#lost.abort(reason);
   }
 
@@ -236,18 +224,28 @@ export class Session {
     }, Math.ceil(this.#deadline - now()) + 1);
   }
 
-  #scheduleRenewal(delay: number): void {
-    this.#renewTimer = backgroundTimer(() => {
-      if (!this.alive) return;
-      // Each renewal may take at most the time left, so a slow answer cannot extend trust past the deadline.
-      this.renew({ timeout: Math.max(1, this.remaining()) }).then(
-        () => this.#scheduleRenewal(this.ttl * 1000 / 3),
-        () => {
-          // A transient failure: try again soon while the deadline allows; a lost lease has already aborted.
-          if (this.alive) this.#scheduleRenewal(Math.min(1_000, this.remaining() / 2));
-        },
-      );
-    }, delay);
+  /** Renews every ttl/3 (sooner after a failure) until the returned function is called or the lease is lost. */
+  #renewEvery(): () => void {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let stopped = false;
+    const schedule = (delay: number) => {
+      timer = backgroundTimer(() => {
+        if (stopped || !this.alive) return;
+        // Each renewal may take at most the time left, so a slow answer cannot extend trust past the deadline.
+        this.renew({ timeout: Math.max(1, this.remaining()) }).then(
+          () => stopped || schedule((this.ttl * 1000) / 3),
+          () => {
+            // A transient failure: try again soon while the deadline allows; a lost lease has already aborted.
+            if (!stopped && this.alive) schedule(Math.min(1_000, this.remaining() / 2));
+          },
+        );
+      }, delay);
+    };
+    schedule((this.ttl * 1000) / 3);
+    return () => {
+      stopped = true;
+      clearTimeout(timer);
+    };
   }
 }
 
