@@ -1,6 +1,6 @@
 import type { Etcd } from "../client.js";
 import type { LeaseId, ResponseHeader } from "../codec.js";
-import { EtcdError, invalidArgument } from "../errors.js";
+import { invalidArgument, isEtcdError } from "../errors.js";
 import type { CallOptions } from "../gateway/transport.js";
 import { OLDEST } from "./queue.js";
 
@@ -30,7 +30,7 @@ export async function inspectLock(etcd: Etcd, name: string, options: CallOptions
   const ttl = await etcd.lease.timeToLive(kv.lease, options).then(
     (lease) => lease.ttl,
     (error: unknown) => {
-      if (error instanceof EtcdError && error.code === "LEASE_NOT_FOUND") return 0;
+      if (isEtcdError(error, "LEASE_NOT_FOUND")) return 0;
       throw error;
     },
   );

@@ -1,5 +1,5 @@
 import type { ResponseHeader } from "../codec.js";
-import { EtcdError, invalidArgument } from "../errors.js";
+import { EtcdError, invalidArgument, isEtcdError } from "../errors.js";
 import { CallSignal } from "../gateway/signals.js";
 import type { CallOptions } from "../gateway/transport.js";
 import { Lock } from "./lock.js";
@@ -82,7 +82,7 @@ export class Mutex {
     try {
       return await this.lock({ ...options, timeout: 0 });
     } catch (error) {
-      if (error instanceof EtcdError && error.code === "LOCKED") return undefined;
+      if (isEtcdError(error, "LOCKED")) return undefined;
       throw error;
     }
   }

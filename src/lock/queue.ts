@@ -1,7 +1,7 @@
 import { optionalCount } from "../args.js";
 import type { Etcd } from "../client.js";
 import type { KeyValue, ResponseHeader } from "../codec.js";
-import { EtcdError, invalidArgument } from "../errors.js";
+import { EtcdError, invalidArgument, isEtcdError } from "../errors.js";
 import { type CallSignal, delay } from "../gateway/signals.js";
 import { cmp, op } from "../txn.js";
 import type { Session } from "./session.js";
@@ -142,7 +142,7 @@ export async function waitForDelete(etcd: Etcd, key: Uint8Array, fromRevision: n
     }
   } catch (error) {
     // History before the predecessor's read was compacted: re-reading the line tells us where we stand.
-    if (error instanceof EtcdError && error.code === "COMPACTED" && !signal.aborted) return;
+    if (isEtcdError(error, "COMPACTED") && !signal.aborted) return;
     throw error;
   } finally {
     signal.removeEventListener("abort", stop);

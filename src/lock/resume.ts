@@ -1,10 +1,10 @@
 import { leaseIdArg } from "../args.js";
 import type { Etcd } from "../client.js";
-import { EtcdError, invalidArgument } from "../errors.js";
+import { EtcdError, invalidArgument, isEtcdError } from "../errors.js";
 import type { CallOptions } from "../gateway/transport.js";
 import { Lock, type LockTicket } from "./lock.js";
 import { now } from "./clock.js";
-import { isCode, type KeepAliveMode, Session } from "./session.js";
+import { type KeepAliveMode, Session } from "./session.js";
 
 /**
  * Takes over a lock held by another process or invocation from its ticket (`lock.toJSON()`), after checking
@@ -27,7 +27,7 @@ export async function resumeLock(
   const sentAt = now();
   const [lease, found] = await Promise.all([
     etcd.lease.timeToLive(leaseId, options).catch((error: unknown) => {
-      throw isCode(error, "LEASE_NOT_FOUND") ? lost(error) : error;
+      throw isEtcdError(error, "LEASE_NOT_FOUND") ? lost(error) : error;
     }),
     etcd.range({ key, signal: options.signal, timeout: options.timeout }),
   ]);

@@ -1,5 +1,5 @@
 import { type LeaseId } from "../codec.js";
-import { EtcdError, invalidArgument } from "../errors.js";
+import { EtcdError, invalidArgument, isEtcdError } from "../errors.js";
 import { leaseIdArg } from "../args.js";
 import type { CallOptions } from "../gateway/transport.js";
 import type { Etcd } from "../client.js";
@@ -64,7 +64,7 @@ export class Session {
     if (options.leaseId !== undefined) {
       const leaseId = leaseIdArg(options.leaseId, "leaseId");
       const lease = await etcd.lease.timeToLive(leaseId, options).catch((error: unknown) => {
-        throw isCode(error, "LEASE_NOT_FOUND") ? sessionExpired(leaseId, error) : error;
+        throw isEtcdError(error, "LEASE_NOT_FOUND") ? sessionExpired(leaseId, error) : error;
       });
       return new Session(etcd, { id: leaseId, ttl: lease.grantedTtl, remaining: lease.ttl, sentAt }, keepAlive);
     }
@@ -117,7 +117,7 @@ export class Session {
       this.#throwIfDead();
       return ttl;
     } catch (error) {
-      if (isCode(error, "LEASE_NOT_FOUND")) {
+      if (isEtcdError(error, "LEASE_NOT_FOUND")) {
         const expired = sessionExpired(this.leaseId, error);
         this.#lose(expired);
         throw expired;
@@ -196,7 +196,7 @@ export class Session {
       await this.etcd.lease.revoke(this.leaseId, options);
       return true;
     } catch (error) {
-      if (isCode(error, "LEASE_NOT_FOUND")) return false;
+      if (isEtcdError(error, "LEASE_NOT_FOUND")) return false;
       throw error;
     }
   }
@@ -253,6 +253,3 @@ export function sessionExpired(leaseId: LeaseId, cause?: unknown): EtcdError {
   return new EtcdError("SESSION_EXPIRED", `session lease ${leaseId} has expired`, cause === undefined ? {} : { cause });
 }
 
-export function isCode(error: unknown, code: EtcdError["code"]): boolean {
-  return error instanceof EtcdError && error.code === code;
-}
