@@ -1,6 +1,6 @@
 import type { Bytes } from "./bytes.js";
 import { type EtcdOptions, type ResolvedConfig, resolveConfig } from "./config.js";
-import type { KeyValue } from "./codec.js";
+import { decodeHeader, type KeyValue, type ResponseHeader } from "./codec.js";
 import type { CallOptions } from "./gateway/transport.js";
 import { Transport } from "./gateway/transport.js";
 import * as wire from "./gateway/wire.js";
@@ -25,7 +25,6 @@ import {
 import { LeaseClient } from "./lease.js";
 import { TxnBuilder } from "./txn-builder.js";
 import { watch, type WatchBatch, type WatchQuery } from "./watch.js";
-import { decodeHeader, type ResponseHeader } from "./codec.js";
 import { inspectLock, type LockInfo } from "./lock/inspect.js";
 import type { Lock, LockTicket } from "./lock/lock.js";
 import { resumeLock } from "./lock/resume.js";
