@@ -67,17 +67,17 @@ ensure_node() {
   echo "env: using node $(node --version) at $tools/bin/node"
 }
 
-# Installs dependencies when node_modules is missing or older than package-lock.json. `npm install`, not
-# `npm ci`: npm 11's ci rejects a lock that leaves out other platforms' optional packages (rollup's),
-# which its own install writes. The lock still pins every version.
+# Installs dependencies with `npm ci` when node_modules is missing or older than package-lock.json. The lock
+# lists every platform's optional packages (rollup is pinned in `overrides` to a release whose platform
+# packages all exist on the registry), so a fresh clone installs exactly what was tested.
 ensure_deps() {
   # npm rewrites node_modules/.package-lock.json on every install: a better stamp than the dir's mtime.
   local stamp="$ETCD_EDGE_ROOT/node_modules/.package-lock.json"
   if [ -f "$stamp" ] && ! [ "$ETCD_EDGE_ROOT/package-lock.json" -nt "$stamp" ]; then
     return 0
   fi
-  echo "env: installing dependencies (npm install from package-lock.json)"
-  (cd "$ETCD_EDGE_ROOT" && npm install --no-audit --no-fund)
+  echo "env: installing dependencies (npm ci)"
+  (cd "$ETCD_EDGE_ROOT" && npm ci --no-audit --no-fund)
 }
 
 # etcd and etcdctl on PATH, from Debian's etcd-server/etcd-client when we may install packages.
