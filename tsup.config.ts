@@ -3,11 +3,13 @@ import { defineConfig, type Options } from "tsup";
 const shared: Options = {
   format: ["esm"],
   target: "es2022",
-  dts: true,
+  // `await using` needs Symbol.asyncDispose in the consumer's types: pull in the lib that declares it, so a
+  // project on target ES2022 with no `lib` setting compiles against our .d.ts (TypeScript >= 5.2).
+  dts: { banner: '/// <reference lib="esnext.disposable" />' },
   sourcemap: true,
   clean: false,
   treeshake: true,
-  external: ["base64-js", "msw", "undici"],
+  external: ["base64-js", "msw", "undici", "zod"],
 };
 
 export default defineConfig([

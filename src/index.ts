@@ -1,8 +1,11 @@
-export { Etcd } from "./client.js";
-export type { EtcdOptions, ResolvedConfig } from "./config.js";
-export type { Bytes } from "./bytes.js";
-export type { KeyValue, LeaseId, ResponseHeader } from "./codec.js";
-export type { KeyRange } from "./keyspace.js";
+// The main entry: platform-neutral, no Node built-ins. Explicit named exports only.
+export { Etcd } from "./etcd.js";
+export { EtcdClient } from "./api/client.js";
+export type { EtcdOptions, ResolvedConfig } from "./api/config.js";
+export type { GatewayConfig, GatewayOptions } from "./gateway/config.js";
+export type { Bytes } from "./api/bytes.js";
+export type { KeyValue, LeaseId, ResponseHeader } from "./api/codec.js";
+export type { KeyRange } from "./api/keyspace.js";
 export type {
   DeleteOptions,
   DeleteQuery,
@@ -14,17 +17,19 @@ export type {
   RangeResult,
   SortOrder,
   SortTarget,
-} from "./kv.js";
-export { cmp, Compare, op, Op } from "./txn.js";
-export type { AnyOp, CompareOperator, OpResults, TxnResult } from "./txn.js";
-export { TxnBuilder } from "./txn-builder.js";
-export { LeaseClient } from "./lease.js";
-export type { LeaseGrantResult, LeaseKeepAliveResult, LeaseListResult, LeaseTimeToLiveResult } from "./lease.js";
-export type { WatchBatch, WatchEvent, WatchOptions, WatchQuery } from "./watch.js";
-export type { CallOptions, RetryPolicy } from "./gateway/transport.js";
+} from "./api/kv.js";
+export { cmp, Compare, op, Op } from "./api/txn.js";
+export type { AnyOp, CompareOperator, OpResults, TxnResult } from "./api/txn.js";
+export { TxnBuilder } from "./api/txn-builder.js";
+export { LeaseClient } from "./api/lease.js";
+export type { LeaseGrantResult, LeaseKeepAliveResult, LeaseListResult, LeaseTimeToLiveResult } from "./api/lease.js";
+export type { WatchBatch, WatchEvent, WatchOptions, WatchQuery } from "./api/watch.js";
+export type { CallOptions } from "./gateway/transport.js";
+export type { RetryPolicy } from "./gateway/retry-policy.js";
 export type { Fetch, FetchInit, FetchResponse } from "./gateway/fetch.js";
+export { LeaseSession } from "./lock/lease-session.js";
+export type { KeepAliveMode, SessionOptions } from "./lock/lease-session.js";
 export { Session } from "./lock/session.js";
-export type { KeepAliveMode, SessionOptions } from "./lock/session.js";
 export { Mutex } from "./lock/mutex.js";
 export type { LockOptions } from "./lock/mutex.js";
 export { Lock } from "./lock/lock.js";
@@ -41,6 +46,6 @@ export {
   EtcdServerError,
   EtcdTimeoutError,
   isEtcdError,
-} from "./errors.js";
-export type { EtcdErrorCode } from "./errors.js";
+} from "./errors/etcd-error.js";
+export type { EtcdErrorCode, EtcdErrorDetails } from "./errors/etcd-error.js";
 export { VERSION } from "./version.js";

@@ -1,9 +1,12 @@
+import { noFetch } from "../errors/catalogue.js";
+
 /**
  * The part of `fetch` the SDK uses, named structurally so that any implementation fits: the runtime's
  * global, undici's, msw's interceptor, or the testing kit's in-memory gateway.
  */
 export type Fetch = (input: string, init: FetchInit) => Promise<FetchResponse>;
 
+/** The request fields the SDK sets. */
 export interface FetchInit {
   method: "POST";
   headers: Record<string, string>;
@@ -11,6 +14,7 @@ export interface FetchInit {
   signal: AbortSignal;
 }
 
+/** The response fields the SDK reads. */
 export interface FetchResponse {
   readonly status: number;
   readonly body: ReadableStream<Uint8Array> | null;
@@ -24,8 +28,6 @@ export interface FetchResponse {
 export function resolveFetch(injected: Fetch | undefined): Fetch {
   if (injected) return injected;
   const global = (globalThis as { fetch?: Fetch }).fetch;
-  if (typeof global !== "function") {
-    throw new TypeError("no global fetch in this runtime: pass `fetch` in the Etcd options");
-  }
+  if (typeof global !== "function") throw noFetch();
   return global;
 }

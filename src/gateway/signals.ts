@@ -1,4 +1,5 @@
-import { EtcdError, EtcdTimeoutError } from "../errors.js";
+import { aborted, timedOut } from "../errors/catalogue.js";
+import type { EtcdError } from "../errors/etcd-error.js";
 
 const MAX_TIMER_MS = 2_147_483_647;
 
@@ -28,7 +29,7 @@ export class CallSignal {
     if (timeout !== undefined && timeout <= MAX_TIMER_MS) {
       this.#timer = setTimeout(() => {
         this.#timedOut = true;
-        this.#controller.abort(new EtcdTimeoutError(timeout));
+        this.#controller.abort(timedOut(timeout));
       }, timeout);
     }
   }
@@ -43,8 +44,8 @@ export class CallSignal {
 
   /** The error to throw now that the signal has fired. */
   error(endpoint?: string): EtcdError {
-    if (this.#timedOut) return new EtcdTimeoutError(this.#timeout ?? 0, endpoint === undefined ? {} : { endpoint });
-    return abortError(this.#parent?.reason, endpoint);
+    if (this.#timedOut) return timedOut(this.#timeout ?? 0, { endpoint });
+    return aborted(this.#parent?.reason, endpoint);
   }
 
   /** Stops the clock: the rest of the call (a stream's life) is bounded only by the caller's signal. */
@@ -59,18 +60,13 @@ export class CallSignal {
   }
 }
 
-export function abortError(reason: unknown, endpoint?: string): EtcdError {
-  if (reason instanceof EtcdError) return reason;
-  return new EtcdError("ABORTED", "the operation was aborted", endpoint === undefined ? { cause: reason } : { cause: reason, endpoint });
-}
-
 /** Waits `ms`, or rejects with the abort error as soon as `signal` fires. Never keeps a timer after that. */
 export function delay(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(abortError(signal.reason));
+    if (signal?.aborted) return reject(aborted(signal.reason));
     const onAbort = () => {
       clearTimeout(timer);
-      reject(abortError(signal?.reason));
+      reject(aborted(signal?.reason));
     };
     const timer = setTimeout(() => {
       signal?.removeEventListener("abort", onAbort);
@@ -90,7 +86,8 @@ export function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promi
   });
 }
 
-/** Full-jitter exponential backoff: a random wait in [0, min(cap, base * 2^attempt)). */
-export function backoff(attempt: number, base = 25, cap = 1_000): number {
-  return Math.random() * Math.min(cap, base * 2 ** attempt);
+/** Aborts with whichever signal aborts first; AbortSignal.any holds its sources weakly, so nothing leaks. */
+export function anySignal(...signals: Array<AbortSignal | undefined>): AbortSignal {
+  const present = signals.filter((s): s is AbortSignal => s !== undefined);
+  return present.length === 1 ? present[0]! : AbortSignal.any(present);
 }

@@ -1,41 +1,31 @@
-import { array, boolean, type Checker, int64, lazy, number, object, optional, string } from "./schema.js";
+import * as z from "zod/mini";
 
 /**
- * Response shapes of etcd's gRPC-gateway (protojson), field names as in the apispec. Every field is
- * optional because protojson omits zero values; int64 arrive as strings but numbers are accepted too.
+ * Every response shape of etcd's gRPC-gateway (protojson), in one place, with field names as in the
+ * apispec. Every field may be absent because protojson omits zero values; int64 fields arrive as decimal strings (numbers are accepted as well) and are converted by the codec.
  */
-type Int64 = string | number | undefined;
 
-export interface WireKeyValue {
-  key?: string | undefined;
-  create_revision?: Int64;
-  mod_revision?: Int64;
-  version?: Int64;
-  value?: string | undefined;
-  lease?: Int64;
-}
+const int64 = z.optional(z.union([z.string(), z.number()]));
+const text = z.optional(z.string());
+const flag = z.optional(z.boolean());
+const count = z.optional(z.number());
 
-export type WireHeader =
-  | { cluster_id?: Int64; member_id?: Int64; revision?: Int64; raft_term?: Int64 }
-  | undefined;
+export const header = z.optional(z.object({ cluster_id: int64, member_id: int64, revision: int64, raft_term: int64 }));
 
-export interface WireRange {
-  header?: WireHeader;
-  kvs?: WireKeyValue[] | undefined;
-  more?: boolean | undefined;
-  count?: Int64;
-}
+export const keyValue = z.object({
+  key: text,
+  create_revision: int64,
+  mod_revision: int64,
+  version: int64,
+  value: text,
+  lease: int64,
+});
 
-export interface WirePut {
-  header?: WireHeader;
-  prev_kv?: WireKeyValue | undefined;
-}
+export const rangeResponse = z.object({ header, kvs: z.optional(z.array(keyValue)), more: flag, count: int64 });
 
-export interface WireDeleteRange {
-  header?: WireHeader;
-  deleted?: Int64;
-  prev_kvs?: WireKeyValue[] | undefined;
-}
+export const putResponse = z.object({ header, prev_kv: z.optional(keyValue) });
+
+export const deleteRangeResponse = z.object({ header, deleted: int64, prev_kvs: z.optional(z.array(keyValue)) });
 
 export interface WireResponseOp {
   response_range?: WireRange | undefined;
@@ -50,82 +40,56 @@ export interface WireTxn {
   responses?: WireResponseOp[] | undefined;
 }
 
-export const header: Checker<WireHeader> = optional(
-  object({ cluster_id: int64, member_id: int64, revision: int64, raft_term: int64 }),
+// A txn response holds txn responses: the recursion needs a declared type.
+const responseOp: z.ZodMiniType<WireResponseOp> = z.lazy(() =>
+  z.object({
+    response_range: z.optional(rangeResponse),
+    response_put: z.optional(putResponse),
+    response_delete_range: z.optional(deleteRangeResponse),
+    response_txn: z.optional(txnResponse),
+  }),
 );
 
-export const keyValue: Checker<WireKeyValue> = object({
-  key: string,
-  create_revision: int64,
-  mod_revision: int64,
-  version: int64,
-  value: string,
-  lease: int64,
-});
+export const txnResponse: z.ZodMiniType<WireTxn> = z.object({ header, succeeded: flag, responses: z.optional(z.array(responseOp)) });
 
-export const rangeResponse: Checker<WireRange> = object({ header, kvs: array(keyValue), more: boolean, count: int64 });
+export const headerOnly = z.object({ header });
 
-export const putResponse: Checker<WirePut> = object({ header, prev_kv: optional(keyValue) });
+export const leaseGrant = z.object({ header, ID: int64, TTL: int64, error: text });
 
-export const deleteRangeResponse: Checker<WireDeleteRange> = object({ header, deleted: int64, prev_kvs: array(keyValue) });
+export const leaseKeepAlive = z.object({ header, ID: int64, TTL: int64 });
 
-export const txnResponse: Checker<WireTxn> = object({
-  header,
-  succeeded: boolean,
-  responses: array(
-    lazy(
-      (): Checker<WireResponseOp> =>
-        object({
-          response_range: optional(rangeResponse),
-          response_put: optional(putResponse),
-          response_delete_range: optional(deleteRangeResponse),
-          response_txn: optional(txnResponse),
-        }),
-    ),
-  ),
-});
+export const leaseTimeToLive = z.object({ header, ID: int64, TTL: int64, grantedTTL: int64, keys: z.optional(z.array(z.string())) });
 
-export const headerOnly = object({ header });
+export const leaseLeases = z.object({ header, leases: z.optional(z.array(z.object({ ID: int64 }))) });
 
-export const leaseGrant = object({ header, ID: int64, TTL: int64, error: string });
+export const authenticate = z.object({ header, token: text });
 
-export const leaseKeepAlive = object({ header, ID: int64, TTL: int64 });
+export const event = z.object({ type: z.optional(z.union([z.string(), z.number()])), kv: z.optional(keyValue), prev_kv: z.optional(keyValue) });
 
-export const leaseTimeToLive = object({ header, ID: int64, TTL: int64, grantedTTL: int64, keys: array(string) });
-
-export const leaseLeases = object({ header, leases: array(object({ ID: int64 })) });
-
-export const authenticate = object({ header, token: string });
-
-const eventType: Checker<string | number | undefined> = optional((value, path) =>
-  typeof value === "string" || typeof value === "number" ? value : string(value, path),
-);
-
-export const event = object({ type: eventType, kv: optional(keyValue), prev_kv: optional(keyValue) });
-
-export const watchResponse = object({
+export const watchResponse = z.object({
   header,
   watch_id: int64,
-  created: boolean,
-  canceled: boolean,
+  created: flag,
+  canceled: flag,
   compact_revision: int64,
-  cancel_reason: string,
-  fragment: boolean,
-  events: array(event),
+  cancel_reason: text,
+  fragment: flag,
+  events: z.optional(z.array(event)),
 });
 
 /** The error body of a unary call: 3.4/3.5 send `error` and `message`, 3.6 only `message`. */
-export const unaryError = object({ code: number, message: string, error: string });
+export const unaryError = z.object({ code: count, message: text, error: text });
 
 /** The error line of a stream: 3.4/3.5 `{grpc_code, http_code, message, http_status}`, 3.6 `{code, message}`. */
-export const streamError = object({
-  grpc_code: number,
-  code: number,
-  http_code: number,
-  message: string,
-  http_status: string,
-});
+export const streamError = z.object({ grpc_code: count, code: count, http_code: count, message: text, http_status: text });
 
-export type WireWatchResponse = ReturnType<typeof watchResponse>;
-export type WireStreamError = ReturnType<typeof streamError>;
-export type { Schema } from "./schema.js";
+/** A response schema as the transport uses it. */
+export type Schema<T> = z.ZodMiniType<T>;
+
+export type WireHeader = z.output<typeof header>;
+export type WireKeyValue = z.output<typeof keyValue>;
+export type WireRange = z.output<typeof rangeResponse>;
+export type WirePut = z.output<typeof putResponse>;
+export type WireDeleteRange = z.output<typeof deleteRangeResponse>;
+export type WireWatchResponse = z.output<typeof watchResponse>;
+export type WireStreamError = z.output<typeof streamError>;

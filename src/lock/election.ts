@@ -1,12 +1,13 @@
-import { type Bytes, toText } from "../bytes.js";
-import type { KeyValue, LeaseId, ResponseHeader } from "../codec.js";
-import { EtcdError, invalidArgument } from "../errors.js";
-import { CallSignal } from "../gateway/signals.js";
+import { type Bytes, toText } from "../api/bytes.js";
+import type { KeyValue, LeaseId, ResponseHeader } from "../api/codec.js";
+import { cmp, type Compare, op } from "../api/txn.js";
+import { invalidArgument, notLeader, sessionExpired } from "../errors/catalogue.js";
+import type { EtcdError } from "../errors/etcd-error.js";
+import { anySignal, CallSignal } from "../gateway/signals.js";
 import type { CallOptions } from "../gateway/transport.js";
-import { cmp, type Compare, op } from "../txn.js";
-import { anySignal, type LockOptions } from "./mutex.js";
+import type { LeaseSession } from "./lease-session.js";
+import type { LockOptions } from "./mutex.js";
 import { deleteOwnKey, enqueue, OLDEST, waitFailure, waitInLine, waitSettings } from "./queue.js";
-import type { Session } from "./session.js";
 
 export interface Leader {
   /** The leader's key, `<name>/<leaseIdHex>`. */
@@ -24,15 +25,15 @@ export interface Leader {
  * Leader election as in etcd's Go `concurrency.Election`: candidates queue like mutex waiters under
  * `<name>/`; the oldest key leads, and its value is the leader's proclamation.
  */
-export class Election {
+export class Election<S extends LeaseSession = LeaseSession> {
   readonly name: string;
   readonly prefix: string;
-  readonly session: Session;
+  readonly session: S;
   #key: string | undefined;
   #revision: number | undefined;
 
-  /** @internal Use `session.election(name)`. */
-  constructor(session: Session, name: string) {
+  /** `session.election(name)` is the same. Sends nothing. */
+  constructor(session: S, name: string) {
     if (typeof name !== "string" || name.length === 0) throw invalidArgument("an election name must be a non-empty string");
     this.session = session;
     this.name = name;
@@ -71,17 +72,17 @@ export class Election {
     const call = new CallSignal(anySignal(options.signal, this.session.signal), options.timeout);
     let revision: number | undefined;
     try {
-      const line = await enqueue(this.session.etcd, this.prefix, key, text, this.session.leaseId, call.signal);
+      const line = await enqueue(this.session.client, this.prefix, key, text, this.session.leaseId, call.signal);
       revision = line.revision;
       if (!line.created && line.own?.value !== text) {
         // Campaigning again with a new value: update our own key, whatever our place in the line.
-        await this.session.etcd
+        await this.session.client
           .txn()
           .if(cmp.createRevision(key, "==", revision))
           .then(op.put(key, value, { lease: this.session.leaseId }))
           .commit({ signal: call.signal });
       }
-      await waitInLine(this.session.etcd, this.prefix, line, {
+      await waitInLine(this.session.client, this.prefix, line, {
         ...settings,
         signal: call.signal,
         expired: () => this.#expired(),
@@ -91,7 +92,7 @@ export class Election {
     } catch (thrown) {
       const error = waitFailure(this.session, call, thrown, (cause) => this.#expired(cause));
       // With the revision unknown, the cut-off enqueue may still have landed: delete the key unguarded.
-      if (!this.session.closed) await deleteOwnKey(this.session.etcd, key, revision).catch(() => {});
+      if (!this.session.closed) await deleteOwnKey(this.session.client, key, revision).catch(() => {});
       throw error;
     } finally {
       call.dispose();
@@ -99,15 +100,13 @@ export class Election {
   }
 
   #expired(cause?: unknown): EtcdError {
-    return new EtcdError("SESSION_EXPIRED", `session lease ${this.session.leaseId} expired while campaigning in ${this.name}`, {
-      cause: cause ?? this.session.signal.reason,
-    });
+    return sessionExpired(this.session.leaseId, cause ?? this.session.signal.reason, `campaigning in ${this.name}`);
   }
 
   /** Publishes a new value as the leader, without losing leadership. NOT_LEADER if we are not it. */
   async proclaim(value: Bytes, options: CallOptions = {}): Promise<void> {
     const condition = this.ifLeader();
-    const result = await this.session.etcd
+    const result = await this.session.client
       .txn()
       .if(condition)
       .then(op.put(this.#key!, value, { lease: this.session.leaseId }))
@@ -124,12 +123,12 @@ export class Election {
     const revision = this.#revision;
     this.#key = this.#revision = undefined;
     if (key === undefined || revision === undefined) return;
-    await deleteOwnKey(this.session.etcd, key, revision, options);
+    await deleteOwnKey(this.session.client, key, revision, options);
   }
 
   /** The current leader, or undefined when nobody leads. */
   async leader(options: CallOptions = {}): Promise<Leader | undefined> {
-    const { kvs, header } = await this.session.etcd.range({ ...OLDEST, prefix: this.prefix, ...options });
+    const { kvs, header } = await this.session.client.range({ ...OLDEST, prefix: this.prefix, ...options });
     return kvs[0] === undefined ? undefined : toLeader(kvs[0], header);
   }
 
@@ -143,13 +142,13 @@ export class Election {
 }
 
 async function* observe(election: Election, signal: AbortSignal | undefined): AsyncGenerator<Leader, void, undefined> {
-  const etcd = election.session.etcd;
+  const client = election.session.client;
   for (;;) {
-    const { kvs, header } = await etcd.range({ ...OLDEST, prefix: election.prefix, signal });
+    const { kvs, header } = await client.range({ ...OLDEST, prefix: election.prefix, signal });
     let current: Leader | undefined = kvs[0] === undefined ? undefined : toLeader(kvs[0], header);
     if (current === undefined) {
       // Nobody leads: the first put under the prefix is the next leader.
-      for await (const batch of etcd.watch({ prefix: election.prefix, startRevision: header.revision, noDelete: true, signal })) {
+      for await (const batch of client.watch({ prefix: election.prefix, startRevision: header.revision, noDelete: true, signal })) {
         const put = batch.events[0];
         if (put !== undefined) {
           current = toLeader(put.kv, { ...batch.header, revision: put.kv.modRevision });
@@ -160,7 +159,7 @@ async function* observe(election: Election, signal: AbortSignal | undefined): As
     }
     yield current;
     let deleted = false;
-    for await (const batch of etcd.watch({ key: current.key, startRevision: current.header.revision + 1, signal })) {
+    for await (const batch of client.watch({ key: current.key, startRevision: current.header.revision + 1, signal })) {
       for (const event of batch.events) {
         if (event.type === "delete") {
           deleted = true;
@@ -176,8 +175,4 @@ async function* observe(election: Election, signal: AbortSignal | undefined): As
 
 function toLeader(kv: KeyValue, header: ResponseHeader): Leader {
   return { key: kv.key, value: kv.value, valueBytes: kv.valueBytes, revision: kv.createRevision, leaseId: kv.lease, header };
-}
-
-function notLeader(name: string): EtcdError {
-  return new EtcdError("NOT_LEADER", `not the leader of election ${name}`);
 }

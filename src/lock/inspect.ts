@@ -1,6 +1,7 @@
-import type { Etcd } from "../client.js";
-import type { LeaseId, ResponseHeader } from "../codec.js";
-import { invalidArgument, isEtcdError } from "../errors.js";
+import type { EtcdClient } from "../api/client.js";
+import type { LeaseId, ResponseHeader } from "../api/codec.js";
+import { invalidArgument } from "../errors/catalogue.js";
+import { isEtcdError } from "../errors/etcd-error.js";
 import type { CallOptions } from "../gateway/transport.js";
 import { OLDEST } from "./queue.js";
 
@@ -22,12 +23,12 @@ export interface LockInfo {
 }
 
 /** Who holds lock `name` and how many wait, without joining the line. Two requests when held, one when free. */
-export async function inspectLock(etcd: Etcd, name: string, options: CallOptions = {}): Promise<LockInfo> {
+export async function inspectLock(client: EtcdClient, name: string, options: CallOptions = {}): Promise<LockInfo> {
   if (typeof name !== "string" || name.length === 0) throw invalidArgument("a lock name must be a non-empty string");
-  const { kvs, count, header } = await etcd.range({ ...OLDEST, prefix: `${name}/`, ...options });
+  const { kvs, count, header } = await client.range({ ...OLDEST, prefix: `${name}/`, ...options });
   const kv = kvs[0];
   if (kv === undefined) return { holder: undefined, waiters: 0, header };
-  const ttl = await etcd.lease.timeToLive(kv.lease, options).then(
+  const ttl = await client.lease.timeToLive(kv.lease, options).then(
     (lease) => lease.ttl,
     (error: unknown) => {
       if (isEtcdError(error, "LEASE_NOT_FOUND")) return 0;

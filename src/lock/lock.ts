@@ -1,10 +1,10 @@
-import type { ResponseHeader, LeaseId } from "../codec.js";
-import { EtcdError } from "../errors.js";
+import type { LeaseId, ResponseHeader } from "../api/codec.js";
+import { cmp, type Compare } from "../api/txn.js";
+import { lockLost, lockReleased } from "../errors/catalogue.js";
+import type { EtcdError } from "../errors/etcd-error.js";
 import type { CallOptions } from "../gateway/transport.js";
-import { cmp, type Compare } from "../txn.js";
-import type { Mutex } from "./mutex.js";
+import type { LeaseSession } from "./lease-session.js";
 import { deleteOwnKey } from "./queue.js";
-import type { Session } from "./session.js";
 
 /** What another process or invocation needs to take over a held lock: small and JSON-serialisable. */
 export interface LockTicket {
@@ -14,11 +14,22 @@ export interface LockTicket {
   revision: number;
 }
 
+/** What a held lock is made of. */
+export interface LockState<S extends LeaseSession = LeaseSession> {
+  name: string;
+  key: string;
+  session: S;
+  revision: number;
+  header: ResponseHeader;
+  /** Hands this session's local turn for the key on to its next caller. */
+  releaseLocal?: (() => void) | undefined;
+}
+
 /**
  * A held lock. `revision` (the key's create revision) is the fencing token: it strictly increases across
  * successive holders, so storage guarded by `ifHeld()` refuses a stale holder's write.
  */
-export class Lock {
+export class Lock<S extends LeaseSession = LeaseSession> {
   readonly name: string;
   /** The lock key, `<name>/<leaseIdHex>`. */
   readonly key: string;
@@ -27,38 +38,32 @@ export class Lock {
   readonly revision: number;
   /** The header of the response that showed the lock acquired. */
   readonly header: ResponseHeader;
-  readonly session: Session;
+  /** The session whose lease the lock is bound to. */
+  readonly session: S;
   readonly #releaseLocal: () => void;
   /** Created on first use of `signal`: most locks are never asked for one, and aborting costs an Error. */
   #controller: AbortController | undefined;
+  #stopWatchingSession: (() => void) | undefined;
   #ended: (() => EtcdError) | undefined;
   #unlocked = false;
 
-  /** @internal */
-  constructor(mutex: Mutex, revision: number, header: ResponseHeader, releaseLocal: () => void = () => {}) {
-    this.name = mutex.name;
-    this.key = mutex.key;
-    this.session = mutex.session;
-    this.leaseId = mutex.session.leaseId;
-    this.revision = revision;
-    this.header = header;
-    this.#releaseLocal = releaseLocal;
-    const session = this.session.signal;
-    const onLost = () =>
-      this.#end(() => (this.session.closed ? released(this.name, "its session was closed") : lockLost(this.name, session.reason)));
-    if (session.aborted) onLost();
-    // Removed on release, so a long-lived session does not collect one listener per lock.
-    else session.addEventListener("abort", onLost, { once: true });
-    this.#stopWatchingSession = () => session.removeEventListener("abort", onLost);
+  /** Made by `mutex.lock()` and `etcd.resumeLock()`; subscribes to nothing until `signal` is read. */
+  constructor(state: LockState<S>) {
+    this.name = state.name;
+    this.key = state.key;
+    this.session = state.session;
+    this.leaseId = state.session.leaseId;
+    this.revision = state.revision;
+    this.header = state.header;
+    this.#releaseLocal = state.releaseLocal ?? (() => {});
   }
-
-  readonly #stopWatchingSession: () => void;
 
   /** Aborts when the lock is lost (its session's lease ended) or released. */
   get signal(): AbortSignal {
     if (this.#controller === undefined) {
       this.#controller = new AbortController();
       if (this.#ended) this.#controller.abort(this.#ended());
+      else this.#watchSession();
     }
     return this.#controller.signal;
   }
@@ -83,14 +88,14 @@ export class Lock {
    * already gone (the lease expired): the work done under it was not protected.
    */
   async unlock(options: CallOptions = {}): Promise<void> {
-    if (this.#unlocked) throw released(this.name, "it was already released");
+    if (this.#unlocked) throw lockReleased(this.name, "it was already released");
     this.#unlocked = true;
-    if (this.session.closed) throw released(this.name, "its session was closed");
+    if (this.session.closed) throw lockReleased(this.name, "its session was closed");
     try {
-      const deleted = await deleteOwnKey(this.session.etcd, this.key, this.revision, options);
-      if (!deleted) throw lockLost(this.name, undefined);
+      const deleted = await deleteOwnKey(this.session.client, this.key, this.revision, options);
+      if (!deleted) throw lockLost(this.name);
     } finally {
-      this.#end(() => released(this.name, "it was released"));
+      this.#end(() => lockReleased(this.name, "it was released"));
     }
   }
 
@@ -99,23 +104,26 @@ export class Lock {
     if (!this.#unlocked) await this.unlock();
   }
 
+  /** The ticket `etcd.resumeLock()` takes to continue this lock elsewhere. */
   toJSON(): LockTicket {
     return { name: this.name, key: this.key, leaseId: this.leaseId, revision: this.revision };
+  }
+
+  /** Ends the lock when its session is lost; removed on release, so a long-lived session collects no listeners. */
+  #watchSession(): void {
+    const session = this.session.signal;
+    const onLost = () =>
+      this.#end(() => (this.session.closed ? lockReleased(this.name, "its session was closed") : lockLost(this.name, undefined, session.reason)));
+    if (session.aborted) return onLost();
+    session.addEventListener("abort", onLost, { once: true });
+    this.#stopWatchingSession = () => session.removeEventListener("abort", onLost);
   }
 
   #end(reason: () => EtcdError): void {
     if (this.#ended) return;
     this.#ended = reason;
-    this.#stopWatchingSession();
+    this.#stopWatchingSession?.();
     this.#controller?.abort(reason());
     this.#releaseLocal();
   }
-}
-
-function released(name: string, why: string): EtcdError {
-  return new EtcdError("LOCK_RELEASED", `lock ${name} is not held: ${why}`);
-}
-
-function lockLost(name: string, cause: unknown): EtcdError {
-  return new EtcdError("LOCK_LOST", `lock ${name} was lost: its session's lease ended`, cause === undefined ? {} : { cause });
 }

@@ -1,10 +1,11 @@
-import type { ResponseHeader } from "../codec.js";
-import { EtcdError, invalidArgument, isEtcdError } from "../errors.js";
-import { CallSignal } from "../gateway/signals.js";
+import type { ResponseHeader } from "../api/codec.js";
+import { invalidArgument, locked, sessionExpired } from "../errors/catalogue.js";
+import { type EtcdError, isEtcdError } from "../errors/etcd-error.js";
+import { anySignal, CallSignal } from "../gateway/signals.js";
 import type { CallOptions } from "../gateway/transport.js";
+import type { LeaseSession } from "./lease-session.js";
 import { Lock } from "./lock.js";
 import { deleteOwnKey, enqueue, waitFailure, waitInLine, type WaitOptions, waitSettings } from "./queue.js";
-import type { Session } from "./session.js";
 
 export interface LockOptions extends WaitOptions {
   /** Gives up waiting: the waiter deletes its key and the call throws ABORTED. */
@@ -19,18 +20,17 @@ export interface LockOptions extends WaitOptions {
 /**
  * etcd's Go `concurrency.Mutex`: a key `<name>/<leaseIdHex>` bound to the session's lease, ordered by
  * create revision; the oldest key holds the lock. Interoperates with Go clients, `etcdctl lock` and the
- * server's v3lock on the same name.
+ * server's v3lock on the same name. `new Mutex(session, name)` sends nothing.
  */
-export class Mutex {
+export class Mutex<S extends LeaseSession = LeaseSession> {
   readonly name: string;
-  readonly session: Session;
+  readonly session: S;
   /** All contenders' keys live under this prefix (`<name>/`). */
   readonly prefix: string;
   /** This session's key. */
   readonly key: string;
 
-  /** @internal Use `session.mutex(name)`. */
-  constructor(session: Session, name: string) {
+  constructor(session: S, name: string) {
     if (typeof name !== "string" || name.length === 0) throw invalidArgument("a lock name must be a non-empty string");
     this.session = session;
     this.name = name;
@@ -43,7 +43,7 @@ export class Mutex {
    * its predecessor's delete event and needs one more read. On abort, timeout or session loss the waiter's
    * key is deleted so it blocks nobody.
    */
-  async lock(options: LockOptions = {}): Promise<Lock> {
+  async lock(options: LockOptions = {}): Promise<Lock<S>> {
     const settings = waitSettings(options);
     const tryOnly = options.timeout === 0;
     const call = new CallSignal(anySignal(options.signal, this.session.signal), tryOnly ? undefined : options.timeout);
@@ -52,16 +52,16 @@ export class Mutex {
     let releaseLocal: (() => void) | undefined;
     try {
       // etcd sees one key per session and name, so this session's own contenders queue here first.
-      releaseLocal = tryOnly ? this.session.tryLocalTurn(this.key) : await this.session.localTurn(this.key, call.signal);
+      releaseLocal = tryOnly ? this.session.turns.tryTake(this.key) : await this.session.turns.take(this.key, call.signal);
       if (releaseLocal === undefined) throw locked(this.name, "another caller of this session");
       joined = null;
-      const line = await enqueue(this.session.etcd, this.prefix, this.key, "", this.session.leaseId, call.signal);
+      const line = await enqueue(this.session.client, this.prefix, this.key, "", this.session.leaseId, call.signal);
       joined = line.revision;
       if (line.owner === undefined || line.owner.createRevision === line.revision) {
         return this.#acquired(line.revision, line.header, releaseLocal);
       }
       if (tryOnly) throw locked(this.name, line.owner.key);
-      const header = await waitInLine(this.session.etcd, this.prefix, line, {
+      const header = await waitInLine(this.session.client, this.prefix, line, {
         ...settings,
         signal: call.signal,
         expired: () => this.#expired(),
@@ -78,7 +78,7 @@ export class Mutex {
   }
 
   /** The lock if it is free now, else undefined; leaves no key behind when it fails. */
-  async tryLock(options: CallOptions = {}): Promise<Lock | undefined> {
+  async tryLock(options: CallOptions = {}): Promise<Lock<S> | undefined> {
     try {
       return await this.lock({ ...options, timeout: 0 });
     } catch (error) {
@@ -88,15 +88,13 @@ export class Mutex {
   }
 
   /** Never hands out a lock whose session can no longer be trusted (the deadline may pass mid-call). */
-  #acquired(revision: number, header: ResponseHeader, releaseLocal: () => void): Lock {
+  #acquired(revision: number, header: ResponseHeader, releaseLocal: () => void): Lock<S> {
     if (!this.session.alive) throw this.#expired();
-    return new Lock(this, revision, header, releaseLocal);
+    return new Lock({ name: this.name, key: this.key, session: this.session, revision, header, releaseLocal });
   }
 
   #expired(cause?: unknown): EtcdError {
-    return new EtcdError("SESSION_EXPIRED", `session lease ${this.session.leaseId} expired while waiting for lock ${this.name}`, {
-      cause: cause ?? this.session.signal.reason,
-    });
+    return sessionExpired(this.session.leaseId, cause ?? this.session.signal.reason, `waiting for lock ${this.name}`);
   }
 
   /**
@@ -106,16 +104,6 @@ export class Mutex {
    */
   async #leaveLine(revision: number | null): Promise<void> {
     if (this.session.closed) return;
-    await deleteOwnKey(this.session.etcd, this.key, revision ?? undefined).catch(() => {});
+    await deleteOwnKey(this.session.client, this.key, revision ?? undefined).catch(() => {});
   }
-}
-
-function locked(name: string, holder: string): EtcdError {
-  return new EtcdError("LOCKED", `lock ${name} is held by ${holder}`);
-}
-
-/** Aborts with whichever signal aborts first; AbortSignal.any holds its sources weakly, so nothing leaks. */
-export function anySignal(...signals: Array<AbortSignal | undefined>): AbortSignal {
-  const present = signals.filter((s): s is AbortSignal => s !== undefined);
-  return present.length === 1 ? present[0]! : AbortSignal.any(present);
 }

@@ -1,10 +1,11 @@
-import { optionalCount } from "../args.js";
-import type { Etcd } from "../client.js";
-import type { KeyValue, ResponseHeader } from "../codec.js";
-import { EtcdError, invalidArgument, isEtcdError } from "../errors.js";
+import { optionalCount } from "../api/args.js";
+import type { EtcdClient } from "../api/client.js";
+import type { KeyValue, ResponseHeader } from "../api/codec.js";
+import { cmp, op } from "../api/txn.js";
+import { internal, invalidArgument } from "../errors/catalogue.js";
+import { type EtcdError, isEtcdError } from "../errors/etcd-error.js";
 import { type CallSignal, delay } from "../gateway/signals.js";
-import { cmp, op } from "../txn.js";
-import type { Session } from "./session.js";
+import type { LeaseSession } from "./lease-session.js";
 
 /**
  * The waiting line behind etcd's Go `concurrency` package: every contender puts a key under `prefix`, and
@@ -51,8 +52,8 @@ function ownerOp(prefix: string) {
  */
 export type Enqueued = Awaited<ReturnType<typeof enqueue>>;
 
-export async function enqueue(etcd: Etcd, prefix: string, key: string, value: string, leaseId: string, signal: AbortSignal) {
-  const result = await etcd
+export async function enqueue(client: EtcdClient, prefix: string, key: string, value: string, leaseId: string, signal: AbortSignal) {
+  const result = await client
     .txn()
     .if(cmp.createRevision(key, "==", 0))
     .then(op.put(key, value, { lease: leaseId }), ownerOp(prefix), op.get({ prefix, sort: NEWEST_FIRST, limit: 2 }))
@@ -72,7 +73,7 @@ export async function enqueue(etcd: Etcd, prefix: string, key: string, value: st
   }
   const [own, owner] = result.responses;
   const mine = own.kvs[0];
-  if (mine === undefined) throw new EtcdError("INTERNAL", `key ${key} vanished inside one transaction`);
+  if (mine === undefined) throw internal(`key ${key} vanished inside one transaction`);
   return { header: result.header, revision: mine.createRevision, own: mine, owner: owner.kvs[0], predecessor: undefined, created: false };
 }
 
@@ -80,8 +81,8 @@ export async function enqueue(etcd: Etcd, prefix: string, key: string, value: st
  * One read of the line up to our own key: ours (to check it still exists) and our predecessor. Our key
  * missing means our lease ended while we waited.
  */
-export async function readLine(etcd: Etcd, prefix: string, revision: number, signal: AbortSignal): Promise<QueueState & { ownExists: boolean }> {
-  const { header, kvs } = await etcd.range({ prefix, maxCreateRevision: revision, sort: NEWEST_FIRST, limit: 2, signal });
+export async function readLine(client: EtcdClient, prefix: string, revision: number, signal: AbortSignal): Promise<QueueState & { ownExists: boolean }> {
+  const { header, kvs } = await client.range({ prefix, maxCreateRevision: revision, sort: NEWEST_FIRST, limit: 2, signal });
   const ownExists = kvs[0]?.createRevision === revision;
   return { header, ownExists, predecessor: ownExists ? kvs[1] : undefined };
 }
@@ -91,22 +92,22 @@ export async function readLine(etcd: Etcd, prefix: string, revision: number, sig
  * read finds our predecessor first; our key gone by then means our lease ended.
  */
 export async function waitInLine(
-  etcd: Etcd,
+  client: EtcdClient,
   prefix: string,
   line: Enqueued,
   options: { signal: AbortSignal; mode: WaitMode; pollInterval: number; expired: () => EtcdError },
 ): Promise<ResponseHeader> {
   let start: QueueState = line;
   if (!line.created) {
-    const state = await readLine(etcd, prefix, line.revision, options.signal);
+    const state = await readLine(client, prefix, line.revision, options.signal);
     if (!state.ownExists) throw options.expired();
     start = state;
   }
-  return waitForTurn(etcd, { prefix, revision: line.revision }, start, options);
+  return waitForTurn(client, { prefix, revision: line.revision }, start, options);
 }
 
 /** What a failed wait reports: the session's loss first, then the caller's abort or timeout, else the cause. */
-export function waitFailure(session: Session, call: CallSignal, thrown: unknown, expired: (cause: unknown) => EtcdError): unknown {
+export function waitFailure(session: LeaseSession, call: CallSignal, thrown: unknown, expired: (cause: unknown) => EtcdError): unknown {
   return session.signal.aborted ? expired(thrown) : call.aborted ? call.error() : thrown;
 }
 
@@ -115,16 +116,16 @@ export function waitFailure(session: Session, call: CallSignal, thrown: unknown,
  * it. Throws SESSION_EXPIRED (via `expired`) when our own key disappears meanwhile.
  */
 export async function waitForTurn(
-  etcd: Etcd,
+  client: EtcdClient,
   line: { prefix: string; revision: number },
   start: QueueState,
   options: { signal: AbortSignal; mode: WaitMode; pollInterval: number; expired: () => EtcdError },
 ): Promise<ResponseHeader> {
   let { header, predecessor } = start;
   while (predecessor !== undefined) {
-    if (options.mode === "watch") await waitForDelete(etcd, predecessor.keyBytes, header.revision, options.signal);
+    if (options.mode === "watch") await waitForDelete(client, predecessor.keyBytes, header.revision, options.signal);
     else await delay(options.pollInterval, options.signal);
-    const state = await readLine(etcd, line.prefix, line.revision, options.signal);
+    const state = await readLine(client, line.prefix, line.revision, options.signal);
     if (!state.ownExists) throw options.expired();
     ({ header, predecessor } = state);
   }
@@ -132,12 +133,12 @@ export async function waitForTurn(
 }
 
 /** Resolves at the first delete of `key` at or after `fromRevision`. */
-export async function waitForDelete(etcd: Etcd, key: Uint8Array, fromRevision: number, signal: AbortSignal): Promise<void> {
+export async function waitForDelete(client: EtcdClient, key: Uint8Array, fromRevision: number, signal: AbortSignal): Promise<void> {
   const watching = new AbortController();
   const stop = () => watching.abort(signal.reason);
   signal.addEventListener("abort", stop, { once: true });
   try {
-    for await (const batch of etcd.watch({ key, startRevision: fromRevision, noPut: true, signal: watching.signal })) {
+    for await (const batch of client.watch({ key, startRevision: fromRevision, noPut: true, signal: watching.signal })) {
       if (batch.events.some((event) => event.type === "delete")) return;
     }
   } catch (error) {
@@ -155,12 +156,12 @@ export async function waitForDelete(etcd: Etcd, key: Uint8Array, fromRevision: n
  * resend. Returns whether it was there to delete.
  */
 export async function deleteOwnKey(
-  etcd: Etcd,
+  client: EtcdClient,
   key: string,
   revision: number | undefined,
   options: { signal?: AbortSignal | undefined; timeout?: number | undefined } = {},
 ): Promise<boolean> {
   const guard = revision === undefined ? cmp.version(key, ">", 0) : cmp.createRevision(key, "==", revision);
-  const result = await etcd.txn().if(guard).then(op.delete(key)).commit({ ...options, idempotent: true });
+  const result = await client.txn().if(guard).then(op.delete(key)).commit({ ...options, idempotent: true });
   return result.succeeded;
 }

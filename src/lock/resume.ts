@@ -1,10 +1,12 @@
-import { leaseIdArg } from "../args.js";
-import type { Etcd } from "../client.js";
-import { EtcdError, invalidArgument, isEtcdError } from "../errors.js";
+import { leaseIdArg } from "../api/args.js";
+import type { EtcdClient } from "../api/client.js";
+import { invalidArgument, lockLost } from "../errors/catalogue.js";
+import { isEtcdError } from "../errors/etcd-error.js";
 import type { CallOptions } from "../gateway/transport.js";
-import { Lock, type LockTicket } from "./lock.js";
 import { now } from "./clock.js";
-import { type KeepAliveMode, Session } from "./session.js";
+import type { KeepAliveMode } from "./lease-session.js";
+import { Lock, type LockTicket } from "./lock.js";
+import { Session } from "./session.js";
 
 /**
  * Takes over a lock held by another process or invocation from its ticket (`lock.toJSON()`), after checking
@@ -12,29 +14,32 @@ import { type KeepAliveMode, Session } from "./session.js";
  * (manual renewal by default) so it can be renewed, used for fenced writes, and released.
  */
 export async function resumeLock(
-  etcd: Etcd,
+  client: EtcdClient,
   ticket: LockTicket,
   options: CallOptions & { keepAlive?: KeepAliveMode | undefined } = {},
-): Promise<Lock> {
+): Promise<Lock<Session>> {
   const { name, key, revision } = checkTicket(ticket);
   const leaseId = leaseIdArg(ticket.leaseId, "ticket.leaseId");
   if (key !== `${name}/${BigInt(leaseId).toString(16)}`) {
     throw invalidArgument(`ticket.key ${key} does not match lock ${name} and lease ${leaseId}`);
   }
-  const lost = (cause?: unknown) =>
-    new EtcdError("LOCK_LOST", `lock ${name} is no longer held by this ticket (key ${key}, revision ${revision})`, { cause });
+  const keepAlive = options.keepAlive ?? "manual";
+  if (keepAlive !== "auto" && keepAlive !== "manual") {
+    throw invalidArgument(`keepAlive must be "auto" or "manual", got ${String(keepAlive)}`);
+  }
+  const lost = (cause?: unknown) => lockLost(name, `it is no longer held by this ticket (key ${key}, revision ${revision})`, cause);
   // Check before adopting anything: a session on a ticket that turns out stale would renew a lease forever.
   const sentAt = now();
   const [lease, found] = await Promise.all([
-    etcd.lease.timeToLive(leaseId, options).catch((error: unknown) => {
+    client.lease.timeToLive(leaseId, options).catch((error: unknown) => {
       throw isEtcdError(error, "LEASE_NOT_FOUND") ? lost(error) : error;
     }),
-    etcd.range({ key, signal: options.signal, timeout: options.timeout }),
+    client.range({ key, signal: options.signal, timeout: options.timeout }),
   ]);
   const current = found.kvs[0];
   if (current === undefined || current.createRevision !== revision || current.lease !== leaseId) throw lost();
-  const session = new Session(etcd, { id: leaseId, ttl: lease.grantedTtl, remaining: lease.ttl, sentAt }, options.keepAlive ?? "manual");
-  return new Lock(session.mutex(name), revision, found.header);
+  const session = new Session(client, { id: leaseId, ttl: lease.grantedTtl, remaining: lease.ttl, sentAt, keepAlive }).start();
+  return new Lock({ name, key, session, revision, header: found.header });
 }
 
 function checkTicket(ticket: unknown): LockTicket {

@@ -1,8 +1,9 @@
-import type { Etcd } from "../client.js";
-import { EtcdError } from "../errors.js";
+import type { EtcdClient } from "../api/client.js";
+import { lockLost } from "../errors/catalogue.js";
+import type { KeepAliveMode } from "./lease-session.js";
 import type { Lock } from "./lock.js";
 import type { LockOptions } from "./mutex.js";
-import { type KeepAliveMode, Session } from "./session.js";
+import { Session } from "./session.js";
 
 export interface WithLockOptions extends LockOptions {
   /** Lease TTL in seconds. Default 60. */
@@ -16,8 +17,13 @@ export interface WithLockOptions extends LockOptions {
  * which also tells whether the lock survived: if the lease had already expired, the call fails with
  * LOCK_LOST even though `fn` succeeded, because `fn` ran partly unprotected.
  */
-export async function withLock<T>(etcd: Etcd, name: string, fn: (lock: Lock) => T | Promise<T>, options: WithLockOptions = {}): Promise<T> {
-  const session = await Session.create(etcd, { ttl: options.ttl, keepAlive: options.keepAlive, signal: options.signal });
+export async function withLock<T>(
+  client: EtcdClient,
+  name: string,
+  fn: (lock: Lock<Session>) => T | Promise<T>,
+  options: WithLockOptions = {},
+): Promise<T> {
+  const session = await Session.create(client, { ttl: options.ttl, keepAlive: options.keepAlive, signal: options.signal });
   let result: T;
   try {
     const lock = await session.mutex(name).lock(options);
@@ -27,8 +33,6 @@ export async function withLock<T>(etcd: Etcd, name: string, fn: (lock: Lock) => 
     throw error;
   }
   const stillHeld = await session.close();
-  if (!stillHeld) {
-    throw new EtcdError("LOCK_LOST", `lock ${name} was lost before it was released: its lease had expired`);
-  }
+  if (!stillHeld) throw lockLost(name, "its lease had expired before it was released");
   return result;
 }

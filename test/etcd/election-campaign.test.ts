@@ -11,7 +11,7 @@ afterAll(async () => {
   await Promise.all(sessions.map((s) => s.close().catch(() => {})));
 });
 
-async function candidate(name: string, ttl = 15): Promise<Election> {
+async function candidate(name: string, ttl = 15): Promise<Election<Session>> {
   const session = await etcd.session({ ttl });
   sessions.push(session);
   return session.election(name);

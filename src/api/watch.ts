@@ -1,12 +1,14 @@
 import { optionalCount } from "./args.js";
 import { decodeHeader, decodeKeyValue, int, type KeyValue, type ResponseHeader } from "./codec.js";
-import { EtcdCompactedError, EtcdError } from "./errors.js";
+import { aborted, badResponse, compacted, unavailable } from "../errors/catalogue.js";
+import { EtcdError } from "../errors/etcd-error.js";
 import type { KeyRange, Keyspace } from "./keyspace.js";
-import { badResponse, errorFromStreamLine, isProxyUnavailable, parseJson, serverError } from "./gateway/errors.js";
-import { lines } from "./gateway/ndjson.js";
-import { abortError, backoff, delay } from "./gateway/signals.js";
-import type { CallOptions, Transport } from "./gateway/transport.js";
-import { watchResponse, type WireWatchResponse } from "./gateway/wire.js";
+import { lines } from "../gateway/ndjson.js";
+import { backoff } from "../gateway/retry-policy.js";
+import { delay } from "../gateway/signals.js";
+import { errorFromStreamLine, isProxyUnavailable, parseJson, statusError } from "../gateway/status.js";
+import type { CallOptions, Transport } from "../gateway/transport.js";
+import { watchResponse, type WireWatchResponse } from "../gateway/wire.js";
 
 export interface WatchOptions extends CallOptions {
   /** Deliver history from this revision on (0 or absent: only changes from now). */
@@ -55,7 +57,7 @@ export async function* watch(transport: Transport, keyspace: Keyspace, query: Wa
   let failures = 0;
 
   for (;;) {
-    if (outer?.aborted) throw abortError(outer.reason);
+    if (outer?.aborted) throw aborted(outer.reason);
     const connection = new AbortController();
     const onAbort = () => connection.abort(outer?.reason);
     outer?.addEventListener("abort", onAbort, { once: true });
@@ -105,9 +107,9 @@ export async function* watch(transport: Transport, keyspace: Keyspace, query: Wa
           yield { header, events: [] };
         }
       }
-      lastError = new EtcdError("UNAVAILABLE", `watch stream from ${stream.endpoint} ended`, { endpoint: stream.endpoint });
+      lastError = unavailable(`watch stream from ${stream.endpoint} ended`, { endpoint: stream.endpoint });
     } catch (thrown) {
-      if (outer?.aborted) throw abortError(outer.reason);
+      if (outer?.aborted) throw aborted(outer.reason);
       lastError = thrown instanceof Reopen ? thrown.error : toError(thrown);
       if (!(thrown instanceof Reopen) && !reconnectable(lastError)) throw lastError;
     } finally {
@@ -141,13 +143,13 @@ function parseLine(line: string, endpoint: string): WireWatchResponse {
 function cancelError(response: WireWatchResponse, endpoint: string): EtcdError {
   const compactRevision = int(response.compact_revision, "compact_revision");
   if (compactRevision > 0) {
-    return new EtcdCompactedError(
+    return compacted(
       `watch start revision has been compacted; the oldest available revision is ${compactRevision}`,
       compactRevision,
-      { endpoint },
+      endpoint,
     );
   }
-  return serverError(2, response.cancel_reason ?? "watch canceled by the server", 200, endpoint);
+  return statusError(2, response.cancel_reason ?? "watch canceled by the server", 200, endpoint);
 }
 
 /** A failure that calls for reopening the stream whatever its code (a token to renew). */
@@ -173,7 +175,5 @@ function reconnectable(error: EtcdError): boolean {
 
 function toError(thrown: unknown): EtcdError {
   if (thrown instanceof EtcdError) return thrown;
-  return new EtcdError("UNAVAILABLE", `watch stream broke: ${thrown instanceof Error ? thrown.message : String(thrown)}`, {
-    cause: thrown,
-  });
+  return unavailable(`watch stream broke: ${thrown instanceof Error ? thrown.message : String(thrown)}`, { cause: thrown });
 }

@@ -1,7 +1,7 @@
 import { fromBase64, toText } from "./bytes.js";
-import { EtcdError } from "./errors.js";
+import { badField } from "../errors/catalogue.js";
 import type { Keyspace } from "./keyspace.js";
-import type { WireHeader, WireKeyValue } from "./gateway/wire.js";
+import type { WireHeader, WireKeyValue } from "../gateway/wire.js";
 
 /** A decimal string: lease IDs are int64 and routinely exceed 2^53, so they never pass through `number`. */
 export type LeaseId = string;
@@ -35,7 +35,7 @@ export function int(value: string | number | undefined, field = "value"): number
   if (value === undefined) return 0;
   const number = typeof value === "number" ? value : Number(value);
   if (!Number.isSafeInteger(number)) {
-    throw new EtcdError("BAD_RESPONSE", `${field} ${String(value)} is not an integer within Number.MAX_SAFE_INTEGER`);
+    throw badField(field, value, "is not an integer within Number.MAX_SAFE_INTEGER");
   }
   return number;
 }

@@ -1,9 +1,9 @@
 import { countArg, int64Field, leaseIdArg, optionalCount } from "./args.js";
 import { type Bytes, toBase64, toBytes } from "./bytes.js";
 import { decodeHeader, decodeKeyValue, decodeKeyValues, int, type KeyValue, type LeaseId, type ResponseHeader } from "./codec.js";
-import { invalidArgument } from "./errors.js";
+import { invalidArgument } from "../errors/catalogue.js";
 import type { KeyRange, Keyspace } from "./keyspace.js";
-import type { WireDeleteRange, WirePut, WireRange } from "./gateway/wire.js";
+import type { WireDeleteRange, WirePut, WireRange } from "../gateway/wire.js";
 
 export type SortTarget = "key" | "version" | "createRevision" | "modRevision" | "value";
 export type SortOrder = "none" | "ascend" | "descend";

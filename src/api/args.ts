@@ -1,5 +1,4 @@
-import { describe } from "./bytes.js";
-import { invalidArgument } from "./errors.js";
+import { describe, invalidArgument } from "../errors/catalogue.js";
 import type { LeaseId } from "./codec.js";
 
 const INT64_MAX = 9223372036854775807n;

@@ -1,10 +1,10 @@
 import { countArg, leaseIdArg } from "./args.js";
 import { toText } from "./bytes.js";
 import { decodeHeader, id, int, type LeaseId, type ResponseHeader } from "./codec.js";
-import { EtcdError } from "./errors.js";
 import type { Keyspace } from "./keyspace.js";
-import type { CallOptions, Transport } from "./gateway/transport.js";
-import * as wire from "./gateway/wire.js";
+import { invalidArgument, leaseGrantFailed, leaseNotFound } from "../errors/catalogue.js";
+import type { CallOptions, Transport } from "../gateway/transport.js";
+import * as wire from "../gateway/wire.js";
 
 export interface LeaseGrantResult {
   header: ResponseHeader;
@@ -50,13 +50,13 @@ export class LeaseClient {
   /** A new lease of `ttl` seconds; `id` asks for a specific ID (fails with ALREADY_EXISTS if taken). */
   async grant(ttl: number, options: CallOptions & { id?: LeaseId | undefined } = {}): Promise<LeaseGrantResult> {
     const seconds = countArg(ttl, "ttl");
-    if (seconds === 0) throw new EtcdError("INVALID_ARGUMENT", "ttl must be at least 1 second");
+    if (seconds === 0) throw invalidArgument("ttl must be at least 1 second");
     const requested = options.id === undefined ? undefined : leaseIdArg(options.id, "id");
     const result = await this.#transport.unary(
       { path: "/v3/lease/grant", body: { TTL: String(seconds), ID: requested }, schema: wire.leaseGrant, retry: "write" },
       options,
     );
-    if (result.error) throw new EtcdError("UNKNOWN", `lease grant failed: ${result.error}`);
+    if (result.error) throw leaseGrantFailed(result.error);
     return { header: decodeHeader(result.header), id: id(result.ID), ttl: int(result.TTL, "TTL") };
   }
 
@@ -109,8 +109,4 @@ export class LeaseClient {
     );
     return { header: decodeHeader(result.header), leases: (result.leases ?? []).map((lease) => id(lease.ID)) };
   }
-}
-
-export function leaseNotFound(lease: LeaseId): EtcdError {
-  return new EtcdError("LEASE_NOT_FOUND", `lease ${lease} not found: it expired or was revoked`);
 }

@@ -1,6 +1,6 @@
-import type { CallOptions, Transport } from "./gateway/transport.js";
-import * as wire from "./gateway/wire.js";
-import { invalidArgument } from "./errors.js";
+import { invalidArgument } from "../errors/catalogue.js";
+import type { CallOptions, Transport } from "../gateway/transport.js";
+import * as wire from "../gateway/wire.js";
 import type { Keyspace } from "./keyspace.js";
 import { type AnyOp, type Compare, decodeTxn, type TxnResult, txnRequest } from "./txn.js";
 

@@ -1,13 +1,6 @@
-import {
-  EtcdBadResponseError,
-  EtcdCompactedError,
-  EtcdError,
-  type EtcdErrorCode,
-  EtcdServerError,
-} from "../errors.js";
+import { badResponse, compacted, serverError } from "../errors/catalogue.js";
+import { EtcdBadResponseError, type EtcdError, type EtcdErrorCode } from "../errors/etcd-error.js";
 import { streamError, unaryError, type WireStreamError } from "./wire.js";
-
-const BODY_PREVIEW = 512;
 
 /** gRPC status codes by number, as etcd's gateway reports them. */
 const CODE_BY_GRPC: Record<number, EtcdErrorCode> = {
@@ -42,22 +35,9 @@ const CODE_BY_HTTP: Record<number, EtcdErrorCode> = {
 };
 
 /**
- * The error for a gRPC status from etcd. A few messages are refined into codes callers act on: etcd
- * reports them under generic gRPC codes (compaction is OutOfRange, a missing lease NotFound, and a
- * request without a token on an auth-enabled cluster InvalidArgument "user name is empty").
- */
-export function serverError(grpcCode: number, message: string, httpStatus: number, endpoint?: string): EtcdError {
-  const text = message.length > 0 ? message : `gRPC status ${grpcCode}`;
-  if (text.includes("required revision has been compacted")) {
-    return new EtcdCompactedError(text, undefined, endpointOption(endpoint));
-  }
-  const code = refinedCode(text) ?? CODE_BY_GRPC[grpcCode] ?? "UNKNOWN";
-  return new EtcdServerError(code, text, { grpcCode, httpStatus, ...endpointOption(endpoint) });
-}
-
-/**
- * Codes decided by etcd's message text, for errors whose gRPC code is too generic to act on, and for a
- * watch's `cancel_reason`, which has only the text.
+ * Codes decided by etcd's message text, for errors whose gRPC code is too generic to act on (compaction is
+ * OutOfRange, a missing lease NotFound, a request without a token on an auth-enabled cluster
+ * InvalidArgument "user name is empty"), and for a watch's `cancel_reason`, which has only the text.
  */
 const CODE_BY_MESSAGE: Array<[string, EtcdErrorCode]> = [
   ["required revision is a future revision", "FUTURE_REVISION"],
@@ -71,8 +51,12 @@ const CODE_BY_MESSAGE: Array<[string, EtcdErrorCode]> = [
   ["no leader", "UNAVAILABLE"],
 ];
 
-function refinedCode(message: string): EtcdErrorCode | undefined {
-  return CODE_BY_MESSAGE.find(([text]) => message.includes(text))?.[1];
+/** The error for a gRPC status from etcd. */
+export function statusError(grpcCode: number, message: string, httpStatus: number, endpoint?: string): EtcdError {
+  const text = message.length > 0 ? message : `gRPC status ${grpcCode}`;
+  if (text.includes("required revision has been compacted")) return compacted(text, undefined, endpoint);
+  const code = CODE_BY_MESSAGE.find(([needle]) => text.includes(needle))?.[1] ?? CODE_BY_GRPC[grpcCode] ?? "UNKNOWN";
+  return serverError(code, text, { grpcCode, httpStatus, endpoint });
 }
 
 /** The error for a non-200 answer: etcd's JSON error body if it is one, else "that wasn't the gateway". */
@@ -87,9 +71,9 @@ export function errorFromBody(status: number, text: string, endpoint?: string): 
   if (parsed?.success) {
     const { code, message, error } = parsed.data;
     const detail = message ?? error ?? "";
-    if (code !== undefined) return serverError(code, detail, status, endpoint);
+    if (code !== undefined && code !== null) return statusError(code, detail, status, endpoint);
     const byStatus = CODE_BY_HTTP[status];
-    if (byStatus) return new EtcdServerError(byStatus, detail || `HTTP ${status}`, { grpcCode: 2, httpStatus: status, ...endpointOption(endpoint) });
+    if (byStatus) return serverError(byStatus, detail || `HTTP ${status}`, { grpcCode: 2, httpStatus: status, endpoint });
   }
   return badResponse(status, text, endpoint);
 }
@@ -99,17 +83,7 @@ export function errorFromStreamLine(value: unknown, httpStatus: number, endpoint
   const parsed = streamError.safeParse(value);
   const wire: WireStreamError = parsed.success ? parsed.data : {};
   const grpcCode = wire.grpc_code ?? wire.code ?? 2;
-  return serverError(grpcCode, wire.message ?? "", wire.http_code ?? httpStatus, endpoint);
-}
-
-export function badResponse(status: number, text: string, endpoint?: string, reason?: string): EtcdBadResponseError {
-  const body = text.length > BODY_PREVIEW ? `${text.slice(0, BODY_PREVIEW)}…` : text;
-  const what = reason ?? (text.length === 0 ? "an empty body" : "a body that is not the gateway's JSON");
-  return new EtcdBadResponseError(`unexpected response from ${endpoint ?? "etcd"}: HTTP ${status} with ${what}`, {
-    status,
-    body,
-    ...endpointOption(endpoint),
-  });
+  return statusError(grpcCode, wire.message ?? "", wire.http_code ?? httpStatus, endpoint);
 }
 
 /** A proxy or load balancer in front of etcd said the upstream is unavailable: worth another endpoint. */
@@ -123,8 +97,4 @@ export function parseJson(text: string): unknown {
   } catch {
     return undefined;
   }
-}
-
-function endpointOption(endpoint: string | undefined): { endpoint?: string } {
-  return endpoint === undefined ? {} : { endpoint };
 }

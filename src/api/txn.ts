@@ -1,7 +1,7 @@
 import { countArg, leaseIdArg } from "./args.js";
 import { type Bytes, toBase64, toBytes } from "./bytes.js";
 import { decodeHeader, type LeaseId, type ResponseHeader } from "./codec.js";
-import { invalidArgument } from "./errors.js";
+import { invalidArgument } from "../errors/catalogue.js";
 import type { KeyRange, Keyspace } from "./keyspace.js";
 import {
   decodeDelete,
@@ -17,7 +17,7 @@ import {
   type RangeResult,
   rangeRequest,
 } from "./kv.js";
-import type { WireResponseOp, WireTxn } from "./gateway/wire.js";
+import type { WireResponseOp, WireTxn } from "../gateway/wire.js";
 
 export type CompareOperator = "==" | "!=" | "<" | ">";
 

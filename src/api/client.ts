@@ -1,9 +1,8 @@
+import { Transport, type CallOptions } from "../gateway/transport.js";
+import * as wire from "../gateway/wire.js";
 import type { Bytes } from "./bytes.js";
-import { type EtcdOptions, type ResolvedConfig, resolveConfig } from "./config.js";
 import { decodeHeader, type KeyValue, type ResponseHeader } from "./codec.js";
-import type { CallOptions } from "./gateway/transport.js";
-import { Transport } from "./gateway/transport.js";
-import * as wire from "./gateway/wire.js";
+import { type EtcdOptions, type ResolvedConfig, resolveConfig } from "./config.js";
 import { Keyspace } from "./keyspace.js";
 import {
   compactRequest,
@@ -25,33 +24,31 @@ import {
 import { LeaseClient } from "./lease.js";
 import { TxnBuilder } from "./txn-builder.js";
 import { watch, type WatchBatch, type WatchQuery } from "./watch.js";
-import { inspectLock, type LockInfo } from "./lock/inspect.js";
-import type { Lock, LockTicket } from "./lock/lock.js";
-import { resumeLock } from "./lock/resume.js";
-import { Session, type KeepAliveMode, type SessionOptions } from "./lock/session.js";
-import { withLock, type WithLockOptions } from "./lock/with-lock.js";
 
 /**
- * A client for etcd's gRPC-gateway JSON API over `fetch`. Creating one sends nothing; every method is
- * one call that honours `signal` and `timeout`.
+ * The core client for etcd's gRPC-gateway JSON API over `fetch`: KV, transactions, leases, watch and
+ * compaction. It knows nothing of locks; `Etcd` adds them on top. Creating one sends nothing; every method
+ * is one call that honours `signal` and `timeout`.
  */
-export class Etcd {
+export class EtcdClient {
+  /** Lease calls: grant, keepalive, time to live, revoke, list. */
   readonly lease: LeaseClient;
   /** @internal */
   readonly transport: Transport;
   /** @internal */
   readonly keyspace: Keyspace;
+  readonly #config: ResolvedConfig;
 
   constructor(options: EtcdOptions) {
-    const config = resolveConfig(options);
-    this.transport = new Transport(config);
-    this.keyspace = new Keyspace(config.namespace);
+    this.#config = resolveConfig(options);
+    this.transport = new Transport(this.#config);
+    this.keyspace = new Keyspace(this.#config.namespace);
     this.lease = new LeaseClient(this.transport, this.keyspace);
   }
 
   /** The validated configuration, defaults filled in. */
   get config(): ResolvedConfig {
-    return this.transport.config;
+    return this.#config;
   }
 
   /** One key, or undefined when it does not exist. */
@@ -69,6 +66,7 @@ export class Etcd {
     return decodeRange(this.keyspace, result);
   }
 
+  /** Writes `value` at `key`; with `lease`, the key is deleted when the lease ends. */
   async put(key: Bytes, value: Bytes | undefined, options: PutOptions & CallOptions = {}): Promise<PutResult> {
     const result = await this.transport.unary(
       { path: "/v3/kv/put", body: putRequest(this.keyspace, key, value, options), schema: wire.putResponse, retry: "write" },
@@ -106,25 +104,5 @@ export class Etcd {
     // Validate now so bad input fails at the call, not at the first iteration.
     this.keyspace.range(query);
     return { [Symbol.asyncIterator]: () => watch(this.transport, this.keyspace, query) };
-  }
-
-  /** A lease-backed session for locks and elections (one request). See {@link SessionOptions}. */
-  session(options: SessionOptions = {}): Promise<Session> {
-    return Session.create(this, options);
-  }
-
-  /** Runs `fn` holding lock `name`: session, lock, `fn`, release and revoke, all in `finally`. */
-  withLock<T>(name: string, fn: (lock: Lock) => T | Promise<T>, options: WithLockOptions = {}): Promise<T> {
-    return withLock(this, name, fn, options);
-  }
-
-  /** Who holds lock `name` (key, fencing token, lease TTL left) and how many wait, without joining the line. */
-  inspectLock(name: string, options: CallOptions = {}): Promise<LockInfo> {
-    return inspectLock(this, name, options);
-  }
-
-  /** Takes over a lock from its `lock.toJSON()` ticket, after checking it is still held. */
-  resumeLock(ticket: LockTicket, options: CallOptions & { keepAlive?: KeepAliveMode | undefined } = {}): Promise<Lock> {
-    return resumeLock(this, ticket, options);
   }
 }

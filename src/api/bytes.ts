@@ -1,5 +1,5 @@
 import { fromByteArray, toByteArray } from "base64-js";
-import { invalidArgument } from "./errors.js";
+import { describe, invalidArgument } from "../errors/catalogue.js";
 
 /** A key or value as the caller gives it: text (encoded as UTF-8) or raw bytes. */
 export type Bytes = string | Uint8Array;
@@ -75,10 +75,4 @@ export function prefixEnd(prefix: Uint8Array): Uint8Array {
 
 export function isZeroByte(bytes: Uint8Array): boolean {
   return bytes.length === 1 && bytes[0] === 0;
-}
-
-export function describe(value: unknown): string {
-  if (value === null) return "null";
-  if (Array.isArray(value)) return "an array";
-  return typeof value === "object" ? (value.constructor?.name ?? "an object") : `${typeof value} ${String(value)}`;
 }

@@ -9,7 +9,7 @@ import {
   toBytes,
   ZERO_BYTE,
 } from "./bytes.js";
-import { invalidArgument } from "./errors.js";
+import { invalidArgument } from "../errors/catalogue.js";
 
 /**
  * Which keys an operation touches: one key, a half-open range [key, end), or every key under a prefix.

@@ -1,8 +1,8 @@
-import { type Bytes, toBytes } from "./bytes.js";
-import { invalidArgument } from "./errors.js";
-import type { Fetch } from "./gateway/fetch.js";
+import { describe, invalidArgument } from "../errors/catalogue.js";
+import type { Fetch } from "./fetch.js";
 
-export interface EtcdOptions {
+/** What the gateway layer needs to know to move requests: where, with what, and how long. */
+export interface GatewayOptions {
   /** One or more gateway URLs, e.g. `http://10.0.0.1:2379`. Calls fail over between them. */
   endpoints: string | readonly string[];
   /** A fetch implementation; by default the runtime's global `fetch`, looked up on every call. */
@@ -13,8 +13,6 @@ export interface EtcdOptions {
   retries?: number | undefined;
   /** Credentials for an etcd with auth enabled; the token is fetched and refreshed as needed. */
   auth?: { username: string; password: string } | undefined;
-  /** A key prefix applied to every key sent and stripped from every key received. */
-  namespace?: Bytes | undefined;
   /** Extra headers on every request (for a proxy in front of etcd, say). */
   headers?: Record<string, string> | undefined;
   /**
@@ -24,13 +22,13 @@ export interface EtcdOptions {
   requireLeader?: boolean | undefined;
 }
 
-export interface ResolvedConfig {
+/** {@link GatewayOptions} checked once, defaults filled in. */
+export interface GatewayConfig {
   readonly endpoints: readonly string[];
   readonly fetch: Fetch | undefined;
   readonly timeout: number;
   readonly retries: number;
   readonly auth: { readonly username: string; readonly password: string } | undefined;
-  readonly namespace: Uint8Array;
   readonly headers: Readonly<Record<string, string>>;
   readonly requireLeader: boolean;
 }
@@ -38,11 +36,8 @@ export interface ResolvedConfig {
 export const DEFAULT_TIMEOUT = 10_000;
 export const DEFAULT_RETRIES = 3;
 
-/** Checks the options once, with messages that say what to fix, and fills in the defaults. */
-export function resolveConfig(options: EtcdOptions): ResolvedConfig {
-  if (typeof options !== "object" || options === null) {
-    throw invalidArgument("new Etcd(options): options must be an object with `endpoints`");
-  }
+/** Checks the gateway options once, with messages that say what to fix, and fills in the defaults. */
+export function resolveGatewayConfig(options: GatewayOptions): GatewayConfig {
   const auth = options.auth;
   if (auth !== undefined) {
     if (typeof auth?.username !== "string" || auth.username.length === 0 || typeof auth.password !== "string") {
@@ -50,7 +45,7 @@ export function resolveConfig(options: EtcdOptions): ResolvedConfig {
     }
   }
   if (options.fetch !== undefined && typeof options.fetch !== "function") {
-    throw invalidArgument("fetch must be a function");
+    throw invalidArgument(`fetch must be a function, got ${describe(options.fetch)}`);
   }
   return {
     endpoints: resolveEndpoints(options.endpoints),
@@ -58,13 +53,12 @@ export function resolveConfig(options: EtcdOptions): ResolvedConfig {
     timeout: resolveTimeout(options.timeout, "timeout") ?? DEFAULT_TIMEOUT,
     retries: resolveCount(options.retries, "retries") ?? DEFAULT_RETRIES,
     auth: auth === undefined ? undefined : { username: auth.username, password: auth.password },
-    namespace: options.namespace === undefined ? new Uint8Array(0) : toBytes(options.namespace),
     headers: { ...options.headers },
     requireLeader: options.requireLeader ?? true,
   };
 }
 
-function resolveEndpoints(input: EtcdOptions["endpoints"]): string[] {
+function resolveEndpoints(input: GatewayOptions["endpoints"]): string[] {
   const list = typeof input === "string" ? [input] : input;
   if (!Array.isArray(list) || list.length === 0) {
     throw invalidArgument('endpoints must be a non-empty array of URLs, e.g. ["http://127.0.0.1:2379"]');
@@ -92,7 +86,7 @@ function resolveEndpoints(input: EtcdOptions["endpoints"]): string[] {
 export function resolveTimeout(value: unknown, name: string): number | undefined {
   if (value === undefined) return undefined;
   if (typeof value !== "number" || Number.isNaN(value) || value <= 0) {
-    throw invalidArgument(`${name} must be a positive number of milliseconds, got ${String(value)}`);
+    throw invalidArgument(`${name} must be a positive number of milliseconds, got ${describe(value)}`);
   }
   return value;
 }
@@ -100,7 +94,7 @@ export function resolveTimeout(value: unknown, name: string): number | undefined
 function resolveCount(value: unknown, name: string): number | undefined {
   if (value === undefined) return undefined;
   if (typeof value !== "number" || !Number.isInteger(value) || value < 0) {
-    throw invalidArgument(`${name} must be a whole number >= 0, got ${String(value)}`);
+    throw invalidArgument(`${name} must be a whole number >= 0, got ${describe(value)}`);
   }
   return value;
 }

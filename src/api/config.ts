@@ -1,0 +1,25 @@
+import { invalidArgument } from "../errors/catalogue.js";
+import { type GatewayConfig, type GatewayOptions, resolveGatewayConfig } from "../gateway/config.js";
+import { type Bytes, toBytes } from "./bytes.js";
+
+/** Options of `new Etcd(...)`: where etcd is and how to reach it, plus the client's key namespace. */
+export interface EtcdOptions extends GatewayOptions {
+  /** A key prefix applied to every key sent and stripped from every key received. */
+  namespace?: Bytes | undefined;
+}
+
+/** {@link EtcdOptions} checked once, defaults filled in. */
+export interface ResolvedConfig extends GatewayConfig {
+  readonly namespace: Uint8Array;
+}
+
+/** Checks the options once, with messages that say what to fix, and fills in the defaults. */
+export function resolveConfig(options: EtcdOptions): ResolvedConfig {
+  if (typeof options !== "object" || options === null) {
+    throw invalidArgument("new Etcd(options): options must be an object with `endpoints`");
+  }
+  return {
+    ...resolveGatewayConfig(options),
+    namespace: options.namespace === undefined ? new Uint8Array(0) : toBytes(options.namespace),
+  };
+}

@@ -1,0 +1,133 @@
+/**
+ * Every error the SDK throws is made here, so codes, classes and wording stay consistent and a reader finds
+ * them in one place. Grouped by the concept they belong to.
+ */
+import {
+  EtcdBadResponseError,
+  EtcdCompactedError,
+  EtcdError,
+  type EtcdErrorCode,
+  type EtcdErrorDetails,
+  EtcdServerError,
+  EtcdTimeoutError,
+} from "./etcd-error.js";
+
+const BODY_PREVIEW = 512;
+
+// --- arguments -------------------------------------------------------------------------------------------
+
+/** Bad input from the caller, refused before anything is sent. */
+export function invalidArgument(message: string): EtcdError {
+  return new EtcdError("INVALID_ARGUMENT", message);
+}
+
+/** A value as an error message shows it: its type and, for primitives, the value. */
+export function describe(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "an array";
+  return typeof value === "object" ? (value.constructor?.name ?? "an object") : `${typeof value} ${String(value)}`;
+}
+
+// --- calls: time, abort, network -------------------------------------------------------------------------
+
+export function timedOut(timeout: number, details: EtcdErrorDetails = {}): EtcdTimeoutError {
+  return new EtcdTimeoutError(timeout, details);
+}
+
+/** The caller's signal aborted; its reason is the cause. An EtcdError reason (a lost session, say) wins. */
+export function aborted(reason: unknown, endpoint?: string): EtcdError {
+  if (reason instanceof EtcdError) return reason;
+  return new EtcdError("ABORTED", "the operation was aborted", { cause: reason, endpoint });
+}
+
+/** No endpoint could serve the call: the connection failed or broke. */
+export function unavailable(message: string, details: EtcdErrorDetails = {}): EtcdError {
+  return new EtcdError("UNAVAILABLE", message, details);
+}
+
+/** No fetch to send with: neither injected nor global. */
+export function noFetch(): EtcdError {
+  return invalidArgument("no global fetch in this runtime: pass `fetch` in the Etcd options");
+}
+
+// --- answers from etcd -----------------------------------------------------------------------------------
+
+/** etcd answered with an error status. */
+export function serverError(
+  code: EtcdErrorCode,
+  message: string,
+  details: EtcdErrorDetails & { grpcCode: number; httpStatus: number },
+): EtcdServerError {
+  return new EtcdServerError(code, message, details);
+}
+
+export function compacted(message: string, compactRevision: number | undefined, endpoint?: string): EtcdCompactedError {
+  return new EtcdCompactedError(message, compactRevision, { endpoint });
+}
+
+/** Whatever answered was not etcd's gateway speaking its JSON. */
+export function badResponse(status: number, text: string, endpoint?: string, reason?: string): EtcdBadResponseError {
+  const body = text.length > BODY_PREVIEW ? `${text.slice(0, BODY_PREVIEW)}…` : text;
+  const what = reason ?? (text.length === 0 ? "an empty body" : "a body that is not the gateway's JSON");
+  return new EtcdBadResponseError(`unexpected response from ${endpoint ?? "etcd"}: HTTP ${status} with ${what}`, {
+    status,
+    body,
+    endpoint,
+  });
+}
+
+/** A field of an answer that passed the schema but cannot be used (an integer beyond 2^53, say). */
+export function badField(field: string, value: unknown, problem: string): EtcdBadResponseError {
+  return new EtcdBadResponseError(`unexpected response from etcd: ${field} ${String(value)} ${problem}`, {
+    status: 200,
+    body: `${field}: ${String(value)}`,
+  });
+}
+
+/** Something that cannot happen if etcd keeps its promises (a key vanishing inside one transaction). */
+export function internal(message: string): EtcdError {
+  return new EtcdError("INTERNAL", message);
+}
+
+// --- auth ------------------------------------------------------------------------------------------------
+
+export function noToken(): EtcdError {
+  return new EtcdError("UNAUTHENTICATED", "etcd returned no token: is auth enabled on the cluster?");
+}
+
+// --- leases and sessions ---------------------------------------------------------------------------------
+
+export function leaseNotFound(lease: string, cause?: unknown): EtcdError {
+  return new EtcdError("LEASE_NOT_FOUND", `lease ${lease} not found: it expired or was revoked`, { cause });
+}
+
+export function leaseGrantFailed(reason: string): EtcdError {
+  return new EtcdError("UNKNOWN", `lease grant failed: ${reason}`);
+}
+
+export function sessionExpired(leaseId: string, cause?: unknown, while_?: string): EtcdError {
+  const during = while_ === undefined ? "" : ` while ${while_}`;
+  return new EtcdError("SESSION_EXPIRED", `session lease ${leaseId} has expired${during}`, { cause });
+}
+
+export function sessionClosed(leaseId: string): EtcdError {
+  return new EtcdError("SESSION_EXPIRED", `session of lease ${leaseId} was closed`);
+}
+
+// --- locks and elections ---------------------------------------------------------------------------------
+
+export function locked(name: string, holder: string): EtcdError {
+  return new EtcdError("LOCKED", `lock ${name} is held by ${holder}`);
+}
+
+export function lockReleased(name: string, why: string): EtcdError {
+  return new EtcdError("LOCK_RELEASED", `lock ${name} is not held: ${why}`);
+}
+
+export function lockLost(name: string, why = "its session's lease ended", cause?: unknown): EtcdError {
+  return new EtcdError("LOCK_LOST", `lock ${name} was lost: ${why}`, { cause });
+}
+
+export function notLeader(name: string): EtcdError {
+  return new EtcdError("NOT_LEADER", `not the leader of election ${name}`);
+}

@@ -1,0 +1,226 @@
+import { leaseIdArg } from "../api/args.js";
+import type { EtcdClient } from "../api/client.js";
+import type { LeaseId } from "../api/codec.js";
+import { invalidArgument, sessionClosed, sessionExpired } from "../errors/catalogue.js";
+import { type EtcdError, isEtcdError } from "../errors/etcd-error.js";
+import type { CallOptions } from "../gateway/transport.js";
+import { backgroundTimer, now } from "./clock.js";
+import { LocalTurns } from "./local-turns.js";
+
+export type KeepAliveMode = "auto" | "manual";
+
+export interface SessionOptions extends CallOptions {
+  /** Lease TTL in seconds. Default 60, as in etcd's Go client. */
+  ttl?: number | undefined;
+  /**
+   * `"auto"`: renew every ttl/3 on a timer that does not keep the process alive. `"manual"`: no renewal
+   * timer at all; call `renew()` (for frozen Lambdas and Workers between requests). Default `"auto"`.
+   */
+  keepAlive?: KeepAliveMode | undefined;
+  /** Adopt an existing lease instead of granting a new one (its remaining TTL is read from the server). */
+  leaseId?: LeaseId | undefined;
+}
+
+export const DEFAULT_SESSION_TTL = 60;
+
+/** A lease as a session starts with it: how long it was granted for and how long it had left when asked. */
+export interface LeaseGrant {
+  id: LeaseId;
+  /** Granted TTL in seconds. */
+  ttl: number;
+  /** Seconds left when the server answered. */
+  remaining: number;
+  /** When the request that learned `remaining` was sent, on the monotonic clock. */
+  sentAt: number;
+  keepAlive: KeepAliveMode;
+}
+
+/** Grants a lease for a new session, or reads the one to adopt (`leaseId`). One request. */
+export async function openLease(client: EtcdClient, options: SessionOptions = {}): Promise<LeaseGrant> {
+  const keepAlive = options.keepAlive ?? "auto";
+  if (keepAlive !== "auto" && keepAlive !== "manual") {
+    throw invalidArgument(`keepAlive must be "auto" or "manual", got ${String(keepAlive)}`);
+  }
+  const sentAt = now();
+  if (options.leaseId !== undefined) {
+    const leaseId = leaseIdArg(options.leaseId, "leaseId");
+    const lease = await client.lease.timeToLive(leaseId, options).catch((error: unknown) => {
+      throw isEtcdError(error, "LEASE_NOT_FOUND") ? sessionExpired(leaseId, error) : error;
+    });
+    return { id: leaseId, ttl: lease.grantedTtl, remaining: lease.ttl, sentAt, keepAlive };
+  }
+  const lease = await client.lease.grant(options.ttl ?? DEFAULT_SESSION_TTL, options);
+  return { id: lease.id, ttl: lease.ttl, remaining: lease.ttl, sentAt, keepAlive };
+}
+
+/**
+ * A lease owned by this process, kept alive by background renewal or by explicit `renew()`. Everything
+ * built on it (mutex keys, election keys) ends with it. The session trusts its lease only until `sentAt +
+ * TTL` of the last successful renewal, measured on a monotonic clock from when that request was sent.
+ * It knows nothing of what is built on it: locks and elections take a session, as in Go's `concurrency`.
+ */
+export class LeaseSession {
+  readonly leaseId: LeaseId;
+  /** The lease's granted TTL in seconds. */
+  readonly ttl: number;
+  readonly keepAlive: KeepAliveMode;
+  /** @internal The client the session's requests go through. */
+  readonly client: EtcdClient;
+  /** @internal Turns of this session's own callers per key (etcd sees one key per session and name). */
+  readonly turns = new LocalTurns();
+  readonly #lost = new AbortController();
+  #deadline: number;
+  #deadlineTimer: ReturnType<typeof setTimeout> | undefined;
+  #stopRenewing: (() => void) | undefined;
+  #closed = false;
+
+  /** Made by `etcd.session()`; constructing one starts nothing and sends nothing. */
+  constructor(client: EtcdClient, lease: LeaseGrant) {
+    this.client = client;
+    this.leaseId = lease.id;
+    this.ttl = lease.ttl;
+    this.keepAlive = lease.keepAlive;
+    this.#deadline = lease.sentAt + lease.remaining * 1000;
+  }
+
+  /** @internal Arms the deadline timer and, in `"auto"` mode, background renewal. Called once by the factory. */
+  start(): this {
+    this.#armDeadline();
+    if (this.keepAlive === "auto") this.#stopRenewing = this.#renewEvery();
+    return this;
+  }
+
+  /** Aborts when the lease is lost (expired, revoked, or past its deadline unrenewed) or the session closes. */
+  get signal(): AbortSignal {
+    return this.#lost.signal;
+  }
+
+  /** True while the lease is trusted: not closed, not lost, and its deadline not passed. */
+  get alive(): boolean {
+    if (this.#lost.signal.aborted) return false;
+    if (now() >= this.#deadline) {
+      this.#lose(sessionExpired(this.leaseId));
+      return false;
+    }
+    return true;
+  }
+
+  /** Whether `close()` was called. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** Milliseconds until the lease's deadline (0 once passed). */
+  remaining(): number {
+    return this.alive ? Math.max(0, this.#deadline - now()) : 0;
+  }
+
+  /** The lease key suffix used by Go's concurrency package: the lease ID in lowercase hex. */
+  get leaseHex(): string {
+    return BigInt(this.leaseId).toString(16);
+  }
+
+  /**
+   * Renews the lease to its full TTL with one request and moves the deadline to when that request was sent
+   * plus the TTL. SESSION_EXPIRED if the lease is gone or the session already lost it.
+   */
+  async renew(options: CallOptions = {}): Promise<number> {
+    this.#throwIfDead();
+    const sentAt = now();
+    try {
+      const { ttl } = await this.client.lease.keepAliveOnce(this.leaseId, options);
+      if (!this.#lost.signal.aborted) {
+        this.#deadline = Math.max(this.#deadline, sentAt + ttl * 1000);
+        this.#armDeadline();
+      }
+      this.#throwIfDead();
+      return ttl;
+    } catch (error) {
+      if (isEtcdError(error, "LEASE_NOT_FOUND")) {
+        const expired = sessionExpired(this.leaseId, error);
+        this.#lose(expired);
+        throw expired;
+      }
+      throw error;
+    }
+  }
+
+  /**
+   * Runs `work` while renewing the lease every ttl/3, and stops renewing when it settles: explicit,
+   * scoped renewal for `"manual"` sessions (a Lambda waiting for a lock or working under one). No timer
+   * outlives the call; a process frozen meanwhile renews nothing and loses the lease as it should.
+   */
+  async renewWhile<T>(work: () => Promise<T>): Promise<T> {
+    const stop = this.#renewEvery();
+    try {
+      return await work();
+    } finally {
+      stop();
+    }
+  }
+
+  /**
+   * Stops renewal and revokes the lease, which deletes every key of the session (releasing its locks).
+   * Resolves to whether the lease was still there to revoke (false: it had already expired).
+   */
+  async close(options: CallOptions = {}): Promise<boolean> {
+    if (this.#closed) return false;
+    this.#closed = true;
+    this.#lose(sessionClosed(this.leaseId));
+    try {
+      await this.client.lease.revoke(this.leaseId, options);
+      return true;
+    } catch (error) {
+      if (isEtcdError(error, "LEASE_NOT_FOUND")) return false;
+      throw error;
+    }
+  }
+
+  /** For `await using`: closes the session. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
+  #throwIfDead(): void {
+    if (!this.alive) throw this.#lost.signal.reason as EtcdError;
+  }
+
+  #lose(reason: EtcdError): void {
+    this.#stopRenewing?.();
+    clearTimeout(this.#deadlineTimer);
+    this.#stopRenewing = this.#deadlineTimer = undefined;
+    if (!this.#lost.signal.aborted) this.#lost.abort(reason);
+  }
+
+  #armDeadline(): void {
+    clearTimeout(this.#deadlineTimer);
+    // Timers may fire a fraction of a millisecond early by performance.now(): re-arm until really past.
+    this.#deadlineTimer = backgroundTimer(() => {
+      if (this.alive) this.#armDeadline();
+    }, Math.ceil(this.#deadline - now()) + 1);
+  }
+
+  /** Renews every ttl/3 (sooner after a failure) until the returned function is called or the lease is lost. */
+  #renewEvery(): () => void {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let stopped = false;
+    const schedule = (delay: number) => {
+      timer = backgroundTimer(() => {
+        if (stopped || !this.alive) return;
+        // Each renewal may take at most the time left, so a slow answer cannot extend trust past the deadline.
+        this.renew({ timeout: Math.max(1, this.remaining()) }).then(
+          () => stopped || schedule((this.ttl * 1000) / 3),
+          () => {
+            // A transient failure: try again soon while the deadline allows; a lost lease has already aborted.
+            if (!stopped && this.alive) schedule(Math.min(1_000, this.remaining() / 2));
+          },
+        );
+      }, delay);
+    };
+    schedule((this.ttl * 1000) / 3);
+    return () => {
+      stopped = true;
+      clearTimeout(timer);
+    };
+  }
+}
