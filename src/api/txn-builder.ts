@@ -47,9 +47,9 @@ export class TxnBuilder<Then extends readonly AnyOp[] = [], Else extends readonl
    */
   async commit(options: CallOptions & { idempotent?: boolean | undefined } = {}): Promise<TxnResult<Then, Else>> {
     const body = txnRequest(this.#keyspace, this.#compares, this.#then, this.#else);
-    const writes = !options.idempotent && [...this.#then, ...this.#else].some((o) => o.writes);
+    const writes = [...this.#then, ...this.#else].some((o) => o.writes);
     const result = await this.#transport.unary(
-      { path: "/v3/kv/txn", body, schema: wire.txnResponse, retry: writes ? "write" : "idempotent" },
+      { path: "/v3/kv/txn", body, schema: wire.txnResponse, retry: writes && !options.idempotent ? "write" : "idempotent", writes },
       options,
     );
     return decodeTxn(this.#keyspace, result, this.#then as Then, this.#else as Else);

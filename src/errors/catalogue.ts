@@ -34,10 +34,26 @@ export function timedOut(timeout: number, details: EtcdErrorDetails = {}): EtcdT
   return new EtcdTimeoutError(timeout, details);
 }
 
-/** The caller's signal aborted; its reason is the cause. An EtcdError reason (a lost session, say) wins. */
-export function aborted(reason: unknown, endpoint?: string): EtcdError {
-  if (reason instanceof EtcdError) return reason;
-  return new EtcdError("ABORTED", "the operation was aborted", { cause: reason, endpoint });
+/**
+ * The caller's signal aborted; its reason is the cause. An EtcdError reason (a lost session, say) keeps its
+ * code, and is returned as is unless this call's write was left undecided.
+ */
+export function aborted(reason: unknown, endpoint?: string, indeterminate = false): EtcdError {
+  if (reason instanceof EtcdError) return indeterminate ? undecided(reason) : reason;
+  return new EtcdError("ABORTED", "the operation was aborted", { cause: reason, endpoint, indeterminate });
+}
+
+/**
+ * `error` for a write that was sent and whose answer was lost: the same error, marked `indeterminate`, so
+ * the caller knows the write may have been applied.
+ */
+export function undecided(error: EtcdError): EtcdError {
+  if (error.indeterminate) return error;
+  const details = { cause: error.cause ?? error, endpoint: error.endpoint, indeterminate: true };
+  if (error instanceof EtcdServerError) return new EtcdServerError(error.code, error.message, { ...details, grpcCode: error.grpcCode, httpStatus: error.httpStatus });
+  if (error instanceof EtcdBadResponseError) return new EtcdBadResponseError(error.message, { ...details, status: error.status, body: error.body });
+  if (error instanceof EtcdTimeoutError) return new EtcdTimeoutError(error.timeout, details);
+  return new EtcdError(error.code, error.message, details);
 }
 
 /** No endpoint could serve the call: the connection failed or broke. */

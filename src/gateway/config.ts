@@ -9,6 +9,12 @@ export interface GatewayOptions {
   fetch?: Fetch | undefined;
   /** Time budget of each call in milliseconds, retries included. Default 10 000. */
   timeout?: number | undefined;
+  /**
+   * Longest wait for one endpoint's answer, in milliseconds, before a call that is safe to repeat moves on
+   * to the next endpoint: a silent member costs one attempt, not the whole call. Default: a third of
+   * `timeout`. (A write that may not be repeated waits for its answer as long as the call's budget allows.)
+   */
+  attemptTimeout?: number | undefined;
   /** How many times a call that is safe to repeat is retried on another endpoint. Default 3. */
   retries?: number | undefined;
   /** Credentials for an etcd with auth enabled; the token is fetched and refreshed as needed. */
@@ -27,6 +33,7 @@ export interface GatewayConfig {
   readonly endpoints: readonly string[];
   readonly fetch: Fetch | undefined;
   readonly timeout: number;
+  readonly attemptTimeout: number;
   readonly retries: number;
   readonly auth: { readonly username: string; readonly password: string } | undefined;
   readonly headers: Readonly<Record<string, string>>;
@@ -47,10 +54,12 @@ export function resolveGatewayConfig(options: GatewayOptions): GatewayConfig {
   if (options.fetch !== undefined && typeof options.fetch !== "function") {
     throw invalidArgument(`fetch must be a function, got ${describe(options.fetch)}`);
   }
+  const timeout = resolveTimeout(options.timeout, "timeout") ?? DEFAULT_TIMEOUT;
   return {
     endpoints: resolveEndpoints(options.endpoints),
     fetch: options.fetch,
-    timeout: resolveTimeout(options.timeout, "timeout") ?? DEFAULT_TIMEOUT,
+    timeout,
+    attemptTimeout: resolveTimeout(options.attemptTimeout, "attemptTimeout") ?? timeout / 3,
     retries: resolveCount(options.retries, "retries") ?? DEFAULT_RETRIES,
     auth: auth === undefined ? undefined : { username: auth.username, password: auth.password },
     headers: { ...options.headers },

@@ -1,11 +1,11 @@
-import { noToken, unavailable } from "../errors/catalogue.js";
+import { noToken, unavailable, undecided } from "../errors/catalogue.js";
 import { EtcdError } from "../errors/etcd-error.js";
 import { VERSION } from "../version.js";
 import { AuthToken } from "./auth.js";
 import { type GatewayConfig, resolveTimeout } from "./config.js";
 import { decodeAnswer, type Expected } from "./decode.js";
-import { type FetchResponse, resolveFetch } from "./fetch.js";
-import { backoff, mayRetry, type RetryPolicy } from "./retry-policy.js";
+import { type Fetch, type FetchResponse, resolveFetch } from "./fetch.js";
+import { backoff, mayRetry, outcomeUnknown, type RetryPolicy } from "./retry-policy.js";
 import { errorFromBody } from "./status.js";
 import { CallSignal, delay, untilAborted } from "./signals.js";
 import { authenticate } from "./wire.js";
@@ -16,12 +16,18 @@ export interface CallOptions {
   signal?: AbortSignal | undefined;
   /** This call's time budget in milliseconds, retries included; overrides the client's `timeout`. */
   timeout?: number | undefined;
+  /** Longest wait for one endpoint before a repeatable call moves on; overrides the client's `attemptTimeout`. */
+  attemptTimeout?: number | undefined;
+  /** @internal Told each time the request is handed to fetch (a resend follows a lost answer). */
+  onSent?: (() => void) | undefined;
 }
 
 /** One request/response call. */
 export interface Unary<T> extends Expected<T> {
   body: unknown;
   retry: RetryPolicy;
+  /** Whether the call changes the store, so that a lost answer leaves its outcome unknown. Default: `retry === "write"`. */
+  writes?: boolean | undefined;
 }
 
 /** An open streaming response. */
@@ -33,11 +39,18 @@ export interface OpenStream {
   token: string | undefined;
 }
 
-type Attempt<T> = (endpoint: string, headers: Record<string, string>) => Promise<T>;
+/** One attempt on one endpoint: where, with which headers, bounded by which signal; `sent` once fetch has it. */
+interface Attempt {
+  endpoint: string;
+  headers: Record<string, string>;
+  signal: AbortSignal;
+  sent: boolean;
+  onSent: (() => void) | undefined;
+}
 
 /**
- * Sends JSON requests to the gateway: endpoint failover, per-call timeout and abort, jittered retries
- * where the retry policy allows them, and the auth token on every request.
+ * Sends JSON requests to the gateway: endpoint failover, a time budget per call and per attempt, abort,
+ * jittered retries where the retry policy allows them, and the auth token on every request.
  */
 export class Transport {
   readonly #config: GatewayConfig;
@@ -65,9 +78,10 @@ export class Transport {
   async unary<T>(request: Unary<T>, options: CallOptions = {}): Promise<T> {
     const call = new CallSignal(options.signal, this.#timeout(options.timeout));
     try {
-      return await this.#withRetries(request.retry, call, async (endpoint, headers) => {
-        const response = await this.#post(endpoint, request.path, request.body, headers, call.signal);
-        return decodeAnswer(request, response.status, await response.text(), endpoint);
+      const writes = request.writes ?? request.retry === "write";
+      return await this.#withRetries(request.retry, writes, call, options, async (attempt) => {
+        const response = await this.#post(attempt, request.path, request.body);
+        return decodeAnswer(request, response.status, await untilAborted(response.text(), attempt.signal), attempt.endpoint);
       });
     } finally {
       call.dispose();
@@ -77,20 +91,37 @@ export class Transport {
   /**
    * Opens a streaming call. The time budget covers only the wait for the server's first message; after
    * that the stream lives until `signal` aborts (the caller must abort it to close the connection).
+   * `headers` are added to this request only.
    */
-  async open(path: string, body: unknown, signal: AbortSignal, timeout?: number): Promise<OpenStream> {
-    const call = new CallSignal(signal, this.#timeout(timeout));
+  async open(
+    path: string,
+    body: unknown,
+    signal: AbortSignal,
+    options: { timeout?: number | undefined; headers?: Record<string, string> | undefined } = {},
+  ): Promise<OpenStream> {
+    const call = new CallSignal(signal, this.#timeout(options.timeout));
     try {
-      return await this.#withRetries("idempotent", call, async (endpoint, headers) => {
-        const response = await this.#post(endpoint, path, body, headers, call.signal);
-        if (response.status !== 200 || response.body === null) {
-          throw errorFromBody(response.status, await response.text(), endpoint);
+      return await this.#withRetries("idempotent", false, call, {}, async (attempt) => {
+        const headers = options.headers === undefined ? attempt.headers : { ...attempt.headers, ...options.headers };
+        // The stream outlives this attempt: once open it is bound to the caller's signal alone, but a failed
+        // attempt closes its own request.
+        const request = new AbortController();
+        const follow = () => request.abort(signal.reason);
+        signal.addEventListener("abort", follow, { once: true });
+        try {
+          const response = await this.#post({ ...attempt, headers }, path, body, request.signal);
+          if (response.status !== 200 || response.body === null) {
+            throw errorFromBody(response.status, await untilAborted(response.text(), attempt.signal), attempt.endpoint);
+          }
+          return { response, body: response.body, endpoint: attempt.endpoint, token: attempt.headers.authorization };
+        } catch (error) {
+          signal.removeEventListener("abort", follow);
+          request.abort();
+          throw error;
         }
-        return { response, body: response.body, endpoint, token: headers.authorization };
       });
     } finally {
-      // The stream itself stays bound to the caller's signal through the request; only the clock stops.
-      call.stopTimer();
+      call.dispose();
     }
   }
 
@@ -99,29 +130,53 @@ export class Transport {
     if (token !== undefined) this.#token?.rejected(token);
   }
 
+  /** A stream on `endpoint` went silent or broke: later calls start on the next endpoint. */
+  endpointFailed(endpoint: string): void {
+    const index = this.#config.endpoints.indexOf(endpoint);
+    if (index >= 0) this.#failedOver(index);
+  }
+
   #timeout(perCall: number | undefined): number {
     return resolveTimeout(perCall, "timeout") ?? this.#config.timeout;
   }
 
-  async #withRetries<T>(policy: RetryPolicy, call: CallSignal, attempt: Attempt<T>, withToken = true): Promise<T> {
+  /**
+   * Runs `attempt` on the current endpoint, moving on to the next one when it fails in a way `policy`
+   * allows to repeat. A repeatable call gives each endpoint at most `attemptTimeout`, so one silent member
+   * costs one attempt rather than the whole budget; a write that may not be repeated keeps the whole budget
+   * for its one attempt. An error after the request was handed to fetch says whether the outcome is unknown.
+   */
+  async #withRetries<T>(
+    policy: RetryPolicy,
+    writes: boolean,
+    call: CallSignal,
+    options: Pick<CallOptions, "attemptTimeout" | "onSent">,
+    run: (attempt: Attempt) => Promise<T>,
+    withToken = true,
+  ): Promise<T> {
+    const perAttempt = policy === "write" ? undefined : (resolveTimeout(options.attemptTimeout, "attemptTimeout") ?? this.#config.attemptTimeout);
     let refreshedToken = false;
     for (let tries = 0; ; tries++) {
       const index = this.#current;
       const endpoint = this.#config.endpoints[index]!;
-      let token: string | undefined;
+      // A timer of its own only when the attempt must end before the call does.
+      const step = perAttempt !== undefined && perAttempt < call.remaining() ? new CallSignal(call.signal, perAttempt) : undefined;
+      const attempt: Attempt = { endpoint, headers: this.#baseHeaders, signal: step?.signal ?? call.signal, sent: false, onSent: options.onSent };
       try {
         if (call.aborted) throw call.error(endpoint);
         const pending = withToken ? this.#token?.get() : undefined;
-        token = pending === undefined ? undefined : await untilAborted(pending, call.signal);
-        const headers = token === undefined ? this.#baseHeaders : { ...this.#baseHeaders, authorization: token };
-        return await attempt(endpoint, headers);
+        if (pending !== undefined) attempt.headers = { ...this.#baseHeaders, authorization: await untilAborted(pending, attempt.signal) };
+        return await run(attempt);
       } catch (thrown) {
+        const unknown = writes && attempt.sent && outcomeUnknown(thrown);
         if (call.aborted) {
           // An endpoint that lets a call time out is no place for the next call either.
           if (call.timedOut) this.#failedOver(index);
-          throw call.error(endpoint);
+          throw call.error(endpoint, unknown);
         }
-        const error = toEtcdError(thrown, endpoint);
+        const timedOutHere = step?.timedOut === true;
+        const error = timedOutHere ? step.error(endpoint, unknown) : toEtcdError(thrown, endpoint, unknown);
+        const token = attempt.headers.authorization;
         if (error.code === "UNAUTHENTICATED" && token !== undefined && !refreshedToken) {
           // The token expired or the server restarted with new tokens: the request was refused unapplied.
           refreshedToken = true;
@@ -129,18 +184,34 @@ export class Transport {
           tries--;
           continue;
         }
-        if (tries >= this.#config.retries || !mayRetry(error, thrown, policy)) throw error;
+        if (tries >= this.#config.retries || !(timedOutHere ? policy === "idempotent" : mayRetry(error, thrown, policy))) throw error;
         this.#failedOver(index);
         await delay(backoff(tries), call.signal).catch(() => {
           throw call.error(endpoint);
         });
+      } finally {
+        step?.dispose();
       }
     }
   }
 
-  #post(endpoint: string, path: string, body: unknown, headers: Record<string, string>, signal: AbortSignal) {
-    const fetch = resolveFetch(this.#config.fetch);
-    return fetch(endpoint + path, { method: "POST", headers, body: JSON.stringify(body), signal });
+  /**
+   * Hands the request to fetch and waits for the response head, bounded by the attempt's signal even when
+   * the fetch implementation queues the request and ignores the signal meanwhile. `requestSignal` is what
+   * the request itself is bound to (a stream outlives its attempt).
+   */
+  async #post(attempt: Attempt, path: string, body: unknown, requestSignal = attempt.signal): Promise<FetchResponse> {
+    const fetch: Fetch = resolveFetch(this.#config.fetch);
+    const pending = fetch(attempt.endpoint + path, { method: "POST", headers: attempt.headers, body: JSON.stringify(body), signal: requestSignal });
+    attempt.sent = true;
+    attempt.onSent?.();
+    try {
+      return await untilAborted(pending, attempt.signal);
+    } catch (error) {
+      // A response that turns up after we gave up must not hold its connection.
+      if (attempt.signal.aborted) pending.then((late) => late.body?.cancel().catch(() => {}), () => {});
+      throw error;
+    }
   }
 
   /** Moves on from a failed endpoint, unless a concurrent call already did. */
@@ -155,10 +226,12 @@ export class Transport {
     try {
       const result = await this.#withRetries(
         "idempotent",
+        false,
         call,
-        async (endpoint) => {
-          const response = await this.#post(endpoint, expected.path, { name, password }, this.#baseHeaders, call.signal);
-          return decodeAnswer(expected, response.status, await response.text(), endpoint);
+        {},
+        async (attempt) => {
+          const response = await this.#post(attempt, expected.path, { name, password });
+          return decodeAnswer(expected, response.status, await untilAborted(response.text(), attempt.signal), attempt.endpoint);
         },
         false,
       );
@@ -170,8 +243,8 @@ export class Transport {
   }
 }
 
-function toEtcdError(thrown: unknown, endpoint: string): EtcdError {
-  if (thrown instanceof EtcdError) return thrown;
+function toEtcdError(thrown: unknown, endpoint: string, indeterminate: boolean): EtcdError {
+  if (thrown instanceof EtcdError) return indeterminate ? undecided(thrown) : thrown;
   const message = thrown instanceof Error ? thrown.message : String(thrown);
-  return unavailable(`cannot reach ${endpoint}: ${message}`, { cause: thrown, endpoint });
+  return unavailable(`cannot reach ${endpoint}: ${message}`, { cause: thrown, endpoint, indeterminate });
 }

@@ -7,7 +7,8 @@ import { anySignal, CallSignal } from "../gateway/signals.js";
 import type { CallOptions } from "../gateway/transport.js";
 import type { LeaseSession } from "./lease-session.js";
 import type { LockOptions } from "./mutex.js";
-import { deleteOwnKey, enqueue, OLDEST, waitFailure, waitInLine, waitSettings } from "./queue.js";
+import { deleteOwnKey, enqueue, OLDEST, waitSettings } from "./queue.js";
+import { waitFailure, waitInLine } from "./wait.js";
 
 export interface Leader {
   /** The leader's key, `<name>/<leaseIdHex>`. */

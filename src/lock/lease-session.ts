@@ -4,8 +4,10 @@ import type { LeaseId } from "../api/codec.js";
 import { invalidArgument, sessionClosed, sessionExpired } from "../errors/catalogue.js";
 import { type EtcdError, isEtcdError } from "../errors/etcd-error.js";
 import type { CallOptions } from "../gateway/transport.js";
-import { backgroundTimer, now } from "./clock.js";
+import { backgroundTimer } from "../gateway/signals.js";
+import { now } from "./clock.js";
 import { LocalTurns } from "./local-turns.js";
+import { ReleaseSends } from "./sends.js";
 
 export type KeepAliveMode = "auto" | "manual";
 
@@ -73,6 +75,10 @@ export class LeaseSession {
   #deadlineTimer: ReturnType<typeof setTimeout> | undefined;
   #stopRenewing: (() => void) | undefined;
   #closed = false;
+  /** The lease is gone for sure: revoked by `close()`, or found missing by it. */
+  #revoked = false;
+  #closing: Promise<boolean> | undefined;
+  readonly #revokeSends = new ReleaseSends(() => this.beforeDeadline());
 
   /** Made by `etcd.session()`; constructing one starts nothing and sends nothing. */
   constructor(client: EtcdClient, lease: LeaseGrant) {
@@ -108,6 +114,11 @@ export class LeaseSession {
   /** Whether `close()` was called. */
   get closed(): boolean {
     return this.#closed;
+  }
+
+  /** @internal Whether the lease's deadline has not passed yet, closed or not: the server still holds it. */
+  beforeDeadline(): boolean {
+    return now() < this.#deadline;
   }
 
   /** Milliseconds until the lease's deadline (0 once passed). */
@@ -146,9 +157,10 @@ export class LeaseSession {
   }
 
   /**
-   * Runs `work` while renewing the lease every ttl/3, and stops renewing when it settles: explicit,
-   * scoped renewal for `"manual"` sessions (a Lambda waiting for a lock or working under one). No timer
-   * outlives the call; a process frozen meanwhile renews nothing and loses the lease as it should.
+   * Runs `work` while renewing the lease, and stops renewing when it settles: explicit, scoped renewal for
+   * `"manual"` sessions (a Lambda waiting for a lock or working under one). The first renewal goes out at
+   * once if less than two thirds of the TTL is left, then every ttl/3. No timer outlives the call; a process
+   * frozen meanwhile renews nothing and loses the lease as it should.
    */
   async renewWhile<T>(work: () => Promise<T>): Promise<T> {
     const stop = this.#renewEvery();
@@ -161,18 +173,27 @@ export class LeaseSession {
 
   /**
    * Stops renewal and revokes the lease, which deletes every key of the session (releasing its locks).
-   * Resolves to whether the lease was still there to revoke (false: it had already expired).
+   * Resolves to whether the lease was still there to revoke (false: it had already expired). The
+   * revocation is resent after a lost answer; if `close()` fails, calling it again tries again.
    */
-  async close(options: CallOptions = {}): Promise<boolean> {
-    if (this.#closed) return false;
+  close(options: CallOptions = {}): Promise<boolean> {
+    if (this.#revoked) return Promise.resolve(false);
     this.#closed = true;
     this.#lose(sessionClosed(this.leaseId));
+    this.#closing ??= this.#revoke(options).finally(() => (this.#closing = undefined));
+    return this.#closing;
+  }
+
+  async #revoke(options: CallOptions): Promise<boolean> {
     try {
-      await this.client.lease.revoke(this.leaseId, options);
+      await this.client.lease.revoke(this.leaseId, { ...options, idempotent: true, onSent: this.#revokeSends.sent });
+      this.#revoked = true;
       return true;
     } catch (error) {
-      if (isEtcdError(error, "LEASE_NOT_FOUND")) return false;
-      throw error;
+      if (!isEtcdError(error, "LEASE_NOT_FOUND")) throw error;
+      this.#revoked = true;
+      // Gone on a resend: our earlier send revoked it (its answer was lost), unless that send left late.
+      return this.#revokeSends.goneMeansDone;
     }
   }
 
@@ -200,16 +221,23 @@ export class LeaseSession {
     }, Math.ceil(this.#deadline - now()) + 1);
   }
 
-  /** Renews every ttl/3 (sooner after a failure) until the returned function is called or the lease is lost. */
+  /**
+   * Renews whenever two thirds of the TTL or less is left (every ttl/3 once in step; at once if already
+   * less is left), sooner after a failure, until the returned function is called or the lease is lost.
+   */
   #renewEvery(): () => void {
     let timer: ReturnType<typeof setTimeout> | undefined;
     let stopped = false;
+    const dueIn = () => Math.max(0, this.remaining() - (this.ttl * 1000 * 2) / 3);
     const schedule = (delay: number) => {
       timer = backgroundTimer(() => {
         if (stopped || !this.alive) return;
-        // Each renewal may take at most the time left, so a slow answer cannot extend trust past the deadline.
-        this.renew({ timeout: Math.max(1, this.remaining()) }).then(
-          () => stopped || schedule((this.ttl * 1000) / 3),
+        // Each renewal may take at most the time left, so a slow answer cannot extend trust past the
+        // deadline; each endpoint gets a share of it, so a silent member cannot use it all up.
+        const left = this.remaining();
+        const endpoints = Math.max(2, this.client.config.endpoints.length);
+        this.renew({ timeout: Math.max(1, left), attemptTimeout: Math.max(250, left / endpoints) }).then(
+          () => stopped || schedule(dueIn()),
           () => {
             // A transient failure: try again soon while the deadline allows; a lost lease has already aborted.
             if (!stopped && this.alive) schedule(Math.min(1_000, this.remaining() / 2));
@@ -217,7 +245,7 @@ export class LeaseSession {
         );
       }, delay);
     };
-    schedule((this.ttl * 1000) / 3);
+    schedule(dueIn());
     return () => {
       stopped = true;
       clearTimeout(timer);

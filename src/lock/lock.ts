@@ -5,6 +5,7 @@ import type { EtcdError } from "../errors/etcd-error.js";
 import type { CallOptions } from "../gateway/transport.js";
 import type { LeaseSession } from "./lease-session.js";
 import { deleteOwnKey } from "./queue.js";
+import { ReleaseSends } from "./sends.js";
 
 /** What another process or invocation needs to take over a held lock: small and JSON-serialisable. */
 export interface LockTicket {
@@ -45,7 +46,10 @@ export class Lock<S extends LeaseSession = LeaseSession> {
   #controller: AbortController | undefined;
   #stopWatchingSession: (() => void) | undefined;
   #ended: (() => EtcdError) | undefined;
-  #unlocked = false;
+  /** The release's outcome is known (released, or found lost). */
+  #released = false;
+  #releasing: Promise<void> | undefined;
+  readonly #releaseSends: ReleaseSends;
 
   /** Made by `mutex.lock()` and `etcd.resumeLock()`; subscribes to nothing until `signal` is read. */
   constructor(state: LockState<S>) {
@@ -56,6 +60,7 @@ export class Lock<S extends LeaseSession = LeaseSession> {
     this.revision = state.revision;
     this.header = state.header;
     this.#releaseLocal = state.releaseLocal ?? (() => {});
+    this.#releaseSends = new ReleaseSends(() => state.session.beforeDeadline());
   }
 
   /** Aborts when the lock is lost (its session's lease ended) or released. */
@@ -84,24 +89,25 @@ export class Lock<S extends LeaseSession = LeaseSession> {
   }
 
   /**
-   * Releases the lock with one request. LOCK_RELEASED if it was released already; LOCK_LOST if the key had
-   * already gone (the lease expired): the work done under it was not protected.
+   * Releases the lock with one request (resent after a lost answer). LOCK_RELEASED if it was released
+   * already; LOCK_LOST if the key had gone before the release (the lease expired under the work, which was
+   * then not protected to its end). If the call fails (TIMEOUT, UNAVAILABLE), the lock may still be held:
+   * call `unlock()` again; it removes the key.
    */
-  async unlock(options: CallOptions = {}): Promise<void> {
-    if (this.#unlocked) throw lockReleased(this.name, "it was already released");
-    this.#unlocked = true;
-    if (this.session.closed) throw lockReleased(this.name, "its session was closed");
-    try {
-      const deleted = await deleteOwnKey(this.session.client, this.key, this.revision, options);
-      if (!deleted) throw lockLost(this.name);
-    } finally {
-      this.#end(() => lockReleased(this.name, "it was released"));
+  unlock(options: CallOptions = {}): Promise<void> {
+    if (this.#released) return Promise.reject(lockReleased(this.name, "it was already released"));
+    if (this.session.closed) {
+      this.#released = true;
+      this.#end(() => lockReleased(this.name, "its session was closed"));
+      return Promise.reject(lockReleased(this.name, "its session was closed"));
     }
+    this.#releasing ??= this.#release(options).finally(() => (this.#releasing = undefined));
+    return this.#releasing;
   }
 
   /** For `await using`: releases the lock unless that already happened. */
   async [Symbol.asyncDispose](): Promise<void> {
-    if (!this.#unlocked) await this.unlock();
+    if (!this.#released) await this.unlock();
   }
 
   /** The ticket `etcd.resumeLock()` takes to continue this lock elsewhere. */
@@ -117,6 +123,17 @@ export class Lock<S extends LeaseSession = LeaseSession> {
     if (session.aborted) return onLost();
     session.addEventListener("abort", onLost, { once: true });
     this.#stopWatchingSession = () => session.removeEventListener("abort", onLost);
+  }
+
+  /**
+   * One guarded delete, resent until answered. "Already gone" after an earlier send is success; see
+   * ReleaseSends for why. On a failure nothing changes, so the caller may try again.
+   */
+  async #release(options: CallOptions): Promise<void> {
+    const deleted = await deleteOwnKey(this.session.client, this.key, this.revision, { ...options, onSent: this.#releaseSends.sent });
+    this.#released = true;
+    this.#end(() => lockReleased(this.name, "it was released"));
+    if (!deleted && !this.#releaseSends.goneMeansDone) throw lockLost(this.name);
   }
 
   #end(reason: () => EtcdError): void {

@@ -5,7 +5,8 @@ import { anySignal, CallSignal } from "../gateway/signals.js";
 import type { CallOptions } from "../gateway/transport.js";
 import type { LeaseSession } from "./lease-session.js";
 import { Lock } from "./lock.js";
-import { deleteOwnKey, enqueue, waitFailure, waitInLine, type WaitOptions, waitSettings } from "./queue.js";
+import { deleteOwnKey, enqueue, type WaitOptions, waitSettings } from "./queue.js";
+import { waitFailure, waitInLine } from "./wait.js";
 
 export interface LockOptions extends WaitOptions {
   /** Gives up waiting: the waiter deletes its key and the call throws ABORTED. */
