@@ -1,7 +1,7 @@
 // `npm run bench`: etcd-edge side by side with its raw floors and with the gRPC client etcd3, against one
 // etcd on loopback (started here unless ETCD_ENDPOINTS is set), contenders interleaved in rounds.
 // `npm run bench -- --help` lists the sections and the knobs that size them.
-import { cpus } from "node:os";
+import { cpus, loadavg } from "node:os";
 import { openBackend } from "../examples/demo/backend.mjs";
 import { parseOptions } from "./lib/options.mjs";
 import { Summary } from "./lib/summary.mjs";
@@ -41,7 +41,9 @@ if (backend?.fetch) {
 const endpoint = backend?.endpoints[0];
 const run = `bench/${Date.now().toString(36)}`;
 console.log(`etcd-edge bench${backend ? ` against ${backend.description}` : ""}`);
-console.log(`node ${process.version}, ${cpus().length} cores; sections ${options.only.join(",")}\n`);
+// Other processes on the machine show up as spread; the load average says how busy it was.
+const load = () => loadavg()[0].toFixed(1);
+console.log(`node ${process.version}, ${cpus().length} cores, load average ${load()}; sections ${options.only.join(",")}\n`);
 
 let failed = false;
 const started = performance.now();
@@ -58,6 +60,6 @@ try {
   await backend?.close();
 }
 summary.print();
-console.log(`\n  ${((performance.now() - started) / 1000).toFixed(0)} s in all; late rejections inside abandoned calls: ${strayRejections}`);
+console.log(`\n  ${((performance.now() - started) / 1000).toFixed(0)} s in all; load average ${load()} at the end; late rejections inside abandoned calls: ${strayRejections}`);
 // Calls abandoned on a wedged connection pool may hold sockets open: the run is over, so leave.
 process.exit(failed ? 1 : 0);
