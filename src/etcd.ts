@@ -5,6 +5,7 @@ import type { Lock, LockTicket } from "./lock/lock.js";
 import { resumeLock } from "./lock/resume.js";
 import type { KeepAliveMode, SessionOptions } from "./lock/lease-session.js";
 import { Session } from "./lock/session.js";
+import { SharedLeases } from "./lock/shared-lease.js";
 import { withLock, type WithLockOptions } from "./lock/with-lock.js";
 
 /**
@@ -12,6 +13,9 @@ import { withLock, type WithLockOptions } from "./lock/with-lock.js";
  * Creating one sends nothing.
  */
 export class Etcd extends EtcdClient {
+  /** The leases one-shot locks share; empty until the first `withLock`. */
+  readonly #shared = new SharedLeases(this);
+
   /** A lease-backed session for locks and elections (one request). See {@link SessionOptions}. */
   session(options: SessionOptions = {}): Promise<Session> {
     return Session.create(this, options);
@@ -19,7 +23,20 @@ export class Etcd extends EtcdClient {
 
   /** Runs `fn` holding lock `name`: session, lock, `fn`, release and revoke, all in `finally`. */
   withLock<T>(name: string, fn: (lock: Lock<Session>) => T | Promise<T>, options: WithLockOptions = {}): Promise<T> {
-    return withLock(this, name, fn, options);
+    return withLock(this, this.#shared, name, fn, options);
+  }
+
+  /**
+   * Revokes the lease this client keeps for `withLock` (see {@link WithLockOptions.lease}), if any. The
+   * client stays usable; a later `withLock` grants a new one.
+   */
+  close(): Promise<void> {
+    return this.#shared.close();
+  }
+
+  /** For `await using`: {@link Etcd.close}. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
   }
 
   /** Who holds lock `name` (key, fencing token, lease TTL left) and how many wait, without joining the line. */

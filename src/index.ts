@@ -37,7 +37,7 @@ export type { LockTicket } from "./lock/lock.js";
 export { Election } from "./lock/election.js";
 export type { Leader } from "./lock/election.js";
 export type { LockInfo } from "./lock/inspect.js";
-export type { WithLockOptions } from "./lock/with-lock.js";
+export type { LeaseMode, WithLockOptions } from "./lock/with-lock.js";
 export type { WaitMode, WaitOptions } from "./lock/queue.js";
 export {
   EtcdBadResponseError,

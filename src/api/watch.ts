@@ -151,9 +151,12 @@ export async function* watch(transport: Transport, keyspace: Keyspace, query: Wa
   }
 }
 
-/** The clean end of a quiet stream that we asked for with `Grpc-Timeout`: DeadlineExceeded from the server. */
+/**
+ * The clean end of a quiet stream that we asked for with `Grpc-Timeout`: DeadlineExceeded from the server,
+ * which the gateway reports as code 4 or, racing with its own stream shutdown, as code 2 with the same text.
+ */
 function isServerTimeout(thrown: unknown): boolean {
-  return thrown instanceof EtcdServerError && thrown.grpcCode === 4;
+  return thrown instanceof EtcdServerError && (thrown.grpcCode === 4 || thrown.message.includes("context deadline exceeded"));
 }
 
 function createRequest(keyspace: Keyspace, query: WatchQuery): Record<string, unknown> {

@@ -156,6 +156,8 @@ export class Transport {
   ): Promise<T> {
     const perAttempt = policy === "write" ? undefined : (resolveTimeout(options.attemptTimeout, "attemptTimeout") ?? this.#config.attemptTimeout);
     let refreshedToken = false;
+    /** Some attempt of this write was sent and its outcome never learned: it may have been applied. */
+    let undecided = false;
     for (let tries = 0; ; tries++) {
       const index = this.#current;
       const endpoint = this.#config.endpoints[index]!;
@@ -168,7 +170,10 @@ export class Transport {
         if (pending !== undefined) attempt.headers = { ...this.#baseHeaders, authorization: await untilAborted(pending, attempt.signal) };
         return await run(attempt);
       } catch (thrown) {
-        const unknown = writes && attempt.sent && outcomeUnknown(thrown);
+        // Cut off after the request left (abort, timeout), or failed in a way that leaves it open.
+        const cutOff = call.aborted || step?.timedOut === true;
+        undecided ||= writes && attempt.sent && (cutOff || outcomeUnknown(thrown));
+        const unknown = undecided;
         if (call.aborted) {
           // An endpoint that lets a call time out is no place for the next call either.
           if (call.timedOut) this.#failedOver(index);

@@ -2,7 +2,7 @@ import { type Bytes, toText } from "../api/bytes.js";
 import type { KeyValue, LeaseId, ResponseHeader } from "../api/codec.js";
 import { cmp, type Compare, op } from "../api/txn.js";
 import { invalidArgument, notLeader, sessionExpired } from "../errors/catalogue.js";
-import type { EtcdError } from "../errors/etcd-error.js";
+import { type EtcdError, isEtcdError } from "../errors/etcd-error.js";
 import { anySignal, CallSignal } from "../gateway/signals.js";
 import type { CallOptions } from "../gateway/transport.js";
 import type { LeaseSession } from "./lease-session.js";
@@ -72,8 +72,13 @@ export class Election<S extends LeaseSession = LeaseSession> {
     const text = typeof value === "string" ? value : toText(value);
     const call = new CallSignal(anySignal(options.signal, this.session.signal), options.timeout);
     let revision: number | undefined;
+    let enqueueRefused = false;
     try {
-      const line = await enqueue(this.session.client, this.prefix, key, text, this.session.leaseId, call.signal);
+      const line = await enqueue(this.session.client, this.prefix, key, text, this.session.leaseId, call.signal).catch((error: unknown) => {
+        // Refused outright: no key was written, so there is nothing to withdraw.
+        if (isEtcdError(error) && !error.indeterminate) enqueueRefused = true;
+        throw error;
+      });
       revision = line.revision;
       if (!line.created && line.own?.value !== text) {
         // Campaigning again with a new value: update our own key, whatever our place in the line.
@@ -93,7 +98,7 @@ export class Election<S extends LeaseSession = LeaseSession> {
     } catch (thrown) {
       const error = waitFailure(this.session, call, thrown, (cause) => this.#expired(cause));
       // With the revision unknown, the cut-off enqueue may still have landed: delete the key unguarded.
-      if (!this.session.closed) await deleteOwnKey(this.session.client, key, revision).catch(() => {});
+      if (!this.session.closed && !enqueueRefused) await deleteOwnKey(this.session.client, key, revision).catch(() => {});
       throw error;
     } finally {
       call.dispose();

@@ -89,11 +89,25 @@ export class LeaseSession {
     this.#deadline = lease.sentAt + lease.remaining * 1000;
   }
 
-  /** @internal Arms the deadline timer and, in `"auto"` mode, background renewal. Called once by the factory. */
+  /**
+   * @internal Arms the deadline timer and, in `"auto"` mode, background renewal. Called by the factory, and
+   * again by a client's shared lease each time it is used after `idle()`.
+   */
   start(): this {
+    if (this.#lost.signal.aborted) return this;
     this.#armDeadline();
-    if (this.keepAlive === "auto") this.#stopRenewing = this.#renewEvery();
+    if (this.keepAlive === "auto") this.#stopRenewing ??= this.#renewEvery();
     return this;
+  }
+
+  /**
+   * @internal Stops the deadline timer of a manual session nobody is using, so nothing runs between two
+   * uses; `alive` still compares with the deadline when asked. `start()` arms it again.
+   */
+  idle(): void {
+    if (this.keepAlive !== "manual") return;
+    clearTimeout(this.#deadlineTimer);
+    this.#deadlineTimer = undefined;
   }
 
   /** Aborts when the lease is lost (expired, revoked, or past its deadline unrenewed) or the session closes. */

@@ -56,7 +56,11 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
       releaseLocal = tryOnly ? this.session.turns.tryTake(this.key) : await this.session.turns.take(this.key, call.signal);
       if (releaseLocal === undefined) throw locked(this.name, "another caller of this session");
       joined = null;
-      const line = await enqueue(this.session.client, this.prefix, this.key, "", this.session.leaseId, call.signal);
+      const line = await enqueue(this.session.client, this.prefix, this.key, "", this.session.leaseId, call.signal).catch((error: unknown) => {
+        // Refused outright (an unknown lease, say): no key was written, so there is no line to leave.
+        if (isEtcdError(error) && !error.indeterminate) joined = undefined;
+        throw error;
+      });
       joined = line.revision;
       if (line.owner === undefined || line.owner.createRevision === line.revision) {
         return this.#acquired(line.revision, line.header, releaseLocal);
