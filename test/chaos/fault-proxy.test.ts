@@ -3,7 +3,7 @@
 import { type IncomingMessage, Agent, createServer, request, type Server, type ServerResponse } from "node:http";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { Etcd, op } from "../../src/index.js";
-import { sleep, stillPending, until } from "../support/async.js";
+import { sleep, stillPending, until, within } from "../support/async.js";
 import { type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
 import { type EtcdMember, startEtcd } from "../etcd/harness.ts";
 
@@ -215,7 +215,10 @@ describe("fault proxy against a local HTTP server", () => {
   });
 
   it("refuse() makes new connections fail like a dead member's port; accept() listens again on the same URL", async () => {
-    await proxy.refuse();
+    expect(await send("/open")).toBe("echo:/open:");
+    // At once, though a connection is open; and that connection keeps working (the member is not dead yet).
+    await within(500, "refuse()", proxy.refuse());
+    expect(await send("/still")).toBe("echo:/still:");
     expect(await rejectionCode(send("/x", "", { via: new Agent() }))).toBe("ECONNREFUSED");
     await proxy.accept();
     expect(await send("/x", "", { via: new Agent() })).toBe("echo:/x:");

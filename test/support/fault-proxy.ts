@@ -120,12 +120,18 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
     },
   };
 
-  const server = createServer((client) => {
+  const onConnection = (client: Socket) => {
     stats.accepted++;
     const link = new Link(client, proxy, dropping ? undefined : { host: hostname, port: Number(port) });
     links.add(link);
-  });
+  };
+  // refuse() closes the listener and accept() opens a new one on the same port: a closed server's callback
+  // waits for its connections, which a refusing member leaves open.
+  let server = createServer(onConnection);
   const listenPort = await listen(server, 0);
+  const stopListening = () => {
+    if (server.listening) server.close();
+  };
 
   const arm = (kind: Armed["kind"], match: RequestMatch, then: Armed["then"]) =>
     new Promise<SniffedRequest | undefined>((resolve) => {
@@ -184,19 +190,28 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
       if (!(ms >= 0)) throw new Error(`latency must be >= 0 ms, got ${ms}`);
       latency = ms;
     },
-    refuse: async () => {
-      if (server.listening) await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
+    refuse: async () => stopListening(),
     accept: async () => {
-      if (!server.listening) await listen(server, listenPort);
+      if (server.listening) return;
+      // The port was free a moment ago; another process may grab it meanwhile, so retry briefly.
+      for (let attempt = 0; ; attempt++) {
+        server = createServer(onConnection);
+        try {
+          await listen(server, listenPort);
+          return;
+        } catch (error) {
+          if ((error as NodeJS.ErrnoException).code !== "EADDRINUSE" || attempt >= 50) throw error;
+          await new Promise((resolve) => setTimeout(resolve, 100));
+        }
+      }
     },
     disarm,
     stats: () => ({ ...stats }),
     close: async () => {
       disarm();
       resume();
+      stopListening();
       reset();
-      if (server.listening) await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
 }
