@@ -78,8 +78,8 @@ export class FaultSchedule {
 
   /**
    * Injects faults until `until` (epoch ms): rounds of every kind in a seeded order, short gaps between.
-   * Each round has one holder fault, a kill or a freeze in turn: each blocks the lock for a whole TTL by
-   * design, and two per round would leave little time for anything else.
+   * The first round has both holder faults, so even a short run kills and freezes a holder; later rounds have
+   * one, a kill or a freeze in turn: each blocks the lock for a whole TTL by design.
    */
   async run(until: number): Promise<void> {
     const { rng } = this.#ctx;
@@ -87,7 +87,7 @@ export class FaultSchedule {
     const others = this.#kinds.filter((k) => k !== "kill-holder" && k !== "stop-holder");
     if (this.#kinds.length === 0) return sleep(Math.max(0, until - wallNow()));
     for (let round = 0; wallNow() < until; round++) {
-      const kinds = holderFaults.length === 0 ? others : [...others, holderFaults[round % holderFaults.length]!];
+      const kinds = round === 0 || holderFaults.length === 0 ? [...others, ...holderFaults] : [...others, holderFaults[round % holderFaults.length]!];
       for (const kind of rng.shuffle(kinds)) {
         if (wallNow() >= until) return;
         await this.inject(kind);
