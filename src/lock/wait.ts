@@ -14,11 +14,13 @@ import { type Enqueued, type LineState, type QueueState, readLine, type WaitMode
  */
 
 /**
- * How long a waiter's watch may stay silent before it is taken for a dead connection and reopened
- * elsewhere. It bounds how long a waiter behind a half-open connection can miss that the lock is free;
- * a healthy quiet stream is renewed by the server (Grpc-Timeout) at the same pace.
+ * How long a waiter's watch may stay quiet before it is renewed. A healthy stream is ended cleanly by the
+ * server at this pace (Grpc-Timeout) and reopened; one that stays silent a second longer is a dead
+ * connection (a paused member, a NAT that dropped the flow) and is reopened on another endpoint. So a waiter
+ * behind a silent connection learns that the lock is free within 3 s plus one reopen and one read; the cost
+ * is one watch re-creation per waiter every 2 s while nothing happens.
  */
-export const WAIT_IDLE_TIMEOUT = 5_000;
+export const WAIT_IDLE_TIMEOUT = 2_000;
 
 export interface WaitContext {
   signal: AbortSignal;

@@ -52,10 +52,12 @@ const ELECTION_TIMEOUT_MS = 1_000;
 /**
  * The longest a running contender may sit first in line without taking the lock. A fair client needs at
  * most: a new leader elected (etcd notices the old one gone after one election timeout and may need one more
- * randomized round: 2 × 1 s), one poll interval for a polling waiter (0.05 s), one bounded attempt on a
- * silent or paused member before moving to another (2 s), and scheduling delay on two loaded cores (0.5 s).
+ * randomized round: 2 × 1 s), one poll interval for a polling waiter (0.05 s), the cost of one silent or
+ * paused member (a request: one bounded attempt of at most timeout / 3 = 1.7 s before moving on; a waiter's
+ * watch: the SDK's watchdog, 2 s of idle plus 1 s of grace, then a reopen elsewhere: 3 s), and scheduling
+ * delay on two loaded cores (0.5 s).
  */
-const FREE_WAIT_BOUND_MS = 2 * ELECTION_TIMEOUT_MS + POLL_INTERVAL_MS + 2_000 + 500;
+const FREE_WAIT_BOUND_MS = 2 * ELECTION_TIMEOUT_MS + POLL_INTERVAL_MS + 3_000 + 500;
 
 function faultKinds(text: string | undefined): readonly FaultKind[] {
   if (text === undefined) return FAULT_KINDS;
