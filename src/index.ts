@@ -36,7 +36,14 @@ export { Lock } from "./lock/lock.js";
 export type { LockTicket } from "./lock/lock.js";
 export { Election } from "./lock/election.js";
 export type { Leader } from "./lock/election.js";
-export type { LockInfo } from "./lock/inspect.js";
+export type { LineEntry, LockInfo, SemaphoreInfo } from "./lock/inspect.js";
+export { Held, HeldKey } from "./lock/held.js";
+export { Semaphore } from "./lock/semaphore.js";
+export type { SemaphoreOptions } from "./lock/semaphore.js";
+export { Permit } from "./lock/permit.js";
+export { RWLock } from "./lock/rwlock.js";
+export { ReadLock, WriteLock } from "./lock/rw-locks.js";
+export { MultiLock } from "./lock/multi-lock.js";
 export type { WithLockOptions } from "./lock/with-lock.js";
 export type { WaitMode, WaitOptions } from "./lock/queue.js";
 export {

@@ -40,7 +40,7 @@ export interface LineState extends QueueState {
   ownExists: boolean;
 }
 
-const NEWEST_FIRST = { target: "createRevision", order: "descend" } as const;
+export const NEWEST_FIRST = { target: "createRevision", order: "descend" } as const;
 const OLDEST_FIRST = { target: "createRevision", order: "ascend" } as const;
 
 /** Range options that select the line's first key: the holder. */
