@@ -151,9 +151,13 @@ export async function* watch(transport: Transport, keyspace: Keyspace, query: Wa
   }
 }
 
-/** The clean end of a quiet stream that we asked for with `Grpc-Timeout`: DeadlineExceeded from the server. */
+/**
+ * The clean end of a stream that we asked for with `Grpc-Timeout`: DeadlineExceeded from the server, or, when
+ * the deadline strikes while etcd is busy sending on the stream, Unknown (HTTP 500) with Go's context error.
+ */
 function isServerTimeout(thrown: unknown): boolean {
-  return thrown instanceof EtcdServerError && thrown.grpcCode === 4;
+  if (!(thrown instanceof EtcdServerError)) return false;
+  return thrown.grpcCode === 4 || (thrown.grpcCode === 2 && thrown.message.includes("context deadline exceeded"));
 }
 
 function createRequest(keyspace: Keyspace, query: WatchQuery): Record<string, unknown> {
