@@ -1,8 +1,8 @@
 import type { EtcdClient } from "../api/client.js";
 import type { ResponseHeader } from "../api/codec.js";
 import { locked, sessionExpired } from "../errors/catalogue.js";
-import type { EtcdError } from "../errors/etcd-error.js";
-import { anySignal, CallSignal } from "../gateway/signals.js";
+import { type EtcdError, isEtcdError } from "../errors/etcd-error.js";
+import { anySignal, CallSignal, untilAborted } from "../gateway/signals.js";
 import type { LeaseSession } from "./lease-session.js";
 import type { LockOptions } from "./mutex.js";
 import { type LineState, waitSettings } from "./queue.js";
@@ -17,10 +17,12 @@ export interface Attempt {
   /** What a wait needs: signal, wait mode, and the error for "our key is gone". */
   readonly context: WaitContext;
   /**
-   * Records what of ours is in the line, for leaving it on failure: `null` while the join is in flight (it
-   * may land), its revision once known, `undefined` when nothing of ours is there.
+   * Sends the join (a create-if-absent whose answer gives our revision) and waits for its answer unless the
+   * attempt is given up first. The join itself is cut off only by the session's loss, never by the caller's
+   * abort or timeout: a join cut off in flight may still land after we deleted our key, leaving a key that
+   * blocks the line until the lease ends. So a given-up attempt lets it land, then deletes what it made.
    */
-  joined(revision: number | null | undefined): void;
+  join<J extends { revision: number }>(send: (signal: AbortSignal) => Promise<J>): Promise<J>;
   /** Hands on the session's local turn(s) this attempt took; called on failure. */
   local: (() => void) | undefined;
 }
@@ -29,9 +31,9 @@ export interface Attempt {
  * The frame every recipe's acquisition shares with the mutex's: one signal for the caller's abort, the
  * session's loss and the timeout; on failure, leave the line (so the attempt blocks nobody) and report the
  * session's loss first, then the abort or timeout, else the cause; never hand out a holding whose session
- * can no longer be trusted. `leave(revision)` deletes our key(s): guarded when the revision is known,
- * unguarded when the join was cut off and may have landed. It is best effort: what it cannot delete goes
- * with the lease.
+ * can no longer be trusted. `leave(revision)` deletes our key(s), guarded by the revision; unguarded
+ * (`undefined`) when the join's answer was lost and it may have landed. What it cannot delete goes with the
+ * lease. The cleanup is awaited before the attempt fails, so a failed acquisition leaves no key behind.
  */
 export async function attempt<T>(
   session: LeaseSession,
@@ -44,12 +46,17 @@ export async function attempt<T>(
   const tryOnly = options.timeout === 0;
   const call = new CallSignal(anySignal(options.signal, session.signal), tryOnly ? undefined : options.timeout);
   const expired = (cause?: unknown): EtcdError => sessionExpired(session.leaseId, cause ?? session.signal.reason, `waiting for ${what}`);
-  let joined: number | null | undefined;
+  /** The join, once sent: in flight, landed or failed. */
+  let joining: Promise<{ revision: number }> | undefined;
   const frame: Attempt = {
     signal: call.signal,
     tryOnly,
     context: { ...settings, signal: call.signal, expired: () => expired() },
-    joined: (revision) => (joined = revision),
+    join: (send) => {
+      const sent = send(session.signal);
+      joining = sent;
+      return untilAborted(sent, call.signal);
+    },
     local: undefined,
   };
   try {
@@ -58,12 +65,29 @@ export async function attempt<T>(
     return result;
   } catch (thrown) {
     const error = waitFailure(session, call, thrown, expired);
-    if (joined !== undefined && !session.closed) await leave(joined ?? undefined).catch(() => {});
+    if (joining !== undefined && !session.closed) await leaveAfter(joining, leave);
     frame.local?.();
     throw error;
   } finally {
     call.dispose();
   }
+}
+
+/**
+ * Leaves the line once the join has settled: guarded by its revision if it landed; unguarded if its answer
+ * was lost (it may have landed); not at all if it was refused (nothing of ours is there). Best effort.
+ */
+async function leaveAfter(joining: Promise<{ revision: number }>, leave: (revision: number | undefined) => Promise<unknown>): Promise<void> {
+  const revision = await joining.then(
+    (line) => line.revision,
+    (error: unknown) => (refused(error) ? null : undefined),
+  );
+  if (revision !== null) await leave(revision).catch(() => {});
+}
+
+/** An answer from etcd that refused the join: it did not land. Anything else (a lost answer, a cut-off send) may have. */
+function refused(error: unknown): boolean {
+  return isEtcdError(error) && !error.indeterminate && !["UNAVAILABLE", "TIMEOUT", "ABORTED"].includes(error.code);
 }
 
 /**

@@ -1,5 +1,4 @@
 import { describe, invalidArgument, locked } from "../errors/catalogue.js";
-import { isEtcdError } from "../errors/etcd-error.js";
 import type { ResponseHeader } from "../api/codec.js";
 import { attempt, waitAfterJoin } from "./attempt.js";
 import type { LeaseSession } from "./lease-session.js";
@@ -37,13 +36,8 @@ export async function lockAll<S extends LeaseSession>(session: S, names: readonl
   return attempt(session, options, `locks ${checked.join(", ")}`, leave, async (a) => {
     a.local = a.tryOnly ? tryTakeAll(session.turns, keys) : await takeAll(session.turns, keys, a.signal);
     if (a.local === undefined) throw locked(checked.join(", "), "another caller of this session");
-    a.joined(null);
-    const joined = await joinAll(client, lines, session.leaseId, a.signal).catch((error: unknown) => {
-      // Keys of another contender of this lease: none of them is ours to delete.
-      if (isEtcdError(error, "LOCKED")) a.joined(undefined);
-      throw error;
-    });
-    a.joined(joined.revision);
+    // Refused with LOCKED when keys of another contender of this lease are there: none of them is ours to delete.
+    const joined = await a.join((signal) => joinAll(client, lines, session.leaseId, signal));
     let header: ResponseHeader = joined.header;
     let waited = false;
     for (const [i, line] of lines.entries()) {

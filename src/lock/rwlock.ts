@@ -58,9 +58,7 @@ export class RWLock<S extends LeaseSession = LeaseSession> {
     const client = session.client;
     const line = this.#line("read");
     return attempt(session, options, `read lock ${name}`, this.#leave(line.key), async (a) => {
-      a.joined(null);
-      const joined = await joinAsReader(client, line, session.leaseId, a.signal);
-      a.joined(joined.revision);
+      const joined = await a.join((signal) => joinAsReader(client, line, session.leaseId, signal));
       const header = await waitAfterJoin(client, a, name, readerLine(client, line, joined.revision), joined);
       return new ReadLock({ session, name, key: line.key, revision: joined.revision, header });
     });
@@ -77,9 +75,7 @@ export class RWLock<S extends LeaseSession = LeaseSession> {
     const client = session.client;
     const line = this.#line("write");
     return attempt(session, options, `write lock ${name}`, this.#leave(line.key), async (a) => {
-      a.joined(null);
-      const joined = await enqueue(client, line.prefix, line.key, "", session.leaseId, a.signal);
-      a.joined(joined.revision);
+      const joined = await a.join((signal) => enqueue(client, line.prefix, line.key, "", session.leaseId, signal));
       const header = await waitAfterJoin(client, a, name, writerLine(client, line, joined.revision), { ...joined, ownExists: true });
       return new WriteLock({ session, name, key: line.key, revision: joined.revision, header });
     });

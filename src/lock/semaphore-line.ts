@@ -70,11 +70,16 @@ export function checkPermits(line: SlotLine, oldest: KeyValue | undefined): void
   }
 }
 
-/** One read: our key still there, and how many keys are older. */
-export async function readSlots(client: EtcdClient, prefix: string, revision: number, signal: AbortSignal): Promise<SlotState> {
-  const { header, kvs, count } = await client.range({ prefix, maxCreateRevision: revision, sort: NEWEST_FIRST, limit: 1, signal });
+/**
+ * One read: our key still there, and how many keys are older, listed (keys only): etcd's `count` ignores the
+ * create-revision filters, so it cannot count them. `upTo` caps the list when "at least that many" is enough
+ * (a poll only asks whether fewer than `permits` are ahead); without it `older` is exact.
+ */
+export async function readSlots(client: EtcdClient, prefix: string, revision: number, signal: AbortSignal, upTo?: number): Promise<SlotState> {
+  const limit = upTo === undefined ? undefined : upTo + 1;
+  const { header, kvs } = await client.range({ prefix, maxCreateRevision: revision, sort: NEWEST_FIRST, limit, keysOnly: true, signal });
   const ownExists = kvs[0]?.createRevision === revision;
-  return { header, ownExists, older: ownExists ? count - 1 : count };
+  return { header, ownExists, older: ownExists ? kvs.length - 1 : kvs.length };
 }
 
 /**
@@ -92,7 +97,7 @@ export async function waitForSlot(client: EtcdClient, line: SlotLine, revision: 
       if (admitted !== undefined) return admitted;
     }
     // Polling, or the count must be taken again (compaction): one read.
-    state = await readSlots(client, line.prefix, revision, context.signal);
+    state = await readSlots(client, line.prefix, revision, context.signal, context.mode === "poll" ? line.permits : undefined);
   }
 }
 

@@ -74,9 +74,7 @@ export class Semaphore<S extends LeaseSession = LeaseSession> {
     const line: SlotLine = { name, prefix: this.prefix, key: uniqueKey(this.prefix, session.leaseHex), permits: this.permits };
     const leave = (revision: number | undefined) => deleteOwnKey(client, line.key, revision);
     return attempt(session, options, `a permit of semaphore ${name}`, leave, async (a) => {
-      a.joined(null);
-      const joined = await joinSlots(client, line, session.leaseId, a.signal);
-      a.joined(joined.revision);
+      const joined = await a.join((signal) => joinSlots(client, line, session.leaseId, signal));
       checkPermits(line, joined.oldest);
       if (joined.ownExists && joined.older >= line.permits && a.tryOnly) throw noPermit(name, line.permits);
       const header = await waitForSlot(client, line, joined.revision, joined, a.context);

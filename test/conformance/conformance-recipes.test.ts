@@ -3,7 +3,7 @@
 //
 // Sessions here are keepAlive "manual" (no background renewals), as in conformance-locks.test.ts.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Etcd, EtcdError, op, type Session } from "../../src/index.js";
+import { type Etcd, EtcdError, type Fetch, op, type Session } from "../../src/index.js";
 import { type Backend, countingFetch, openBackend, rejection, stillPending, until, within } from "./backend.js";
 
 let backend: Backend;
@@ -35,6 +35,43 @@ async function keysUnder(prefix: string): Promise<number> {
 /** Waits until `count` keys are under `prefix`: contenders that have joined a line. */
 async function joined(prefix: string, count: number): Promise<void> {
   await until(`${count} keys under ${prefix}`, 5_000, async () => (await keysUnder(prefix)) === count, 10);
+}
+
+/**
+ * Forwards every request; once armed, the next transaction that puts a key is applied but its answer is lost
+ * (the connection "breaks" after the server answered), so the SDK sends it again.
+ */
+function losingOneAnswer(inner: Fetch): Fetch & { arm(): void; lost: number } {
+  let armed = false;
+  const f = Object.assign(
+    async (input: string, init: Parameters<Fetch>[1]) => {
+      const response = await inner(input, init);
+      if (armed && new URL(input).pathname === "/v3/kv/txn" && init.body.includes("request_put")) {
+        armed = false;
+        f.lost++;
+        await response.text();
+        throw new TypeError("fetch failed: the answer was lost (test)");
+      }
+      return response;
+    },
+    { lost: 0, arm: () => (armed = true) },
+  );
+  return f;
+}
+
+/**
+ * Forwards every request; a transaction that puts a key reaches the server only after `ms`, whatever the
+ * caller's signal says meanwhile: a join already on the wire when its caller gives up.
+ */
+function slowJoins(inner: Fetch, ms: number): Fetch {
+  return async (input, init) => {
+    if (new URL(input).pathname === "/v3/kv/txn" && init.body.includes("request_put")) {
+      const rest = { ...init, signal: new AbortController().signal };
+      await new Promise((resolve) => setTimeout(resolve, ms));
+      return inner(input, rest);
+    }
+    return inner(input, init);
+  };
 }
 
 /** How long after advance(3_500) a 2 s lease may still take to go on real etcd. */
@@ -200,6 +237,45 @@ describe("semaphore", () => {
     expect(await keysUnder(`${name}/`)).toBe(1);
     await holder.release();
   });
+
+  it("a join whose answer was lost is resent: the waiter keeps one key and its exact place in line", async () => {
+    const name = fresh("sem");
+    const permits = 2;
+    const holders = await Promise.all([session(), session()]);
+    const held = await Promise.all(holders.map((s) => s.semaphore(name, { permits }).acquire()));
+    const ahead = (await session()).semaphore(name, { permits }).acquire();
+    await joined(`${name}/`, 3);
+    const fetch = losingOneAnswer(backend.fetch);
+    const s = await session(30, backend.client({ fetch }));
+    fetch.arm();
+    const waiting = s.semaphore(name, { permits }).acquire();
+    await joined(`${name}/`, 4);
+    await held[0]!.release();
+    const first = await within(5_000, "the waiter ahead", ahead);
+    expect(await stillPending(waiting, 150)).toBe(true);
+    await held[1]!.release();
+    const permit = await within(5_000, "the resent waiter", waiting);
+    expect(fetch.lost).toBe(1);
+    expect((await etcd.inspectSemaphore(name)).holders.map((h) => h.key)).toEqual([first.key, permit.key]);
+    await Promise.all([first.release(), permit.release()]);
+    expect(await keysUnder(`${name}/`)).toBe(0);
+  });
+
+  it('wait: "poll" counts only the keys ahead, not those behind', async () => {
+    const name = fresh("sem");
+    const held = await Promise.all([session(), session()].map(async (s) => (await s).semaphore(name, { permits: 2 }).acquire()));
+    const waiting = (await session()).semaphore(name, { permits: 2 }).acquire({ wait: "poll", pollInterval: 20 });
+    await joined(`${name}/`, 3);
+    const behind = (await session()).semaphore(name, { permits: 2 }).acquire({ wait: "poll", pollInterval: 20 });
+    await joined(`${name}/`, 4);
+    expect(await stillPending(waiting, 100)).toBe(true);
+    await held[1]!.release();
+    const permit = await within(5_000, "polling waiter", waiting);
+    expect(await stillPending(behind, 100)).toBe(true);
+    await held[0]!.release();
+    const last = await within(5_000, "polling waiter behind", behind);
+    await Promise.all([permit.release(), last.release()]);
+  });
 });
 
 describe("read-write lock", () => {
@@ -275,6 +351,28 @@ describe("read-write lock", () => {
     await etcd.lease.revoke(writerSession.leaseId);
     expect((await etcd.txn().if(writer.ifHeld()).then(op.put(resource, "late")).commit()).succeeded).toBe(false);
     expect((await etcd.get(resource))?.value).toBe("written");
+  });
+
+  it("a reader's and a writer's join whose answer was lost are resent: one key each, and they wait their turn", async () => {
+    const name = fresh("rw");
+    const writer = await (await session()).rwlock(name).writeLock();
+    const fetch = losingOneAnswer(backend.fetch);
+    const s = await session(30, backend.client({ fetch }));
+    fetch.arm();
+    const reading = s.rwlock(name).readLock();
+    await joined(`${name}/`, 2);
+    expect(await stillPending(reading, 100)).toBe(true);
+    await writer.unlock();
+    const reader = await within(5_000, "resent reader", reading);
+    fetch.arm();
+    const writing = s.rwlock(name).writeLock();
+    await joined(`${name}/`, 2);
+    expect(await stillPending(writing, 100)).toBe(true);
+    await reader.unlock();
+    const next = await within(5_000, "resent writer", writing);
+    expect(fetch.lost).toBe(2);
+    expect(await keysUnder(`${name}/`)).toBe(1);
+    await next.unlock();
   });
 });
 
@@ -388,6 +486,44 @@ describe("lockAll", () => {
     await until("held turns false", 3_000, () => !both.held);
     await expect(both.unlock()).rejects.toMatchObject({ code: "LOCK_LOST" });
     await lock.unlock();
+  });
+
+  it("a join whose answer was lost is resent: one key per line, one revision, and it waits its turn", async () => {
+    const [a, b] = [fresh("acct"), fresh("acct")];
+    const holder = await (await session()).mutex(b).lock();
+    const fetch = losingOneAnswer(backend.fetch);
+    const s = await session(30, backend.client({ fetch }));
+    fetch.arm();
+    const taking = s.lockAll([a, b]);
+    await joined(`${b}/`, 2);
+    expect(await stillPending(taking, 100)).toBe(true);
+    await holder.unlock();
+    const both = await within(5_000, "resent lockAll", taking);
+    expect(fetch.lost).toBe(1);
+    expect((await etcd.inspectLock(a)).holder?.revision).toBe(both.revision);
+    expect((await etcd.inspectLock(b)).holder?.revision).toBe(both.revision);
+    expect([await keysUnder(`${a}/`), await keysUnder(`${b}/`)]).toEqual([1, 1]);
+    await both.unlock();
+  });
+});
+
+describe("a join still on the wire when the caller gives up", () => {
+  it("lands, then is deleted before the call fails: no key is left to block the line", async () => {
+    const [sem, rw, a, b] = [fresh("sem"), fresh("rw"), fresh("acct"), fresh("acct")];
+    const s = await session(30, backend.client({ fetch: slowJoins(backend.fetch, 200) }));
+    const calls = [
+      () => s.semaphore(sem, { permits: 1 }).acquire({ timeout: 50 }),
+      () => s.rwlock(rw).readLock({ timeout: 50 }),
+      () => s.rwlock(rw).writeLock({ timeout: 50 }),
+      () => s.lockAll([a, b], { timeout: 50 }),
+    ];
+    for (const call of calls) expect((await rejection(call())).code).toBe("TIMEOUT");
+    const abort = new AbortController();
+    const aborted = s.semaphore(sem, { permits: 1 }).acquire({ signal: abort.signal });
+    abort.abort();
+    expect((await rejection(aborted)).code).toBe("ABORTED");
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    for (const prefix of [sem, rw, a, b]) expect(await keysUnder(`${prefix}/`)).toBe(0);
   });
 });
 
