@@ -23,6 +23,7 @@ export interface HeldState<S extends LeaseSession = LeaseSession> {
  * earlier send within the lease's deadline is success (see ReleaseSends).
  */
 export abstract class Held<S extends LeaseSession = LeaseSession> {
+  /** The lease its keys are bound to: its session's. */
   readonly leaseId: LeaseId;
   /** The header of the response that showed it acquired. */
   readonly header: ResponseHeader;

@@ -6,9 +6,11 @@ import type { CallOptions } from "../gateway/transport.js";
 
 /** One key in a line: a holder or a waiter. */
 export interface LineEntry {
+  /** The contender's key in the line. */
   key: string;
   /** Its create revision: its place in the line, and its fencing token once it holds. */
   revision: number;
+  /** The lease the key is bound to: its session's. */
   leaseId: LeaseId;
 }
 
@@ -22,6 +24,7 @@ export interface LockInfo {
     | undefined;
   /** The sessions waiting behind the holder, first in line first. */
   waiters: LineEntry[];
+  /** The header of the read of the line. */
   header: ResponseHeader;
 }
 
@@ -32,6 +35,7 @@ export interface SemaphoreInfo {
   holders: LineEntry[];
   /** The keys waiting for one, first in line first. */
   waiters: LineEntry[];
+  /** The header of the read of the line. */
   header: ResponseHeader;
 }
 

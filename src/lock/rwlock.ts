@@ -35,7 +35,9 @@ import { uniqueKey } from "./unique-key.js";
  * holds a read lock waits for itself until its timeout.
  */
 export class RWLock<S extends LeaseSession = LeaseSession> {
+  /** The lock's name. */
   readonly name: string;
+  /** The session whose lease every lock taken by this object is bound to. */
   readonly session: S;
   /** All contenders' keys live under this prefix (`<name>/`). */
   readonly prefix: string;

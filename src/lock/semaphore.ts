@@ -47,10 +47,13 @@ export interface SemaphoreOptions {
  * moved; here that read would be a third request, which the bound above rules out.
  */
 export class Semaphore<S extends LeaseSession = LeaseSession> {
+  /** The semaphore's name. */
   readonly name: string;
+  /** The session whose lease every permit of this object is bound to. */
   readonly session: S;
   /** All contenders' keys live under this prefix (`<name>/`). */
   readonly prefix: string;
+  /** How many holders at most, as every contender on the name must agree. */
   readonly permits: number;
 
   /** `session.semaphore(name, { permits })` is the same. Sends nothing. */
