@@ -20,6 +20,17 @@ export interface WaitOptions {
   pollInterval?: number | undefined;
 }
 
+/** Options of every wait for a lock, permit or leadership. */
+export interface LockOptions extends WaitOptions {
+  /** Gives up waiting: the waiter deletes its key and the call throws ABORTED. */
+  signal?: AbortSignal | undefined;
+  /**
+   * Longest wait in milliseconds; TIMEOUT after it (the key is deleted). `0` tries once and throws
+   * LOCKED if another session holds the lock. Default: wait as long as the session lives.
+   */
+  timeout?: number | undefined;
+}
+
 /** The wait mode and poll interval, checked before anything is sent. */
 export function waitSettings(options: WaitOptions): { mode: WaitMode; pollInterval: number } {
   const pollInterval = optionalCount(options.pollInterval, "pollInterval") ?? 500;
@@ -40,7 +51,7 @@ export interface LineState extends QueueState {
   ownExists: boolean;
 }
 
-const NEWEST_FIRST = { target: "createRevision", order: "descend" } as const;
+export const NEWEST_FIRST = { target: "createRevision", order: "descend" } as const;
 const OLDEST_FIRST = { target: "createRevision", order: "ascend" } as const;
 
 /** Range options that select the line's first key: the holder. */

@@ -35,10 +35,18 @@ export interface WaitContext {
  * read finds our predecessor first; our key gone by then means our lease ended.
  */
 export async function waitInLine(client: EtcdClient, prefix: string, line: Enqueued, context: WaitContext): Promise<ResponseHeader> {
+  const read: LineReader = (signal) => readLine(client, prefix, line.revision, signal);
   let start: QueueState = line;
-  if (!line.created) start = checked(await readLine(client, prefix, line.revision, context.signal), context);
-  return waitForTurn(client, { prefix, revision: line.revision }, start, context);
+  if (!line.created) start = checked(await read(context.signal), context);
+  return waitForTurn(client, read, start, context);
 }
+
+/**
+ * One read of where a waiter stands: its own key still there, and the key it must wait for. A mutex waits
+ * for the newest key older than its own (readLine); other recipes choose another (a reader waits only for
+ * the newest older writer).
+ */
+export type LineReader = (signal: AbortSignal) => Promise<LineState>;
 
 /** What a failed wait reports: the session's loss first, then the caller's abort or timeout, else the cause. */
 export function waitFailure(session: LeaseSession, call: CallSignal, thrown: unknown, expired: (cause: unknown) => EtcdError): unknown {
@@ -46,22 +54,18 @@ export function waitFailure(session: LeaseSession, call: CallSignal, thrown: unk
 }
 
 /**
- * Waits until every key created before `line.revision` has gone. Returns the header of the read that
- * showed it. Throws SESSION_EXPIRED (via `expired`) when our own key disappears meanwhile.
+ * Waits until `read` shows no key to wait for, from `start` (a read, or the join that showed the same).
+ * Returns the header of the read that showed it. Throws SESSION_EXPIRED (via `expired`) when our own key
+ * disappears meanwhile.
  */
-async function waitForTurn(
-  client: EtcdClient,
-  line: { prefix: string; revision: number },
-  start: QueueState,
-  context: WaitContext,
-): Promise<ResponseHeader> {
+export async function waitForTurn(client: EtcdClient, read: LineReader, start: QueueState, context: WaitContext): Promise<ResponseHeader> {
   let state = start;
   while (state.predecessor !== undefined) {
     if (context.mode === "poll") {
       await delay(context.pollInterval, context.signal);
-      state = checked(await readLine(client, line.prefix, line.revision, context.signal), context);
+      state = checked(await read(context.signal), context);
     } else {
-      state = checked(await predecessorGone(client, line, state, context.signal), context);
+      state = checked(await predecessorGone(client, read, state, context.signal), context);
     }
   }
   return state.header;
@@ -83,17 +87,12 @@ function checked(state: LineState, context: WaitContext): LineState {
  * moved on in between, one read of the line closes the gap. Go's Mutex watches from the read's revision and
  * pays the 100 ms tail; this keeps the same guarantee without it.
  */
-async function predecessorGone(
-  client: EtcdClient,
-  line: { prefix: string; revision: number },
-  state: QueueState,
-  signal: AbortSignal,
-): Promise<LineState> {
+async function predecessorGone(client: EtcdClient, read: LineReader, state: QueueState, signal: AbortSignal): Promise<LineState> {
   const predecessor = state.predecessor!;
   const watching = new AbortController();
   const stop = () => watching.abort(signal.reason);
   signal.addEventListener("abort", stop, { once: true });
-  const reread = () => readLine(client, line.prefix, line.revision, signal);
+  const reread = () => read(signal);
   try {
     return await new Promise<LineState>((resolve, reject) => {
       let created = false;
