@@ -55,4 +55,20 @@ export {
   isEtcdError,
 } from "./errors/etcd-error.js";
 export type { EtcdErrorCode, EtcdErrorDetails } from "./errors/etcd-error.js";
+export type {
+  EtcdEvent,
+  EventHandler,
+  FailoverEvent,
+  HoldingKind,
+  LockAcquiredEvent,
+  LockLostEvent,
+  LockReleasedEvent,
+  LockWaitingEvent,
+  RequestEvent,
+  RetryEvent,
+  SessionLostEvent,
+  SessionRenewedEvent,
+  SessionRenewFailedEvent,
+  WatchReconnectedEvent,
+} from "./events/events.js";
 export { VERSION } from "./version.js";

@@ -22,6 +22,14 @@ export async function clientCost({ options, summary }) {
   const lock = await cpuPerCycle(lockCycle, perRound, options.rounds);
   await session.close().catch(() => {});
 
+  // The same cycle with an onEvent handler that does nothing: what events cost when someone listens. Unset,
+  // no event object is built (the row above).
+  const observed = new Etcd({ endpoints: ["http://stub.invalid:2379"], fetch: stubGateway({ name: NAME }).fetch, onEvent: () => {} });
+  const observedSession = await observed.session({ ttl: 30, keepAlive: "manual" });
+  const observedMutex = observedSession.mutex(NAME);
+  const withEvents = await cpuPerCycle(async () => (await observedMutex.lock()).unlock(), perRound, options.rounds);
+  await observedSession.close().catch(() => {});
+
   // The stub's own share: the same two answers, fetched and read, with no client around them.
   const bare = await cpuPerCycle(
     async () => {
@@ -48,6 +56,7 @@ export async function clientCost({ options, summary }) {
   await warm.close?.();
 
   console.log(`   client CPU per session lock+unlock: ${withSpread(lock, 1)} µs (the stub's own share: ${fmt(bare.median, 1)} µs)`);
+  console.log(`   the same with onEvent set (no-op):  ${withSpread(withEvents, 1)} µs; unset builds no event`);
   if (withLock) {
     console.log(`   client CPU per warm withLock:       ${withSpread(withLock, 1)} µs, ${fmt(requests, 2)} requests each`);
   }

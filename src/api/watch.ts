@@ -147,6 +147,7 @@ export async function* watch(transport: Transport, keyspace: Keyspace, query: Wa
     if (proved || stream.age >= idle) failures = 0;
     if (ended === undefined) continue;
     if (++failures > retries) throw ended;
+    if (transport.events.on) transport.events.emit({ type: "watch.reconnected", endpoint, code: ended.code, revision: next });
     await delay(backoff(failures, 50, 2_000), outer);
   }
 }

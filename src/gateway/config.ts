@@ -1,4 +1,5 @@
 import { describe, invalidArgument } from "../errors/catalogue.js";
+import type { EventHandler } from "../events/events.js";
 import type { Fetch } from "./fetch.js";
 
 /** What the gateway layer needs to know to move requests: where, with what, and how long. */
@@ -26,6 +27,11 @@ export interface GatewayOptions {
    * healthy member. Default true.
    */
   requireLeader?: boolean | undefined;
+  /**
+   * Told what the SDK does as it works (requests, retries, failovers, sessions, locks, watch reconnects):
+   * see {@link EtcdEvent}. Nothing is built when unset; a handler that throws never breaks a call.
+   */
+  onEvent?: EventHandler | undefined;
 }
 
 /** {@link GatewayOptions} checked once, defaults filled in. */
@@ -38,6 +44,7 @@ export interface GatewayConfig {
   readonly auth: { readonly username: string; readonly password: string } | undefined;
   readonly headers: Readonly<Record<string, string>>;
   readonly requireLeader: boolean;
+  readonly onEvent: EventHandler | undefined;
 }
 
 export const DEFAULT_TIMEOUT = 10_000;
@@ -50,6 +57,9 @@ export function resolveGatewayConfig(options: GatewayOptions): GatewayConfig {
     if (typeof auth?.username !== "string" || auth.username.length === 0 || typeof auth.password !== "string") {
       throw invalidArgument("auth must be { username: string, password: string } with a non-empty username");
     }
+  }
+  if (options.onEvent !== undefined && typeof options.onEvent !== "function") {
+    throw invalidArgument(`onEvent must be a function, got ${describe(options.onEvent)}`);
   }
   if (options.fetch !== undefined && typeof options.fetch !== "function") {
     throw invalidArgument(`fetch must be a function, got ${describe(options.fetch)}`);
@@ -64,6 +74,7 @@ export function resolveGatewayConfig(options: GatewayOptions): GatewayConfig {
     auth: auth === undefined ? undefined : { username: auth.username, password: auth.password },
     headers: { ...options.headers },
     requireLeader: options.requireLeader ?? true,
+    onEvent: options.onEvent,
   };
 }
 

@@ -1,5 +1,6 @@
 import { noToken, unavailable, undecided } from "../errors/catalogue.js";
-import { EtcdError } from "../errors/etcd-error.js";
+import { EventSink } from "../events/events.js";
+import { EtcdError, type EtcdErrorCode } from "../errors/etcd-error.js";
 import { VERSION } from "../version.js";
 import { AuthToken } from "./auth.js";
 import { type GatewayConfig, resolveTimeout } from "./config.js";
@@ -46,6 +47,8 @@ interface Attempt {
   signal: AbortSignal;
   sent: boolean;
   onSent: (() => void) | undefined;
+  /** The answer's HTTP status, once one came. */
+  status?: number | undefined;
 }
 
 /**
@@ -56,6 +59,8 @@ export class Transport {
   readonly #config: GatewayConfig;
   readonly #baseHeaders: Record<string, string>;
   readonly #token: AuthToken | undefined;
+  /** @internal Where events go; `events.on` is false when nobody listens. */
+  readonly events: EventSink;
   #current = 0;
 
   constructor(config: GatewayConfig) {
@@ -66,6 +71,7 @@ export class Transport {
       ...(config.requireLeader ? { "grpc-metadata-hasleader": "true" } : {}),
       ...config.headers,
     };
+    this.events = new EventSink(config.onEvent);
     const auth = config.auth;
     this.#token = auth === undefined ? undefined : new AuthToken(() => this.#authenticate(auth.username, auth.password));
   }
@@ -79,7 +85,7 @@ export class Transport {
     const call = new CallSignal(options.signal, this.#timeout(options.timeout));
     try {
       const writes = request.writes ?? request.retry === "write";
-      return await this.#withRetries(request.retry, writes, call, options, async (attempt) => {
+      return await this.#withRetries(request.path, request.retry, writes, call, options, async (attempt) => {
         const response = await this.#post(attempt, request.path, request.body);
         return decodeAnswer(request, response.status, await untilAborted(response.text(), attempt.signal), attempt.endpoint);
       });
@@ -101,19 +107,20 @@ export class Transport {
   ): Promise<OpenStream> {
     const call = new CallSignal(signal, this.#timeout(options.timeout));
     try {
-      return await this.#withRetries("idempotent", false, call, {}, async (attempt) => {
-        const headers = options.headers === undefined ? attempt.headers : { ...attempt.headers, ...options.headers };
+      return await this.#withRetries(path, "idempotent", false, call, {}, async (attempt) => {
+        const token = attempt.headers.authorization;
+        if (options.headers !== undefined) attempt.headers = { ...attempt.headers, ...options.headers };
         // The stream outlives this attempt: once open it is bound to the caller's signal alone, but a failed
         // attempt closes its own request.
         const request = new AbortController();
         const follow = () => request.abort(signal.reason);
         signal.addEventListener("abort", follow, { once: true });
         try {
-          const response = await this.#post({ ...attempt, headers }, path, body, request.signal);
+          const response = await this.#post(attempt, path, body, request.signal);
           if (response.status !== 200 || response.body === null) {
             throw errorFromBody(response.status, await untilAborted(response.text(), attempt.signal), attempt.endpoint);
           }
-          return { response, body: response.body, endpoint: attempt.endpoint, token: attempt.headers.authorization };
+          return { response, body: response.body, endpoint: attempt.endpoint, token };
         } catch (error) {
           signal.removeEventListener("abort", follow);
           request.abort();
@@ -133,7 +140,7 @@ export class Transport {
   /** A stream on `endpoint` went silent or broke: later calls start on the next endpoint. */
   endpointFailed(endpoint: string): void {
     const index = this.#config.endpoints.indexOf(endpoint);
-    if (index >= 0) this.#failedOver(index);
+    if (index >= 0) this.#failedOver(index, "UNAVAILABLE");
   }
 
   #timeout(perCall: number | undefined): number {
@@ -147,6 +154,7 @@ export class Transport {
    * for its one attempt. An error after the request was handed to fetch says whether the outcome is unknown.
    */
   async #withRetries<T>(
+    path: string,
     policy: RetryPolicy,
     writes: boolean,
     call: CallSignal,
@@ -164,23 +172,29 @@ export class Transport {
       // A timer of its own only when the attempt must end before the call does.
       const step = perAttempt !== undefined && perAttempt < call.remaining() ? new CallSignal(call.signal, perAttempt) : undefined;
       const attempt: Attempt = { endpoint, headers: this.#baseHeaders, signal: step?.signal ?? call.signal, sent: false, onSent: options.onSent };
+      const startedAt = this.events.on ? performance.now() : 0;
       try {
         if (call.aborted) throw call.error(endpoint);
         const pending = withToken ? this.#token?.get() : undefined;
         if (pending !== undefined) attempt.headers = { ...this.#baseHeaders, authorization: await untilAborted(pending, attempt.signal) };
-        return await run(attempt);
+        const result = await run(attempt);
+        if (this.events.on) this.#requestEvent(path, attempt, tries, startedAt);
+        return result;
       } catch (thrown) {
         // Cut off after the request left (abort, timeout), or failed in a way that leaves it open.
         const cutOff = call.aborted || step?.timedOut === true;
         undecided ||= writes && attempt.sent && (cutOff || outcomeUnknown(thrown));
         const unknown = undecided;
         if (call.aborted) {
+          const error = call.error(endpoint, unknown);
+          if (this.events.on && attempt.sent) this.#requestEvent(path, attempt, tries, startedAt, error.code);
           // An endpoint that lets a call time out is no place for the next call either.
-          if (call.timedOut) this.#failedOver(index);
-          throw call.error(endpoint, unknown);
+          if (call.timedOut) this.#failedOver(index, error.code);
+          throw error;
         }
         const timedOutHere = step?.timedOut === true;
         const error = timedOutHere ? step.error(endpoint, unknown) : toEtcdError(thrown, endpoint, unknown);
+        if (this.events.on && attempt.sent) this.#requestEvent(path, attempt, tries, startedAt, error.code);
         const token = attempt.headers.authorization;
         if (error.code === "UNAUTHENTICATED" && token !== undefined && !refreshedToken) {
           // The token expired or the server restarted with new tokens: the request was refused unapplied.
@@ -190,8 +204,10 @@ export class Transport {
           continue;
         }
         if (tries >= this.#config.retries || !(timedOutHere ? policy === "idempotent" : mayRetry(error, thrown, policy))) throw error;
-        this.#failedOver(index);
-        await delay(backoff(tries), call.signal).catch(() => {
+        this.#failedOver(index, error.code);
+        const wait = backoff(tries);
+        if (this.events.on) this.events.emit({ type: "retry", path, endpoint: this.#config.endpoints[this.#current]!, attempt: tries + 1, code: error.code, delayMs: wait });
+        await delay(wait, call.signal).catch(() => {
           throw call.error(endpoint);
         });
       } finally {
@@ -211,7 +227,9 @@ export class Transport {
     attempt.sent = true;
     attempt.onSent?.();
     try {
-      return await untilAborted(pending, attempt.signal);
+      const response = await untilAborted(pending, attempt.signal);
+      attempt.status = response.status;
+      return response;
     } catch (error) {
       // A response that turns up after we gave up must not hold its connection.
       if (attempt.signal.aborted) pending.then((late) => late.body?.cancel().catch(() => {}), () => {});
@@ -220,8 +238,16 @@ export class Transport {
   }
 
   /** Moves on from a failed endpoint, unless a concurrent call already did. */
-  #failedOver(index: number): void {
-    if (this.#current === index) this.#current = (index + 1) % this.#config.endpoints.length;
+  #failedOver(index: number, code: EtcdErrorCode): void {
+    if (this.#current !== index) return;
+    const endpoints = this.#config.endpoints;
+    this.#current = (index + 1) % endpoints.length;
+    if (this.events.on && this.#current !== index) this.events.emit({ type: "failover", from: endpoints[index]!, to: endpoints[this.#current]!, code });
+  }
+
+  #requestEvent(path: string, attempt: Attempt, tries: number, startedAt: number, code?: EtcdErrorCode): void {
+    const ms = performance.now() - startedAt;
+    this.events.emit({ type: "request", path, endpoint: attempt.endpoint, status: attempt.status, code, ms, attempt: tries + 1 });
   }
 
   /** Not bound to any one caller's signal: concurrent callers share it, each waiting with its own. */
@@ -230,6 +256,7 @@ export class Transport {
     const expected = { path: "/v3/auth/authenticate", schema: authenticate };
     try {
       const result = await this.#withRetries(
+        expected.path,
         "idempotent",
         false,
         call,

@@ -3,7 +3,9 @@ import type { ResponseHeader } from "../api/codec.js";
 import { locked, sessionExpired } from "../errors/catalogue.js";
 import { type EtcdError, isEtcdError } from "../errors/etcd-error.js";
 import { anySignal, CallSignal, untilAborted } from "../gateway/signals.js";
+import { Held } from "./held.js";
 import type { LeaseSession } from "./lease-session.js";
+import { type Subject, subjectText } from "./subject.js";
 import type { LockOptions } from "./queue.js";
 import { type LineState, waitSettings } from "./queue.js";
 import { type LineReader, type WaitContext, waitFailure, waitForTurn } from "./wait.js";
@@ -25,6 +27,8 @@ export interface Attempt {
   join<J extends { revision: number }>(send: (signal: AbortSignal) => Promise<J>): Promise<J>;
   /** Hands on the session's local turn(s) this attempt took; called on failure. */
   local: (() => void) | undefined;
+  /** Tells `onEvent` the attempt must wait; `position` counts the keys ahead of it, when known. */
+  waiting(position?: number): void;
 }
 
 /**
@@ -40,14 +44,16 @@ export interface Attempt {
 export async function attempt<T>(
   session: LeaseSession,
   options: LockOptions,
-  what: string,
+  subject: Subject,
   leave: (revision: number | undefined) => Promise<unknown>,
   steps: (attempt: Attempt) => Promise<T>,
 ): Promise<T> {
   const settings = waitSettings(options);
   const tryOnly = options.timeout === 0;
   const call = new CallSignal(anySignal(options.signal, session.signal), tryOnly ? undefined : options.timeout);
-  const expired = (cause?: unknown): EtcdError => sessionExpired(session.leaseId, cause ?? session.signal.reason, `waiting for ${what}`);
+  const expired = (cause?: unknown): EtcdError => sessionExpired(session.leaseId, cause ?? session.signal.reason, `waiting for ${subjectText(subject)}`);
+  const events = session.client.transport.events;
+  const startedAt = events.on ? performance.now() : 0;
   /** The join, once sent: in flight, landed or failed. */
   let joining: Promise<{ revision: number }> | undefined;
   let joinSettled = false;
@@ -67,10 +73,16 @@ export async function attempt<T>(
       return untilAborted(sent, call.signal);
     },
     local: undefined,
+    waiting: (position) => events.on && events.emit({ type: "lock.waiting", ...subject, position }),
   };
   try {
     const result = await steps(frame);
     if (!session.alive) throw expired();
+    if (events.on) {
+      const revision = result instanceof Held ? result.revision : (result as number);
+      events.emit({ type: "lock.acquired", ...subject, revision, waitedMs: performance.now() - startedAt });
+      if (result instanceof Held) result.observe();
+    }
     return result;
   } catch (thrown) {
     const error = waitFailure(session, call, thrown, expired);
@@ -121,6 +133,9 @@ export async function waitAfterJoin(
 ): Promise<ResponseHeader> {
   const start = joined.created ? joined : await read(frame.signal);
   if (!start.ownExists) throw frame.context.expired();
-  if (start.predecessor !== undefined && frame.tryOnly) throw locked(name, start.predecessor.key);
+  if (start.predecessor !== undefined) {
+    if (frame.tryOnly) throw locked(name, start.predecessor.key);
+    frame.waiting();
+  }
   return waitForTurn(client, read, start, frame.context);
 }

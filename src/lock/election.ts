@@ -69,7 +69,7 @@ export class Election<S extends LeaseSession = LeaseSession> {
     const key = `${prefix}${session.leaseHex}`;
     const text = typeof value === "string" ? value : toText(value);
     const leave = (revision: number | undefined) => deleteOwnKey(session.client, key, revision);
-    const revision = await attempt(session, options, `leadership of ${name}`, leave, async (frame) => {
+    const revision = await attempt(session, options, { kind: "leadership", name }, leave, async (frame) => {
       const line = await frame.join((signal) => enqueue(session.client, prefix, key, text, session.leaseId, signal));
       if (!line.created && line.own?.value !== text) {
         // Campaigning again with a new value: update our own key, whatever our place in the line.
@@ -80,6 +80,7 @@ export class Election<S extends LeaseSession = LeaseSession> {
           .commit({ signal: frame.signal });
       }
       if (frame.tryOnly && line.owner !== undefined && line.owner.createRevision !== line.revision) throw notLeader(name);
+      if (line.owner !== undefined && line.owner.createRevision !== line.revision) frame.waiting(line.ahead);
       await waitInLine(session.client, prefix, line, frame.context);
       return line.revision;
     });

@@ -6,6 +6,7 @@ import type { CallOptions } from "../gateway/transport.js";
 import type { LeaseSession } from "./lease-session.js";
 import { deleteOwnKey } from "./queue.js";
 import { ReleaseSends } from "./sends.js";
+import { type Subject, subjectText } from "./subject.js";
 
 /** What every holding is made of. */
 export interface HeldState<S extends LeaseSession = LeaseSession> {
@@ -29,8 +30,14 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   readonly header: ResponseHeader;
   /** The session whose lease it is bound to. */
   readonly session: S;
+  /** The fencing token: the create revision of its key(s). */
+  abstract readonly revision: number;
+  /** What it is, for errors and events. */
+  readonly #subject: Subject;
   /** How errors name it: "lock x", "permit of semaphore y". */
   readonly #what: string;
+  /** When it was acquired, for `onEvent` only. */
+  readonly #acquiredAt: number;
   readonly #releaseLocal: () => void;
   /** Created on first use of `signal`: most holdings are never asked for one, and aborting costs an Error. */
   #controller: AbortController | undefined;
@@ -42,11 +49,13 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   readonly #releaseSends: ReleaseSends;
 
   /** @internal Subscribes to nothing until `signal` is read. */
-  constructor(state: HeldState<S>, what: string) {
+  constructor(state: HeldState<S>, subject: Subject) {
     this.session = state.session;
     this.leaseId = state.session.leaseId;
     this.header = state.header;
-    this.#what = what;
+    this.#subject = subject;
+    this.#what = subjectText(subject);
+    this.#acquiredAt = state.session.client.transport.events.on ? performance.now() : 0;
     this.#releaseLocal = state.releaseLocal ?? (() => {});
     this.#releaseSends = new ReleaseSends(() => state.session.beforeDeadline());
   }
@@ -99,7 +108,7 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   #watchSession(): void {
     const session = this.session.signal;
     const onLost = () =>
-      this.#end(() => (this.session.closed ? heldReleased(this.#what, "its session was closed") : heldLost(this.#what, undefined, session.reason)));
+      this.#end(() => (this.session.closed ? heldReleased(this.#what, "its session was closed") : heldLost(this.#what, undefined, session.reason)), !this.session.closed);
     if (session.aborted) return onLost();
     session.addEventListener("abort", onLost, { once: true });
     this.#stopWatchingSession = () => session.removeEventListener("abort", onLost);
@@ -108,12 +117,32 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   async #release(options: CallOptions): Promise<void> {
     const deleted = await this.deleteKeys({ ...options, onSent: this.#releaseSends.sent });
     this.#released = true;
+    const lost = !deleted && !this.#releaseSends.goneMeansDone;
+    this.#emit(lost ? "lock.lost" : "lock.released");
     this.#end(() => heldReleased(this.#what, "it was released"));
-    if (!deleted && !this.#releaseSends.goneMeansDone) throw heldLost(this.#what);
+    if (lost) throw heldLost(this.#what);
   }
 
-  #end(reason: () => EtcdError): void {
+  /**
+   * @internal With an `onEvent` handler set, follows the session from the moment of acquisition so that
+   * its loss is told at once (otherwise nothing is subscribed until `signal` is read).
+   */
+  observe(): void {
+    if (this.#controller === undefined) void this.signal;
+  }
+
+  #emit(type: "lock.released" | "lock.lost"): void {
+    const events = this.session.client.transport.events;
+    if (!events.on) return;
+    const { kind, name } = this.#subject;
+    if (type === "lock.lost") events.emit({ type, kind, name, revision: this.revision });
+    else events.emit({ type, kind, name, revision: this.revision, heldMs: performance.now() - this.#acquiredAt });
+  }
+
+  /** Ends it once; `lost` when its session's lease ended under it (told to `onEvent`). */
+  #end(reason: () => EtcdError, lost = false): void {
     if (this.#ended) return;
+    if (lost) this.#emit("lock.lost");
     this.#ended = reason;
     this.#stopWatchingSession?.();
     this.#controller?.abort(reason());
@@ -142,8 +171,8 @@ export abstract class HeldKey<S extends LeaseSession = LeaseSession> extends Hel
   readonly revision: number;
 
   /** @internal */
-  constructor(state: HeldKeyState<S>, what: string) {
-    super(state, what);
+  constructor(state: HeldKeyState<S>, subject: Subject) {
+    super(state, subject);
     this.name = state.name;
     this.key = state.key;
     this.revision = state.revision;

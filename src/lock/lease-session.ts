@@ -157,6 +157,8 @@ export class LeaseSession {
       if (!this.#lost.signal.aborted) {
         this.#deadline = Math.max(this.#deadline, sentAt + ttl * 1000);
         this.#armDeadline();
+        const events = this.client.transport.events;
+        if (events.on) events.emit({ type: "session.renewed", leaseId: this.leaseId, ttl });
       }
       this.#throwIfDead();
       return ttl;
@@ -224,7 +226,11 @@ export class LeaseSession {
     this.#stopRenewing?.();
     clearTimeout(this.#deadlineTimer);
     this.#stopRenewing = this.#deadlineTimer = undefined;
-    if (!this.#lost.signal.aborted) this.#lost.abort(reason);
+    if (this.#lost.signal.aborted) return;
+    // Told before the abort, whose listeners tell of the locks lost with it.
+    const events = this.client.transport.events;
+    if (events.on && !this.#closed) events.emit({ type: "session.lost", leaseId: this.leaseId, code: reason.code });
+    this.#lost.abort(reason);
   }
 
   #armDeadline(): void {
@@ -252,7 +258,9 @@ export class LeaseSession {
         const endpoints = Math.max(2, this.client.config.endpoints.length);
         this.renew({ timeout: Math.max(1, left), attemptTimeout: Math.max(250, left / endpoints) }).then(
           () => stopped || schedule(dueIn()),
-          () => {
+          (error: unknown) => {
+            const events = this.client.transport.events;
+            if (events.on) events.emit({ type: "session.renewFailed", leaseId: this.leaseId, code: isEtcdError(error) ? error.code : "UNKNOWN" });
             // A transient failure: try again soon while the deadline allows; a lost lease has already aborted.
             if (!stopped && this.alive) schedule(Math.min(1_000, this.remaining() / 2));
           },

@@ -21,7 +21,7 @@ export type LockState<S extends LeaseSession = LeaseSession> = HeldKeyState<S>;
 export class Lock<S extends LeaseSession = LeaseSession> extends HeldKey<S> {
   /** Made by `mutex.lock()` and `etcd.resumeLock()`; subscribes to nothing until `signal` is read. */
   constructor(state: LockState<S>) {
-    super(state, `lock ${state.name}`);
+    super(state, { kind: "lock", name: state.name });
   }
 
   /**

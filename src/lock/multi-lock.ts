@@ -25,7 +25,7 @@ export class MultiLock<S extends LeaseSession = LeaseSession> extends Held<S> {
 
   /** @internal Made by `session.lockAll()`; subscribes to nothing until `signal` is read. */
   constructor(state: MultiLockState<S>) {
-    super(state, `locks ${state.names.join(", ")}`);
+    super(state, { kind: "locks", name: state.names.join(", ") });
     this.names = Object.freeze([...state.names]);
     this.keys = Object.freeze([...state.keys]);
     this.revision = state.revision;

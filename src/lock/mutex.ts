@@ -39,7 +39,7 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
     // With the revision unknown (the join's answer was lost) the key is deleted unguarded: this caller still
     // holds the session's local turn for it, so no other contender of this session can be using it.
     const leave = (revision: number | undefined) => deleteOwnKey(session.client, key, revision);
-    return attempt(session, options, `lock ${name}`, leave, async (frame) => {
+    return attempt(session, options, { kind: "lock", name }, leave, async (frame) => {
       // etcd sees one key per session and name, so this session's own contenders queue here first.
       const turn = frame.tryOnly ? session.turns.tryTake(key) : await session.turns.take(key, frame.signal);
       if (turn === undefined) throw locked(name, "another caller of this session");
@@ -48,6 +48,7 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
       let header = line.header;
       if (line.owner !== undefined && line.owner.createRevision !== line.revision) {
         if (frame.tryOnly) throw locked(name, line.owner.key);
+        frame.waiting(line.ahead);
         header = await waitInLine(session.client, prefix, line, frame.context);
       }
       return new Lock({ name, key, session, revision: line.revision, header, releaseLocal: turn });

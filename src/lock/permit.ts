@@ -10,7 +10,7 @@ import type { LeaseSession } from "./lease-session.js";
 export class Permit<S extends LeaseSession = LeaseSession> extends HeldKey<S> {
   /** @internal Made by `semaphore.acquire()`; subscribes to nothing until `signal` is read. */
   constructor(state: HeldKeyState<S>) {
-    super(state, `permit of semaphore ${state.name}`);
+    super(state, { kind: "permit", name: state.name });
   }
 
   /**

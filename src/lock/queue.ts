@@ -84,13 +84,15 @@ export async function enqueue(client: EtcdClient, prefix: string, key: string, v
       own: newest.kvs[0],
       owner: owner.kvs[0],
       predecessor: newest.kvs.find((kv) => kv.createRevision < revision),
+      // Ours is the newest key under the prefix, so every other one is ahead of it.
+      ahead: newest.count - 1,
       created: true,
     };
   }
   const [own, owner] = result.responses;
   const mine = own.kvs[0];
   if (mine === undefined) throw internal(`key ${key} vanished inside one transaction`);
-  return { header: result.header, revision: mine.createRevision, own: mine, owner: owner.kvs[0], predecessor: undefined, created: false };
+  return { header: result.header, revision: mine.createRevision, own: mine, owner: owner.kvs[0], predecessor: undefined, ahead: undefined, created: false };
 }
 
 /**

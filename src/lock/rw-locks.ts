@@ -9,7 +9,7 @@ import type { LeaseSession } from "./lease-session.js";
 export class ReadLock<S extends LeaseSession = LeaseSession> extends HeldKey<S> {
   /** @internal Made by `rwlock.readLock()`. */
   constructor(state: HeldKeyState<S>) {
-    super(state, `read lock ${state.name}`);
+    super(state, { kind: "read", name: state.name });
   }
 
   /** Releases it with one request, as `Lock.unlock()`: LOCK_RELEASED if released already, LOCK_LOST if lost. */
@@ -25,7 +25,7 @@ export class ReadLock<S extends LeaseSession = LeaseSession> extends HeldKey<S> 
 export class WriteLock<S extends LeaseSession = LeaseSession> extends HeldKey<S> {
   /** @internal Made by `rwlock.writeLock()`. */
   constructor(state: HeldKeyState<S>) {
-    super(state, `write lock ${state.name}`);
+    super(state, { kind: "write", name: state.name });
   }
 
   /** Releases it with one request, as `Lock.unlock()`: LOCK_RELEASED if released already, LOCK_LOST if lost. */

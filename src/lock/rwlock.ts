@@ -59,7 +59,7 @@ export class RWLock<S extends LeaseSession = LeaseSession> {
     const { session, name } = this;
     const client = session.client;
     const line = this.#line("read");
-    return attempt(session, options, `read lock ${name}`, this.#leave(line.key), async (a) => {
+    return attempt(session, options, { kind: "read", name }, this.#leave(line.key), async (a) => {
       const joined = await a.join((signal) => joinAsReader(client, line, session.leaseId, signal));
       const header = await waitAfterJoin(client, a, name, readerLine(client, line, joined.revision), joined);
       return new ReadLock({ session, name, key: line.key, revision: joined.revision, header });
@@ -76,7 +76,7 @@ export class RWLock<S extends LeaseSession = LeaseSession> {
     const { session, name } = this;
     const client = session.client;
     const line = this.#line("write");
-    return attempt(session, options, `write lock ${name}`, this.#leave(line.key), async (a) => {
+    return attempt(session, options, { kind: "write", name }, this.#leave(line.key), async (a) => {
       const joined = await a.join((signal) => enqueue(client, line.prefix, line.key, "", session.leaseId, signal));
       const header = await waitAfterJoin(client, a, name, writerLine(client, line, joined.revision), { ...joined, ownExists: true });
       return new WriteLock({ session, name, key: line.key, revision: joined.revision, header });

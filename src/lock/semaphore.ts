@@ -76,10 +76,13 @@ export class Semaphore<S extends LeaseSession = LeaseSession> {
     const client = session.client;
     const line: SlotLine = { name, prefix: this.prefix, key: uniqueKey(this.prefix, session.leaseHex), permits: this.permits };
     const leave = (revision: number | undefined) => deleteOwnKey(client, line.key, revision);
-    return attempt(session, options, `a permit of semaphore ${name}`, leave, async (a) => {
+    return attempt(session, options, { kind: "permit", name }, leave, async (a) => {
       const joined = await a.join((signal) => joinSlots(client, line, session.leaseId, signal));
       checkPermits(line, joined.oldest);
-      if (joined.ownExists && joined.older >= line.permits && a.tryOnly) throw noPermit(name, line.permits);
+      if (joined.ownExists && joined.older >= line.permits) {
+        if (a.tryOnly) throw noPermit(name, line.permits);
+        a.waiting(joined.older);
+      }
       const header = await waitForSlot(client, line, joined.revision, joined, a.context);
       return new Permit({ session, name, key: line.key, revision: joined.revision, header });
     });
