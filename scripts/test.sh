@@ -6,7 +6,8 @@ source scripts/lib/env.sh
 
 ensure_node
 ensure_deps
-ensure_etcd
+# etcd 3.4 (the system's) and 3.5 (fetched into .cache/etcd): the etcd-3.4 and etcd-3.5 projects run on them.
+ensure_etcd_versions
 
 step() {
   echo

@@ -10,6 +10,7 @@ import { randomUUID } from "node:crypto";
 import { inject } from "vitest";
 import { Etcd, EtcdError, type EtcdOptions, type Fetch } from "../../src/index.js";
 import type { AuthOptions, MockEtcd } from "../../src/testing/mock.js";
+import type { EtcdVersion } from "../support/etcd-versions.js";
 import { sleep, until, within, stillPending, rejection } from "../support/async.js";
 export { sleep, until, within, stillPending, rejection };
 
@@ -17,6 +18,8 @@ export type BackendName = "mock" | "etcd";
 
 export interface Backend {
   readonly name: BackendName;
+  /** Whose wire this backend speaks: the mock follows 3.4; a real member is its project's version. */
+  readonly wire: EtcdVersion;
   /** The transport clients use by default: the mock's fetch, or the runtime's global fetch. Wrap it to count requests. */
   readonly fetch: Fetch;
   /** The mock itself, for inspection (mock backend only). */
@@ -69,6 +72,7 @@ async function openMock(options: BackendOptions): Promise<Backend> {
   const fetch = mock.fetch as unknown as Fetch;
   return {
     name: "mock",
+    wire: "3.4",
     fetch,
     mock,
     namespace: "",
@@ -90,6 +94,7 @@ async function openEtcd(options: BackendOptions): Promise<Backend> {
     const namespace = `conf-${randomUUID()}/`;
     return {
       name: "etcd",
+      wire: inject("etcdVersion"),
       fetch,
       mock: undefined,
       namespace,
@@ -117,6 +122,7 @@ async function openEtcd(options: BackendOptions): Promise<Backend> {
   }
   return {
     name: "etcd",
+    wire: inject("etcdVersion"),
     fetch,
     mock: undefined,
     namespace: "",

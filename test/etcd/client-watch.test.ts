@@ -3,7 +3,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { cmp, Etcd, EtcdCompactedError, EtcdError, op, type WatchBatch, type WatchQuery } from "../../src/index.js";
 import { startEtcd, type EtcdMember } from "./harness";
-import { startTcpProxy, type TcpProxy } from "./tcp-proxy";
+import { startTcpProxy, type TcpProxy } from "../support/tcp-proxy.js";
 import { client, eventually, events, pull, recordingFetch, sharedEndpoint, sleep, uniquePrefix, within } from "./support";
 
 const etcd = client();

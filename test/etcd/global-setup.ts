@@ -1,30 +1,17 @@
-// globalSetup of the vitest `etcd` project: one real member shared by every test file.
+// globalSetup of the vitest `etcd-3.4` and `etcd-3.5` projects: finds (or fetches) the project's etcd version
+// and starts one member of it, shared by every test file of the project.
 /// <reference path="./provided.d.ts" />
-import { spawnSync } from "node:child_process";
 import type { TestProject } from "vitest/node";
-import { startEtcd } from "./harness";
-
-function assertEtcdInstalled(): void {
-  const probes: Array<[string, string]> = [
-    ["etcd", "--version"],
-    ["etcdctl", "version"],
-  ];
-  for (const [binary, versionArg] of probes) {
-    const probe = spawnSync(binary, [versionArg], { stdio: "ignore" });
-    if (probe.error || probe.status !== 0) {
-      // Never skip: a suite that silently passes without etcd proves nothing.
-      throw new Error(
-        `${binary} is not installed (or not on PATH), and the etcd test project needs a real etcd. ` +
-          `Install it with: sudo apt-get install etcd-server etcd-client (Debian/Ubuntu), ` +
-          `or run: bash .ci/run`,
-      );
-    }
-  }
-}
+import { startEtcd } from "../support/etcd-members.js";
+import { etcdBinaries } from "../support/etcd-versions.js";
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  assertEtcdInstalled();
-  const member = await startEtcd({ name: "global" });
+  const version = project.getProvidedContext().etcdVersion;
+  if (version === undefined) throw new Error(`project ${project.name} sets no etcdVersion in vitest.config.ts`);
+  const { release, binDir } = etcdBinaries(version);
+  const member = await startEtcd({ name: `global-${version}`, binDir });
+  project.provide("etcdRelease", release);
+  project.provide("etcdBinDir", binDir);
   project.provide("etcdEndpoint", member.clientUrl);
   return async () => {
     await member.stop();

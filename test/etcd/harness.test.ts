@@ -2,7 +2,7 @@
 // Tests of the test harness itself, over the gateway with plain fetch (no SDK code involved).
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { addUser, enableAuth, startCluster, startEtcd, type EtcdCluster } from "./harness";
-import { startTcpProxy } from "./tcp-proxy";
+import { startTcpProxy } from "../support/tcp-proxy.js";
 
 const b64 = (s: string) => Buffer.from(s, "utf8").toString("base64");
 const unb64 = (s: string) => Buffer.from(s, "base64").toString("utf8");
@@ -71,12 +71,20 @@ async function makeLeader(cluster: EtcdCluster, index: number): Promise<void> {
   expect((await memberStatus(cluster.endpoints[index]!)).leader).toBe(target.id);
 }
 
+/** What the member says it is (GET /version): the harness must start the project's version, never another. */
+async function serverRelease(endpoint: string): Promise<string> {
+  const res = await fetch(`${endpoint}/version`, { signal: AbortSignal.timeout(5_000) });
+  return ((await res.json()) as { etcdserver: string }).etcdserver;
+}
+
 const unique = (label: string) => `harness-test/${label}/${Date.now()}-${Math.random().toString(36).slice(2)}`;
 
 describe("global member", () => {
-  it("is provided by global-setup and serves put and range", async () => {
+  it("is provided by global-setup, is the project's etcd version, and serves put and range", async () => {
     const endpoint = inject("etcdEndpoint");
     expect(endpoint).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    expect(inject("etcdRelease").startsWith(`${inject("etcdVersion")}.`)).toBe(true);
+    expect(await serverRelease(endpoint)).toBe(inject("etcdRelease"));
     const key = unique("global");
     await putOk(endpoint, key, "hello");
     expect(await get(endpoint, key)).toBe("hello");
@@ -87,6 +95,7 @@ describe("single member", () => {
   it("keeps its data across kill() and restart()", async () => {
     const member = await startEtcd();
     try {
+      expect(await serverRelease(member.clientUrl)).toBe(inject("etcdRelease"));
       const key = unique("restart");
       await putOk(member.clientUrl, key, "survives");
       const firstPid = member.pid;
@@ -112,6 +121,7 @@ describe("3-member cluster", () => {
 
   it("replicates a put on one member to the others", async () => {
     const [a, , c] = cluster.members;
+    for (const endpoint of cluster.endpoints) expect(await serverRelease(endpoint)).toBe(inject("etcdRelease"));
     const key = unique("replicate");
     await putOk(a!.clientUrl, key, "v1");
     expect(await get(c!.clientUrl, key)).toBe("v1");

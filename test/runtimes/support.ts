@@ -20,7 +20,8 @@ import { arch, platform } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { expect, inject } from "vitest";
-import { freePort } from "../etcd/harness";
+import { freePort } from "../support/etcd-members.js";
+import type { EtcdVersion } from "../support/etcd-versions.js";
 import { cleanEnv, runProcess, spawnChild, tail } from "./processes";
 
 export { cleanEnv, runProcess } from "./processes";
@@ -165,8 +166,9 @@ export function project(): string {
   return inject("runtimesProject");
 }
 
-export function etcdEndpoint(): string {
-  return inject("etcdEndpoint");
+/** The member of `version` started by global-setup (3.4 unless a test's row says otherwise). */
+export function etcdEndpoint(version: EtcdVersion = "3.4"): string {
+  return inject("etcdEndpoints")[version];
 }
 
 /** A key prefix no other test uses. */
