@@ -1,6 +1,6 @@
 // globalSetup of the vitest `runtimes` project: starts one etcd member of every version the tests cover, then
 // packs the BUILT package once, the way it is published, and installs the tarball into a temp project outside
-// the repo, next to the shared scripts. Every runtime then imports "etcd-edge" by name from there.
+// the repo, next to the scenario scripts (test/runtimes/scenario/). Every runtime then imports "etcd-edge" by name from there.
 /// <reference path="./provided.d.ts" />
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url";
 import type { TestProject } from "vitest/node";
 import { startEtcd, type EtcdMember } from "../support/etcd-members.js";
 import { etcdBinaries, ETCD_VERSIONS, type EtcdVersion } from "../support/etcd-versions.js";
-import { runProcess } from "./processes";
+import { runProcess } from "../support/processes.js";
 
 const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
@@ -77,7 +77,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     writeFileSync(join(dir, "package.json"), `${JSON.stringify({ name: "etcd-edge-runtimes", private: true, type: "module" }, null, 2)}\n`);
     // Its dependency (base64-js) comes from the npm cache or registry, as for any user.
     await npm(["install", "--ignore-scripts", "--no-package-lock", tarball], dir);
-    cpSync(join(REPO_ROOT, "test", "runtimes", "shared"), dir, { recursive: true });
+    cpSync(join(REPO_ROOT, "test", "runtimes", "scenario"), dir, { recursive: true });
     project.provide("runtimesProject", dir);
   } catch (error) {
     rmSync(root, { recursive: true, force: true });
