@@ -2,21 +2,18 @@
 //
 // Sessions here are keepAlive "manual": no background renewals. Their client-side deadline runs on the REAL
 // monotonic clock, while the mock's leases run on virtual time; see the expiry tests for what that means.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { type Etcd, EtcdError, type Lock, op, type Session } from "../../src/index.js";
-import { type Backend, countingFetch, openBackend, rejection, stillPending, until, within } from "./backend.js";
+import { rejection, stillPending, until, within } from "../support/async.js";
+import { recordingFetch } from "../support/etcd.js";
+import { useBackend } from "./backend.js";
 
-let backend: Backend;
-let etcd: Etcd;
+const { backend, etcd } = useBackend();
 const sessions: Session[] = [];
 
-beforeAll(async () => {
-  backend = await openBackend();
-  etcd = backend.client();
-});
+// Registered after useBackend's, so it runs before the backend closes.
 afterAll(async () => {
   await Promise.all(sessions.map((s) => s.close().catch(() => {})));
-  await backend?.close();
 });
 
 let n = 0;
@@ -68,7 +65,7 @@ describe("mutex", () => {
       const name = fresh();
       const holderSession = await session();
       const holder = await holderSession.mutex(name).lock();
-      const fetch = countingFetch(backend.fetch);
+      const fetch = recordingFetch(backend.fetch);
       const waiterSession = await session(30, backend.client({ fetch }));
       const mark = fetch.mark();
       const acquiring = waiterSession.mutex(name).lock();

@@ -2,7 +2,8 @@
 // proclaim, resign, observe, withdrawal on abort/timeout, NOT_LEADER, key layout, fencing.
 import { afterAll, describe, it } from "vitest";
 import { type Election, EtcdError, type Leader, op, type Session } from "../../src/index.js";
-import { client, keysUnder, leaseHex, rejection, sleep, stillPending, uniqueName, until, within } from "./fixtures/lock-helpers";
+import { rejection, sleep, stillPending, until, within } from "../support/async.js";
+import { client, keysUnder, leaseHex, uniqueName } from "../support/etcd.js";
 
 const etcd = client();
 const sessions: Session[] = [];

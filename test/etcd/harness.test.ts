@@ -1,8 +1,10 @@
 /// <reference path="./provided.d.ts" />
-// Tests of the test harness itself, over the gateway with plain fetch (no SDK code involved).
+// Tests of the test harness itself, over the gateway with plain fetch (no SDK code involved): members,
+// clusters, restarts, auth and the TCP relay, all of the project's etcd version.
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { addUser, enableAuth, startCluster, startEtcd, type EtcdCluster } from "./harness";
+import { eventually } from "../support/etcd.js";
 import { startTcpProxy } from "../support/tcp-proxy.js";
+import { addUser, enableAuth, makeLeader, startCluster, startEtcd, type EtcdCluster } from "./harness.js";
 
 const b64 = (s: string) => Buffer.from(s, "utf8").toString("base64");
 const unb64 = (s: string) => Buffer.from(s, "base64").toString("utf8");
@@ -38,37 +40,9 @@ async function get(endpoint: string, key: string): Promise<string | undefined> {
   return kvs[0] === undefined ? undefined : unb64(kvs[0].value ?? "");
 }
 
-async function eventually<T>(what: string, timeoutMs: number, attempt: () => Promise<T>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await attempt();
-    } catch (err) {
-      if (Date.now() > deadline) throw new Error(`${what} did not succeed within ${timeoutMs} ms: ${String(err)}`);
-      await new Promise((resolve) => setTimeout(resolve, 200));
-    }
-  }
-}
-
 async function putOk(endpoint: string, key: string, value: string): Promise<void> {
   const { status, body } = await put(endpoint, key, value);
   if (status !== 200) throw new Error(`put ${key}: HTTP ${status} ${JSON.stringify(body)}`);
-}
-
-async function memberStatus(endpoint: string): Promise<{ id: string; leader: string }> {
-  const { body } = await call(endpoint, "/v3/maintenance/status", {});
-  const header = body.header as { member_id: string };
-  return { id: header.member_id, leader: body.leader as string };
-}
-
-async function makeLeader(cluster: EtcdCluster, index: number): Promise<void> {
-  const target = await memberStatus(cluster.endpoints[index]!);
-  if (target.leader === target.id) return;
-  const statuses = await Promise.all(cluster.endpoints.map(memberStatus));
-  const leader = cluster.members[statuses.findIndex((s) => s.id === s.leader)]!;
-  // IDs are uint64 decimal strings on the wire; etcdctl wants hex.
-  await leader.etcdctl("move-leader", BigInt(target.id).toString(16));
-  expect((await memberStatus(cluster.endpoints[index]!)).leader).toBe(target.id);
 }
 
 /** What the member says it is (GET /version): the harness must start the project's version, never another. */

@@ -4,7 +4,7 @@
 import { inject } from "vitest";
 import * as members from "../support/etcd-members.js";
 
-export { addUser, enableAuth, type EtcdCluster, type EtcdMember } from "../support/etcd-members.js";
+export { addUser, enableAuth, makeLeader, type EtcdCluster, type EtcdMember } from "../support/etcd-members.js";
 
 /** Options of a member; the binaries are the project's. */
 export type EtcdOptions = Omit<members.EtcdOptions, "binDir">;

@@ -3,9 +3,15 @@
 // poll-mode waiter must never open a watch.
 import { afterAll, describe, expect, it } from "vitest";
 import type { Etcd, Lock, Session } from "../../src/index.js";
-import { client, countingFetch, median, sleep, stillPending, uniqueName, until, within } from "./fixtures/lock-helpers";
+import { sleep, stillPending, until, within } from "../support/async.js";
+import { client, recordingFetch, uniqueName } from "../support/etcd.js";
 
 const etcd = client();
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)]!;
+}
 const sessions: Session[] = [];
 
 afterAll(async () => {
@@ -29,7 +35,7 @@ async function release(kind: Release, lock: Lock, session: Session): Promise<voi
 
 describe("uncontended", () => {
   it("lock is exactly one request (/v3/kv/txn) and unlock exactly one (/v3/kv/txn)", async () => {
-    const fetch = countingFetch();
+    const fetch = recordingFetch();
     const c = client({ fetch });
     const session = await manualSession(c);
     const mutex = session.mutex(uniqueName());
@@ -58,7 +64,7 @@ describe.each<Release>(["unlock", "session.close", "lease.revoke"])("watch-mode 
       const holderSession = await manualSession();
       const holder = await holderSession.mutex(name).lock();
 
-      const fetch = countingFetch();
+      const fetch = recordingFetch();
       const waiterSession = await manualSession(client({ fetch }));
       const mark = fetch.mark();
       const pending = waiterSession.mutex(name).lock({ timeout: 20_000 });
@@ -93,7 +99,7 @@ describe("poll mode", () => {
     const holderSession = await manualSession();
     const holder = await holderSession.mutex(name).lock();
 
-    const fetch = countingFetch();
+    const fetch = recordingFetch();
     const waiterSession = await manualSession(client({ fetch }));
     const mark = fetch.mark();
     const pending = waiterSession.mutex(name).lock({ wait: "poll", pollInterval: 200, timeout: 20_000 });

@@ -5,7 +5,8 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { op, type Session } from "../../src/index.js";
 import { etcdBinDir } from "./harness.js";
-import { client, endpoint, keysUnder, leaseHex, sleep, stillPending, uniqueName, until, within } from "./fixtures/lock-helpers";
+import { sleep, stillPending, until, within } from "../support/async.js";
+import { client, keysUnder, leaseHex, sharedEndpoint, uniqueName } from "../support/etcd.js";
 
 const etcd = client();
 const children = new Set<ChildProcess>();
@@ -29,7 +30,7 @@ interface Etcdctl {
 }
 
 function etcdctlLock(name: string, ...command: string[]): Etcdctl {
-  const args = [`--endpoints=${endpoint()}`, "lock", name, "--ttl=10", ...(command.length > 0 ? ["--", ...command] : [])];
+  const args = [`--endpoints=${sharedEndpoint()}`, "lock", name, "--ttl=10", ...(command.length > 0 ? ["--", ...command] : [])];
   const child = spawn(join(etcdBinDir(), "etcdctl"), args, { env: { ...process.env, ETCDCTL_API: "3" }, stdio: ["ignore", "pipe", "pipe"] });
   children.add(child);
   const lines: Etcdctl["lines"] = [];

@@ -456,6 +456,27 @@ export function startCluster(size: number, opts: EtcdOptions): Promise<EtcdClust
 }
 
 // ---------------------------------------------------------------------------------------------
+// Leadership
+
+/** The member's ID and the leader's ID as the member knows it (uint64 decimal strings, as on the wire). */
+export async function memberStatus(endpoint: string): Promise<{ id: string; leader: string }> {
+  const res = await fetch(`${endpoint}/v3/maintenance/status`, { method: "POST", body: "{}", signal: AbortSignal.timeout(5_000) });
+  const body = (await res.json()) as { header: { member_id: string }; leader: string };
+  return { id: body.header.member_id, leader: body.leader };
+}
+
+/** Makes `cluster.members[index]` the raft leader, with the current leader's `etcdctl move-leader` (hex IDs). */
+export async function makeLeader(cluster: EtcdCluster, index: number): Promise<void> {
+  const target = await memberStatus(cluster.endpoints[index]!);
+  if (target.leader === target.id) return;
+  const statuses = await Promise.all(cluster.endpoints.map(memberStatus));
+  const leader = cluster.members[statuses.findIndex((s) => s.id === s.leader)]!;
+  await leader.etcdctl("move-leader", BigInt(target.id).toString(16));
+  const now = await memberStatus(cluster.endpoints[index]!);
+  if (now.leader !== target.id) throw new Error(`member ${index} is not the leader after move-leader (leader ${now.leader})`);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Auth
 
 export async function enableAuth(member: EtcdMember, { rootPassword }: { rootPassword: string }): Promise<void> {
