@@ -1,10 +1,10 @@
 // Auth on the in-memory gateway (configured users) and on a real auth-enabled member: tokens, permissions,
 // and how failures are classified. What only a real member can show (it forgets tokens on restart) is in
 // test/etcd/auth-token-refresh.test.ts.
-import { afterEach, describe, expect, it } from "vitest";
-import { cmp, type Etcd, EtcdServerError, op, type WatchBatch, type WatchQuery } from "../../src/index.js";
+import { describe, expect, it } from "vitest";
+import { cmp, EtcdServerError, op } from "../../src/index.js";
 import { rejection, within } from "../support/async.js";
-import { eventCount, events, pull, recordingFetch } from "../support/etcd.js";
+import { eventCount, events, pull, recordingFetch, useWatches } from "../support/etcd.js";
 import { useBackend } from "./backend.js";
 
 const auth = { rootPassword: "root-pw", users: { alice: { password: "alice-pw", prefix: "alice/" } } };
@@ -18,17 +18,7 @@ function user(username = "alice", password = "alice-pw") {
 
 const authCalls = (fetch: ReturnType<typeof recordingFetch>) => fetch.paths().filter((p) => p === "/v3/auth/authenticate").length;
 
-const watches = new Set<AbortController>();
-afterEach(() => {
-  for (const controller of watches) controller.abort(new Error("test finished"));
-  watches.clear();
-});
-
-function watchOn(etcd: Etcd, query: WatchQuery): AsyncIterator<WatchBatch> {
-  const controller = new AbortController();
-  watches.add(controller);
-  return etcd.watch({ ...query, signal: controller.signal })[Symbol.asyncIterator]();
-}
+const watchOn = useWatches();
 
 describe("with credentials", () => {
   it("a user reads and writes under its prefix, authenticating once for many calls", async () => {

@@ -1,8 +1,8 @@
 // The `namespace` option on the mock and on real etcd: every key sent is prefixed, every key received is
 // stripped, and no call reaches outside the namespace (KV, ranges to "\0", 0xff prefixes, txn, watch, leases).
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { cmp, type Etcd, type KeyValue, op, type WatchBatch } from "../../src/index.js";
-import { bytes, eventCount, events, pull } from "../support/etcd.js";
+import { bytes, eventCount, events, pull, useWatches } from "../support/etcd.js";
 import { useBackend } from "./backend.js";
 
 const { backend } = useBackend();
@@ -24,11 +24,7 @@ function scopedPair(): { ns: string; scoped: Etcd; plain: Etcd; sibling: string 
 
 const keysOf = (kvs: KeyValue[]) => kvs.map((kv) => kv.key);
 
-const watches = new Set<AbortController>();
-afterEach(() => {
-  for (const controller of watches) controller.abort(new Error("test finished"));
-  watches.clear();
-});
+const watchOn = useWatches();
 
 describe("kv", () => {
   it("prefixes keys on the way out and strips them on the way back (put, get, prevKv, range, delete)", async () => {
@@ -86,9 +82,7 @@ describe("txn, watch, lease", () => {
   it("a watch sees its keys without the namespace, and nothing outside it", async () => {
     const { ns, scoped, plain, sibling } = scopedPair();
     const { header } = await plain.range({ prefix: ns, countOnly: true });
-    const controller = new AbortController();
-    watches.add(controller);
-    const watch = scoped.watch({ prefix: "", startRevision: header.revision + 1, signal: controller.signal })[Symbol.asyncIterator]();
+    const watch = watchOn(scoped, { prefix: "", startRevision: header.revision + 1 });
     await plain.put(sibling, "outside");
     await scoped.put("a", "1");
     await plain.put(`${ns}b`, "2");

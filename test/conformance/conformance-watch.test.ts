@@ -3,28 +3,18 @@
 // test/etcd/watch-connections.test.ts.
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { type Etcd, EtcdError, op, type WatchBatch, type WatchQuery } from "../../src/index.js";
 import { sleep, within } from "../support/async.js";
-import { eventCount, pull } from "../support/etcd.js";
+import { eventCount, pull, useWatches } from "../support/etcd.js";
 import { useBackend } from "./backend.js";
 
 const { backend, etcd } = useBackend();
 
-const open = new Set<AbortController>();
-afterEach(() => {
-  for (const c of open) c.abort(new Error("test over"));
-  open.clear();
-});
+const watchOn = useWatches();
 
 let n = 0;
 const fresh = () => `watch${++n}/`;
-
-function watchOn(client: Etcd, query: WatchQuery): AsyncIterator<WatchBatch> {
-  const controller = new AbortController();
-  open.add(controller);
-  return client.watch({ signal: controller.signal, ...query })[Symbol.asyncIterator]();
-}
 
 /** Pulls batches until `events` events have arrived (within 5 s). */
 const take = (iterator: AsyncIterator<WatchBatch>, events: number) => pull(iterator, eventCount(events), 5_000);

@@ -2,10 +2,10 @@
 // cannot show on the in-memory gateway. A TCP relay in front of the member cuts live streams and counts open
 // sockets: resume after cut connections without a lost or repeated revision, connections closed on COMPACTED,
 // abort and break, and the member-wide progress notifications.
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { type Etcd, EtcdCompactedError, EtcdError, type WatchBatch, type WatchQuery } from "../../src/index.js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Etcd, EtcdCompactedError, EtcdError, type WatchBatch } from "../../src/index.js";
 import { sleep, within } from "../support/async.js";
-import { client, eventCount, events, eventually, pull, recordingFetch, sharedEndpoint, uniquePrefix } from "../support/etcd.js";
+import { client, eventCount, events, eventually, pull, recordingFetch, sharedEndpoint, uniquePrefix, useWatches } from "../support/etcd.js";
 import { startTcpProxy, type TcpProxy } from "../support/tcp-proxy.js";
 import { startEtcd, type EtcdMember } from "./harness.js";
 
@@ -16,19 +16,7 @@ async function currentRevision(c: Etcd = etcd): Promise<number> {
   return (await c.range({ key: "\0revision-probe" })).header.revision;
 }
 
-/** Watches opened by a test, aborted after it: return() would queue behind a pending next() forever. */
-const openWatches = new Set<AbortController>();
-afterEach(() => {
-  for (const controller of openWatches) controller.abort(new Error("test finished"));
-  openWatches.clear();
-});
-
-function open(c: Etcd, query: WatchQuery): AsyncIterator<WatchBatch> {
-  const controller = new AbortController();
-  openWatches.add(controller);
-  const signal = query.signal === undefined ? controller.signal : AbortSignal.any([query.signal, controller.signal]);
-  return c.watch({ ...query, signal })[Symbol.asyncIterator]();
-}
+const open = useWatches();
 
 describe("resume after broken connections", () => {
   let proxy: TcpProxy;

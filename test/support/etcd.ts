@@ -3,8 +3,8 @@
 // the SDK sent, and bounded ways to read a watch. The member and its version come from the project
 // (`inject`), so the same file runs unchanged on etcd 3.4 and 3.5.
 import { randomUUID } from "node:crypto";
-import { inject } from "vitest";
-import { Etcd, type EtcdOptions, type Fetch, type KeyValue, type WatchBatch } from "../../src/index.js";
+import { afterEach, inject } from "vitest";
+import { Etcd, type EtcdOptions, type Fetch, type KeyValue, type WatchBatch, type WatchQuery } from "../../src/index.js";
 import { sleep, within } from "./async.js";
 
 /** The member the project's global setup started, shared by every test file of the project. */
@@ -103,6 +103,24 @@ export async function eventually<T>(what: string, timeoutMs: number, attempt: ()
       await sleep(everyMs);
     }
   }
+}
+
+/**
+ * Opens watches that end with the test: each is aborted after it (a pending next() would otherwise keep its
+ * stream open). Call at the top of a file; the returned function opens a watch and gives its iterator.
+ */
+export function useWatches(): (etcd: Etcd, query: WatchQuery) => AsyncIterator<WatchBatch> {
+  const open = new Set<AbortController>();
+  afterEach(() => {
+    for (const controller of open) controller.abort(new Error("test finished"));
+    open.clear();
+  });
+  return (etcd, query) => {
+    const controller = new AbortController();
+    open.add(controller);
+    const signal = query.signal === undefined ? controller.signal : AbortSignal.any([query.signal, controller.signal]);
+    return etcd.watch({ ...query, signal })[Symbol.asyncIterator]();
+  };
 }
 
 /** Every event of the batches, flattened. */
