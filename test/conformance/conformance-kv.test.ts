@@ -135,7 +135,9 @@ describe("range", () => {
     // A target without an order ascends (clientv3's rule, which the client applies).
     expect(await keys({ target: "modRevision" })).toEqual(["b", "c", "a"]);
     // Sorting happens before the limit.
-    expect((await etcd.range({ prefix: p, sort: { target: "modRevision", order: "descend" }, limit: 1 })).kvs[0]).toMatchObject({ key: `${p}a`, createRevision: rc2 });
+    const first = await etcd.range({ prefix: p, sort: { target: "modRevision", order: "descend" }, limit: 1 });
+    expect(first.kvs[0]).toMatchObject({ key: `${p}a`, createRevision: rc2 });
+    expect(first).toMatchObject({ count: 3, more: true });
   });
 
   it("keysOnly and countOnly", async () => {
@@ -184,10 +186,12 @@ describe("range", () => {
 describe("delete", () => {
   it("one key, a prefix, a range; prevKv returns what was deleted; nothing deleted leaves the revision", async () => {
     const p = fresh();
-    for (const k of ["a", "b", "c", "d", "e"]) await etcd.put(`${p}${k}`, k.toUpperCase());
+    const putA = await etcd.put(`${p}a`, "A");
+    for (const k of ["b", "c", "d", "e"]) await etcd.put(`${p}${k}`, k.toUpperCase());
     const one = await etcd.delete(`${p}a`, { prevKv: true });
     expect(one.deleted).toBe(1);
     expect(pairs(one.prevKvs)).toEqual([[`${p}a`, "A"]]);
+    expect(one.prevKvs[0]).toMatchObject({ modRevision: putA.header.revision, version: 1 });
     const range = await etcd.delete({ key: `${p}b`, end: `${p}d` });
     expect(range).toMatchObject({ deleted: 2, prevKvs: [] });
     // prevKv inline in the query or as a separate options argument: the same.

@@ -34,7 +34,9 @@ describe("grant, keepAliveOnce, timeToLive, list, revoke", () => {
       expect((await etcd.lease.timeToLive(lease.id)).keys).toEqual([]);
       const renewed = await etcd.lease.keepAliveOnce(lease.id);
       expect(renewed).toMatchObject({ id: lease.id, ttl: 30 });
-      expect((await etcd.lease.list()).leases).toContain(lease.id);
+      const { leases } = await etcd.lease.list();
+      expect(leases).toContain(lease.id);
+      expect(leases.every((id) => /^[0-9]+$/.test(id))).toBe(true);
     } finally {
       await etcd.lease.revoke(lease.id).catch(() => {});
     }

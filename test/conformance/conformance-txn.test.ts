@@ -357,11 +357,12 @@ describe("errors", () => {
     await expect(etcd.txn().then(op.put(`${p}k`, "v", { lease: lease.id })).commit()).rejects.toMatchObject({ code: "LEASE_NOT_FOUND" });
     const skipped = await etcd.txn().if(cmp.version(`${p}k`, "==", 0)).then(op.put(`${p}k`, "v")).else(op.put(`${p}k`, "v", { lease: lease.id })).commit();
     expect(skipped.succeeded).toBe(true);
-    // ignoreValue on a missing key inside a txn: INVALID_ARGUMENT 'key not found'.
-    await expect(etcd.txn().then(op.put(`${p}missing`, undefined, { ignoreValue: true })).commit()).rejects.toMatchObject({
+    // ignoreValue on a missing key inside a txn: INVALID_ARGUMENT 'key not found', and the txn's other put is not applied.
+    await expect(etcd.txn().then(op.put(`${p}other`, "x"), op.put(`${p}missing`, undefined, { ignoreValue: true })).commit()).rejects.toMatchObject({
       code: "INVALID_ARGUMENT",
       message: expect.stringContaining("key not found"),
     });
+    expect(await etcd.get(`${p}other`)).toBeUndefined();
   });
 
   it("a read at a future revision inside a txn → FUTURE_REVISION", async () => {
