@@ -1,3 +1,4 @@
+import { availableParallelism } from "node:os";
 import { configDefaults, defineConfig, type TestProjectInlineConfiguration } from "vitest/config";
 import type { EtcdVersion } from "./test/support/etcd-versions.js";
 
@@ -19,6 +20,9 @@ const etcdProject = (version: EtcdVersion, exclude: string[] = []): TestProjectI
 
 export default defineConfig({
   test: {
+    // Real-etcd files mostly wait on leases, watches and child processes, not on the CPU: at least two at a
+    // time (vitest's default on 2 cores is one) keeps two etcd versions from doubling the run.
+    maxWorkers: Math.max(2, availableParallelism() - 1),
     projects: [
       {
         test: {
