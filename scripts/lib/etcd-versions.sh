@@ -9,19 +9,26 @@
 
 ETCD_34_VERSION=3.4.23
 ETCD_35_VERSION=3.5.16
-# The Debian suite that packages ETCD_35_VERSION, and the package versions that carry it.
+# The Debian suite that packages ETCD_35_VERSION; its package versions start with "<version>-".
 _ETCD_35_SUITE=trixie
-_ETCD_35_DEB_VERSION_RE="^${ETCD_35_VERSION//./\\.}-"
+
+# The first line of `etcd --version` ("etcd Version: 3.5.16"), or nothing. Read whole, not through `head`: under
+# `set -o pipefail` an early-closed pipe would fail the check with SIGPIPE.
+_etcd_version_line() {
+  local out
+  out="$("$1" --version 2>/dev/null)" || return 1
+  echo "${out%%$'\n'*}"
+}
 
 _etcd_reports() { # $1: etcd binary, $2: version; true when the binary runs and says it is that version
-  [ -x "$1" ] && "$1" --version 2>/dev/null | head -n 1 | grep -qx "etcd Version: ${2//./\\.}"
+  [ -x "$1" ] && [ "$(_etcd_version_line "$1")" = "etcd Version: $2" ]
 }
 
 # The machine's own Debian mirror (first URIs line of its deb822 sources, else of sources.list).
 _debian_mirror() {
   local mirror
-  mirror="$(grep -hm1 '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}' | head -n 1)"
-  [ -n "$mirror" ] || mirror="$(grep -hm1 '^deb ' /etc/apt/sources.list 2>/dev/null | awk '{print $2}' | head -n 1)"
+  mirror="$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '/^URIs:/ && !found { print $2; found = 1 }')"
+  [ -n "$mirror" ] || mirror="$(awk '/^deb / && !found { print $2; found = 1 }' /etc/apt/sources.list 2>/dev/null)"
   [ -n "$mirror" ] && echo "$mirror"
 }
 
@@ -53,11 +60,11 @@ SRC
   }
   local pkg version
   for pkg in etcd-server etcd-client; do
-    version="$(apt-cache "${opts[@]}" madison "$pkg" 2>/dev/null | awk -F'|' '{gsub(/ /, "", $2); print $2}' |
-      grep -E "$_ETCD_35_DEB_VERSION_RE" | head -n 1)"
+    local versions
+    versions="$(apt-cache "${opts[@]}" madison "$pkg" 2>/dev/null | awk -F'|' '{ gsub(/ /, "", $2); print $2 }')" || versions=""
+    version="$(awk -v want="$ETCD_35_VERSION-" 'index($0, want) == 1 && !found { print; found = 1 }' <<<"$versions")"
     if [ -z "$version" ]; then
-      echo "etcd: $_ETCD_35_SUITE has no $pkg $ETCD_35_VERSION (it has: $(apt-cache "${opts[@]}" madison "$pkg" 2>/dev/null |
-        awk -F'|' '{gsub(/ /, "", $2); print $2}' | tr '\n' ' '))" >&2
+      echo "etcd: $_ETCD_35_SUITE has no $pkg $ETCD_35_VERSION (it has: $(tr '\n' ' ' <<<"$versions"))" >&2
       return 1
     fi
     (cd "$dir/apt/debs" && apt-get "${opts[@]}" download "$pkg=$version" >/dev/null) || {
@@ -76,8 +83,10 @@ ensure_etcd_34() {
   local etcd dir
   etcd="$(command -v etcd)"
   dir="$(dirname "$etcd")"
-  if ! "$etcd" --version 2>/dev/null | head -n 1 | grep -q '^etcd Version: 3\.4\.'; then
-    echo "etcd: $etcd is \"$("$etcd" --version 2>&1 | head -n 1)\", not 3.4 (the etcd-3.4 tests need 3.4, e.g. $ETCD_34_VERSION)" >&2
+  local line
+  line="$(_etcd_version_line "$etcd")" || line=""
+  if [[ "$line" != "etcd Version: 3.4."* ]]; then
+    echo "etcd: $etcd is \"$line\", not 3.4 (the etcd-3.4 tests need 3.4, e.g. $ETCD_34_VERSION)" >&2
     return 1
   fi
   [ -x "$dir/etcdctl" ] || { echo "etcd: no etcdctl beside $etcd" >&2; return 1; }
@@ -104,8 +113,7 @@ ensure_etcd_35() {
     fi
     rm -rf "$partial/apt"
     if ! _etcd_reports "$partial/usr/bin/etcd" "$ETCD_35_VERSION"; then
-      echo "etcd: the unpacked etcd does not report version $ETCD_35_VERSION:" >&2
-      "$partial/usr/bin/etcd" --version 2>&1 | head -n 1 >&2
+      echo "etcd: the unpacked etcd reports \"$(_etcd_version_line "$partial/usr/bin/etcd")\", not $ETCD_35_VERSION" >&2
       rm -rf "$partial"
       return 1
     fi
