@@ -129,6 +129,9 @@ describe.concurrent("election", () => {
     const { elected: pb } = await join(b, "b1", 1);
     await a.resign();
     await within(5_000, "b elected", pb);
+    // After a leader change observe reads the new leader's current value (as Go's Observe does): a
+    // proclamation made before that read would be reported instead of b1, so wait for b1 first.
+    await until("observed b1", 5_000, () => observed.seen.length >= 4);
     await b.proclaim("b2");
     await within(5_000, "observer saw 5 values", observed.done);
     stop.abort();
