@@ -13,6 +13,8 @@ const etcdProject = (version: EtcdVersion, exclude: string[] = []): TestProjectI
     // Finds this version's binaries and starts the member the project's files share.
     globalSetup: ["test/etcd/global-setup.ts"],
     provide: { backend: "etcd", etcdVersion: version },
+    // test/etcd/harness.ts starts extra members of this version (it reads no vitest state: plain Node loads it too).
+    env: { ETCD_EDGE_ETCD_VERSION: version },
     testTimeout: 60_000,
     hookTimeout: 60_000,
   },
@@ -57,6 +59,8 @@ export default defineConfig({
           // package). After the other projects: it loads both cores, and their noise would blur its bounds.
           include: ["test/chaos/**/*.test.ts"],
           sequence: { groupOrder: 1 },
+          // One file at a time, whatever the other projects run with.
+          maxWorkers: 1,
           testTimeout: 60_000,
           hookTimeout: 60_000,
         },

@@ -1,5 +1,6 @@
 // globalSetup of the vitest `etcd-3.4` and `etcd-3.5` projects: finds (or fetches) the project's etcd version
-// and starts one member of it, shared by every test file of the project.
+// and starts one member of it, shared by every test file of the project. (Extra members come from
+// test/etcd/harness.ts, which reads the same version from ETCD_EDGE_ETCD_VERSION.)
 /// <reference path="./provided.d.ts" />
 import type { TestProject } from "vitest/node";
 import { startEtcd } from "../support/etcd-members.js";
@@ -11,7 +12,6 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const { release, binDir } = etcdBinaries(version);
   const member = await startEtcd({ name: `global-${version}`, binDir });
   project.provide("etcdRelease", release);
-  project.provide("etcdBinDir", binDir);
   project.provide("etcdEndpoint", member.clientUrl);
   return async () => {
     await member.stop();

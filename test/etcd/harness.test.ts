@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { eventually } from "../support/etcd.js";
 import { startTcpProxy } from "../support/tcp-proxy.js";
-import { addUser, enableAuth, makeLeader, startCluster, startEtcd, type EtcdCluster } from "./harness.js";
+import { addUser, enableAuth, etcdVersion, makeLeader, startCluster, startEtcd, type EtcdCluster } from "./harness.js";
 
 const b64 = (s: string) => Buffer.from(s, "utf8").toString("base64");
 const unb64 = (s: string) => Buffer.from(s, "base64").toString("utf8");
@@ -58,6 +58,8 @@ describe("global member", () => {
     const endpoint = inject("etcdEndpoint");
     expect(endpoint).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     expect(inject("etcdRelease").startsWith(`${inject("etcdVersion")}.`)).toBe(true);
+    // Extra members (harness.ts) read the version from the environment vitest.config.ts sets per project.
+    expect(etcdVersion()).toBe(inject("etcdVersion"));
     expect(await serverRelease(endpoint)).toBe(inject("etcdRelease"));
     const key = unique("global");
     await putOk(endpoint, key, "hello");

@@ -1,19 +1,25 @@
-/// <reference path="./provided.d.ts" />
-// Extra etcd members for the test files of the etcd-3.4 and etcd-3.5 projects, always of the project's own
-// version: test/support/etcd-members.ts with the project's binaries filled in. A test never names a version.
-import { inject } from "vitest";
-import * as members from "../support/etcd-members.js";
+// Extra etcd members for tests, always of the version the run is about: the etcd-3.x vitest project's
+// (vitest.config.ts sets ETCD_EDGE_ETCD_VERSION in each), or 3.4 outside those projects (the chaos project,
+// `npm run chaos`). A test never names a version. Plain Node loads this file too (node test/chaos/run.ts):
+// no vitest import, and `.ts` import paths.
+import * as members from "../support/etcd-members.ts";
+import { etcdBinaries, type EtcdVersion, isEtcdVersion } from "../support/etcd-versions.ts";
 
-export { addUser, enableAuth, makeLeader, type EtcdCluster, type EtcdMember } from "../support/etcd-members.js";
+export { addUser, enableAuth, makeLeader, type EtcdCluster, type EtcdMember } from "../support/etcd-members.ts";
 
-/** Options of a member; the binaries are the project's. */
+/** Options of a member; the binaries are the run's version. */
 export type EtcdOptions = Omit<members.EtcdOptions, "binDir">;
 
-/** Directory of the project's etcd and etcdctl. */
+/** The etcd version of the run: ETCD_EDGE_ETCD_VERSION (set per etcd-3.x project), else 3.4. */
+export function etcdVersion(): EtcdVersion {
+  const version = process.env.ETCD_EDGE_ETCD_VERSION ?? "3.4";
+  if (!isEtcdVersion(version)) throw new Error(`ETCD_EDGE_ETCD_VERSION=${version} is not a version the tests know`);
+  return version;
+}
+
+/** Directory of the run's etcd and etcdctl. */
 export function etcdBinDir(): string {
-  const dir = inject("etcdBinDir");
-  if (dir === undefined) throw new Error("no etcdBinDir: this runs only in an etcd-3.x vitest project");
-  return dir;
+  return etcdBinaries(etcdVersion()).binDir;
 }
 
 export function startEtcd(opts: EtcdOptions = {}): Promise<members.EtcdMember> {

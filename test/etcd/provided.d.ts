@@ -10,8 +10,6 @@ declare module "vitest" {
     etcdVersion: EtcdVersion;
     /** What that project's etcd reports, e.g. "3.5.16" (from global-setup). */
     etcdRelease: string;
-    /** Directory of that version's etcd and etcdctl: every extra member and etcdctl call uses it. */
-    etcdBinDir: string;
     /** Client URL of the member global-setup started, shared by the project's test files. */
     etcdEndpoint: string;
   }

@@ -1,13 +1,12 @@
 // Starts real etcd members of a given version (the directory holding its etcd and etcdctl) on 127.0.0.1 for
 // tests, and stops them by PID. Version-agnostic: test files start members of their project's version through
-// test/etcd/harness.ts; global setups pass the directory themselves. Node-only, no vitest import (global setups
-// run it in vitest's main process).
+// test/etcd/harness.ts; global setups pass the directory themselves. Imports nothing but Node's modules, so
+// vitest's main process and plain Node (npm run chaos) load it as well as test files.
 import { spawn, execFile, type ChildProcess } from "node:child_process";
 import { closeSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statfsSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { sleep } from "./async.js";
 
 export interface EtcdMember {
   readonly name: string;
@@ -506,4 +505,8 @@ export async function addUser(member: EtcdMember, opts: AddUserOptions): Promise
   await member.etcdctl(asRoot, "role", "add", role);
   await member.etcdctl(asRoot, "role", "grant-permission", role, permission, ...range);
   await member.etcdctl(asRoot, "user", "grant-role", opts.user, role);
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }

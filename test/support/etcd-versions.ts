@@ -1,16 +1,20 @@
-// The etcd versions the real-etcd projects run against, and where their binaries are. The versions and how to
-// get them live in one place, scripts/lib/etcd-versions.sh: scripts/test.sh exports ETCD_34_BIN_DIR and
-// ETCD_35_BIN_DIR; when a developer runs vitest directly, this asks that script (which fetches 3.5 into
-// .cache/etcd once). Node-only, no vitest import: global setups use it in vitest's main process.
+// The etcd versions the real-etcd projects run against, and where their binaries are. How to get them lives in
+// scripts/lib/etcd-versions.sh: scripts/test.sh exports ETCD_34_BIN_DIR and ETCD_35_BIN_DIR; run without it
+// (vitest directly), 3.4 is the `etcd` on PATH and 3.5 comes from that script, which fetches it into
+// .cache/etcd once. Node-only, no vitest import: vitest's main process and plain Node use it too.
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 export type EtcdVersion = "3.4" | "3.5";
 
 /** Every version the `etcd-<version>` projects cover, oldest first. */
 export const ETCD_VERSIONS: readonly EtcdVersion[] = ["3.4", "3.5"];
+
+export function isEtcdVersion(value: string): value is EtcdVersion {
+  return (ETCD_VERSIONS as readonly string[]).includes(value);
+}
 
 export interface EtcdBinaries {
   version: EtcdVersion;
@@ -24,7 +28,17 @@ const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
 const envName = (version: EtcdVersion) => `ETCD_${version.replace(".", "")}_BIN_DIR`;
 
-/** Asks scripts/lib/etcd-versions.sh for the version's directory (finding or fetching it); throws with its reasons. */
+/** The system's etcd: the directory of `etcd` on PATH. Tests never install packages (scripts/test.sh may). */
+function etcdOnPath(): string {
+  const found = spawnSync("bash", ["-c", "command -v etcd"], { encoding: "utf8" }).stdout?.trim() ?? "";
+  if (found === "") {
+    // Never skip: a suite that passes without the etcd it claims to test proves nothing.
+    throw new Error("etcd is not on PATH: install etcd-server and etcd-client (Debian/Ubuntu), or run `bash scripts/test.sh`");
+  }
+  return dirname(found);
+}
+
+/** Asks scripts/lib/etcd-versions.sh for the version's directory (fetching it once); throws with its reasons. */
 function ensureWithScript(version: EtcdVersion): string {
   const fn = `ensure_etcd_${version.replace(".", "")}`;
   const result = spawnSync("bash", ["-c", `source scripts/lib/env.sh && ${fn}`], {
@@ -53,13 +67,19 @@ function reportedRelease(binDir: string): string {
   return release;
 }
 
-/** The binaries of `version`: from ETCD_<NN>_BIN_DIR when set, else from the script. Checked, never guessed. */
+const found = new Map<EtcdVersion, EtcdBinaries>();
+
+/** The binaries of `version`: ETCD_<NN>_BIN_DIR when set, else found as above. Checked, never guessed; once per process. */
 export function etcdBinaries(version: EtcdVersion): EtcdBinaries {
-  const binDir = process.env[envName(version)] || ensureWithScript(version);
+  const known = found.get(version);
+  if (known !== undefined) return known;
+  const binDir = process.env[envName(version)] || (version === "3.4" ? etcdOnPath() : ensureWithScript(version));
   const release = reportedRelease(binDir);
   if (!release.startsWith(`${version}.`)) {
     throw new Error(`${join(binDir, "etcd")} is etcd ${release}, but the etcd-${version} tests need ${version}.x`);
   }
   if (!existsSync(join(binDir, "etcdctl"))) throw new Error(`no etcdctl in ${binDir}`);
-  return { version, release, binDir };
+  const binaries = { version, release, binDir };
+  found.set(version, binaries);
+  return binaries;
 }
