@@ -2,7 +2,7 @@
 // Tests of the test harness itself, over the gateway with plain fetch (no SDK code involved): members,
 // clusters, restarts, auth and the TCP relay, all of the project's etcd version.
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { eventually } from "../support/etcd.js";
+import { eventually, sharedEndpoint } from "../support/etcd.js";
 import { startTcpProxy } from "../support/tcp-proxy.js";
 import { addUser, enableAuth, etcdVersion, makeLeader, startCluster, startEtcd, type EtcdCluster } from "./harness.js";
 
@@ -55,7 +55,8 @@ const unique = (label: string) => `harness-test/${label}/${Date.now()}-${Math.ra
 
 describe("global member", () => {
   it("is provided by global-setup, is the project's etcd version, and serves put and range", async () => {
-    const endpoint = inject("etcdEndpoint");
+    const endpoint = sharedEndpoint();
+    expect(inject("etcdEndpoints")).toContain(endpoint);
     expect(endpoint).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     expect(inject("etcdRelease").startsWith(`${inject("etcdVersion")}.`)).toBe(true);
     // Extra members (harness.ts) read the version from the environment vitest.config.ts sets per project.
@@ -132,7 +133,7 @@ describe("3-member cluster", () => {
 
 describe("tcp proxy", () => {
   it("forwards requests, and cutAll() fails an in-flight watch stream instead of hanging", async () => {
-    const proxy = await startTcpProxy(inject("etcdEndpoint"));
+    const proxy = await startTcpProxy(sharedEndpoint());
     try {
       const key = unique("proxy");
       await putOk(proxy.url, key, "through");

@@ -10,7 +10,7 @@ declare module "vitest" {
     etcdVersion: EtcdVersion;
     /** What that project's etcd reports, e.g. "3.5.16" (from global-setup). */
     etcdRelease: string;
-    /** Client URL of the member global-setup started, shared by the project's test files. */
-    etcdEndpoint: string;
+    /** Client URLs of the shared members global-setup started, one per worker: see sharedEndpoint(). */
+    etcdEndpoints: string[];
   }
 }

@@ -66,7 +66,7 @@ async function startMembers(): Promise<{ endpoints: Record<EtcdVersion, string>;
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   assertBuilt();
   const etcd = await startMembers();
-  project.provide("etcdEndpoints", etcd.endpoints);
+  project.provide("etcdEndpointByVersion", etcd.endpoints);
   const root = mkdtempSync(join(tmpdir(), "etcd-edge-runtimes-"));
   try {
     // `npm pack` applies `files` and `exports` exactly as a publish would.

@@ -7,6 +7,6 @@ declare module "vitest" {
     /** Temp project with the packed etcd-edge in node_modules and the shared scripts (runtimes project only). */
     runtimesProject: string;
     /** Client URL of the member of each etcd version that global-setup started (runtimes project only). */
-    etcdEndpoints: Record<EtcdVersion, string>;
+    etcdEndpointByVersion: Record<EtcdVersion, string>;
   }
 }

@@ -7,11 +7,16 @@ import { afterEach, inject } from "vitest";
 import { Etcd, type EtcdOptions, type Fetch, type KeyValue, type WatchBatch, type WatchQuery } from "../../src/index.js";
 import { sleep, within } from "./async.js";
 
-/** The member the project's global setup started, shared by every test file of the project. */
+/**
+ * The project's shared member for this worker. Global setup starts one per vitest worker (VITEST_POOL_ID,
+ * 1 to maxWorkers, is unique among the workers running at a time), so files running side by side never write
+ * to the same member; the files one worker runs in turn share it, each under keys of its own.
+ */
 export function sharedEndpoint(): string {
-  const endpoint = inject("etcdEndpoint");
-  if (endpoint === undefined) throw new Error("no etcdEndpoint: this runs only in an etcd-3.x vitest project");
-  return endpoint;
+  const endpoints = inject("etcdEndpoints");
+  if (endpoints === undefined || endpoints.length === 0) throw new Error("no etcdEndpoints: this runs only in an etcd-3.x vitest project");
+  const worker = Number(process.env.VITEST_POOL_ID ?? "1");
+  return endpoints[(worker - 1) % endpoints.length]!;
 }
 
 /**

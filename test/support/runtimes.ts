@@ -166,7 +166,7 @@ export function project(): string {
 
 /** The member of `version` started by global-setup (3.4 unless a test's row says otherwise). */
 export function etcdEndpoint(version: EtcdVersion = "3.4"): string {
-  return inject("etcdEndpoints")[version];
+  return inject("etcdEndpointByVersion")[version];
 }
 
 /** A key prefix no other test uses. */
