@@ -44,6 +44,11 @@ export interface QueueState {
   header: ResponseHeader;
   /** The newest key created before ours, if any: the one to wait for. */
   predecessor: KeyValue | undefined;
+  /**
+   * The predecessor is the only key older than ours (the holder, with us next): no key can join ahead of us
+   * later, so its delete alone makes us first, and the handoff needs no read.
+   */
+  predecessorIsFirst?: boolean | undefined;
 }
 
 /** A read of the line that also tells whether our own key is still in it. */
@@ -84,6 +89,7 @@ export async function enqueue(client: EtcdClient, prefix: string, key: string, v
       own: newest.kvs[0],
       owner: owner.kvs[0],
       predecessor: newest.kvs.find((kv) => kv.createRevision < revision),
+      predecessorIsFirst: newest.count === 2,
       // Ours is the newest key under the prefix, so every other one is ahead of it.
       ahead: newest.count - 1,
       created: true,
@@ -100,9 +106,11 @@ export async function enqueue(client: EtcdClient, prefix: string, key: string, v
  * missing means our lease ended while we waited.
  */
 export async function readLine(client: EtcdClient, prefix: string, revision: number, signal: AbortSignal): Promise<LineState> {
-  const { header, kvs } = await client.range({ prefix, maxCreateRevision: revision, sort: NEWEST_FIRST, limit: 2, signal });
+  // Three newest up to ours: ours, our predecessor, and whether anyone is ahead of it (etcd's `count` ignores
+  // the create-revision filter, so it cannot tell).
+  const { header, kvs } = await client.range({ prefix, maxCreateRevision: revision, sort: NEWEST_FIRST, limit: 3, signal });
   const ownExists = kvs[0]?.createRevision === revision;
-  return { header, ownExists, predecessor: ownExists ? kvs[1] : undefined };
+  return { header, ownExists, predecessor: ownExists ? kvs[1] : undefined, predecessorIsFirst: ownExists && kvs.length === 2 };
 }
 
 /**

@@ -108,7 +108,12 @@ async function predecessorGone(client: EtcdClient, read: LineReader, state: Queu
         try {
           const batches = client.watch({ key: predecessor.keyBytes, noPut: true, idleTimeout: WAIT_IDLE_TIMEOUT, onCreated: closeGap, signal: watching.signal });
           for await (const batch of batches) {
-            if (batch.events.some((event) => event.type === "delete")) break;
+            if (!batch.events.some((event) => event.type === "delete")) continue;
+            // The holder was the only key ahead of us: its delete makes us first, with no read. Our own key is
+            // trusted as the lease is (the session's deadline, checked before the lock is handed out), and a
+            // fenced write checks it on the server anyway.
+            if (state.predecessorIsFirst) return { header: batch.header, ownExists: true, predecessor: undefined };
+            break;
           }
         } catch (error) {
           // A reopened watch resumes from its last revision; if that history was compacted, re-reading the

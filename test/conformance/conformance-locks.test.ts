@@ -106,7 +106,7 @@ describe("handoff cost", () => {
   const quiet = useBackend({ dedicated: true });
 
   for (const release of ["unlock", "lease revoke"] as const) {
-    it(`handoff on ${release}: the waiter acquires with exactly one /v3/kv/range after the delete event`, async () => {
+    it(`handoff on ${release}: the waiter right behind the holder acquires on the delete event, with no read`, async () => {
       const name = fresh();
       const holderSession = await session(30, quiet.etcd);
       const holder = await holderSession.mutex(name).lock();
@@ -121,7 +121,8 @@ describe("handoff cost", () => {
       if (release === "unlock") await holder.unlock();
       else await quiet.etcd.lease.revoke(holderSession.leaseId);
       const lock = await within(5_000, "handoff", acquiring);
-      expect(fetch.since(mark)).toEqual(["/v3/kv/txn", "/v3/watch", "/v3/kv/range"]);
+      // The holder was the only key ahead: its delete alone makes the waiter first.
+      expect(fetch.since(mark)).toEqual(["/v3/kv/txn", "/v3/watch"]);
       // The fencing token strictly increases across holders.
       expect(lock.revision).toBeGreaterThan(holder.revision);
       expect((await quiet.etcd.inspectLock(name)).holder).toMatchObject({ key: lock.key, revision: lock.revision, leaseId: waiterSession.leaseId });
@@ -130,6 +131,37 @@ describe("handoff cost", () => {
       await Promise.all([waiterSession.close(), holderSession.close()]);
     });
   }
+
+  it("a waiter further back reads the line once when its predecessor goes, and waits on for the holder", async () => {
+    const name = fresh();
+    const holderSession = await session(30, quiet.etcd);
+    const holder = await holderSession.mutex(name).lock();
+    const middleSession = await session(30, quiet.etcd);
+    const middle = middleSession.mutex(name).lock({ timeout: 10_000 });
+    await lineLength(name, 2, quiet.etcd);
+    const fetch = recordingFetch(quiet.backend.fetch);
+    const lastSession = await session(30, quiet.backend.client({ fetch }));
+    const mark = fetch.mark();
+    const acquiring = lastSession.mutex(name).lock({ timeout: 10_000 });
+    await lineLength(name, 3, quiet.etcd);
+    expect(await stillPending(acquiring, 100)).toBe(true);
+    expect(fetch.since(mark)).toEqual(["/v3/kv/txn", "/v3/watch"]);
+    // The middle waiter gives up: its predecessor was not the holder, so the last one reads the line once,
+    // finds the holder ahead, and watches it.
+    const middleFailed = rejection(middle);
+    await middleSession.close();
+    expect((await middleFailed).code).toBe("SESSION_EXPIRED");
+    await until("the last waiter watches the holder", 5_000, () => fetch.since(mark).length === 4);
+    expect(fetch.since(mark)).toEqual(["/v3/kv/txn", "/v3/watch", "/v3/kv/range", "/v3/watch"]);
+    expect(await stillPending(acquiring, 100)).toBe(true);
+    await holder.unlock();
+    const lock = await within(5_000, "handoff", acquiring);
+    // Its last read showed the holder as the only key ahead: the holder's delete makes it first, no read.
+    expect(fetch.since(mark)).toEqual(["/v3/kv/txn", "/v3/watch", "/v3/kv/range", "/v3/watch"]);
+    expect(lock.revision).toBeGreaterThan(holder.revision);
+    await lock.unlock();
+    await Promise.all([lastSession.close(), holderSession.close()]);
+  });
 });
 
 describe("expiry", () => {
