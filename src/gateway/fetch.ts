@@ -12,6 +12,12 @@ export interface FetchInit {
   headers: Record<string, string>;
   body: string;
   signal: AbortSignal;
+  /**
+   * Always `"manual"`: etcd never redirects, and a followed redirect would carry the request (credentials
+   * on `/v3/auth/authenticate`, the `headers` option) to whatever origin the answer names. The SDK turns a
+   * 3xx into BAD_RESPONSE. A custom fetch must not follow redirects either.
+   */
+  redirect: "manual";
 }
 
 /** The response fields the SDK reads. */

@@ -1,5 +1,6 @@
 import { aborted, timedOut } from "../errors/catalogue.js";
 import type { EtcdError } from "../errors/etcd-error.js";
+import { resolveSignal } from "./config.js";
 
 const MAX_TIMER_MS = 2_147_483_647;
 
@@ -17,6 +18,7 @@ export class CallSignal {
   readonly #onParentAbort = () => this.#controller.abort(this.#parent?.reason);
 
   constructor(parent: AbortSignal | undefined, timeout: number | undefined) {
+    resolveSignal(parent);
     this.signal = this.#controller.signal;
     this.#parent = parent;
     this.#timeout = timeout;
@@ -88,6 +90,6 @@ export function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promi
 
 /** Aborts with whichever signal aborts first; AbortSignal.any holds its sources weakly, so nothing leaks. */
 export function anySignal(...signals: Array<AbortSignal | undefined>): AbortSignal {
-  const present = signals.filter((s): s is AbortSignal => s !== undefined);
+  const present = signals.filter((s): s is AbortSignal => resolveSignal(s) !== undefined);
   return present.length === 1 ? present[0]! : AbortSignal.any(present);
 }

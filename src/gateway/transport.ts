@@ -2,6 +2,7 @@ import { noToken, unavailable } from "../errors/catalogue.js";
 import { EtcdError } from "../errors/etcd-error.js";
 import { VERSION } from "../version.js";
 import { AuthToken } from "./auth.js";
+import { readBody } from "./body.js";
 import { type GatewayConfig, resolveTimeout } from "./config.js";
 import { decodeAnswer, type Expected } from "./decode.js";
 import { type FetchResponse, resolveFetch } from "./fetch.js";
@@ -67,7 +68,8 @@ export class Transport {
     try {
       return await this.#withRetries(request.retry, call, async (endpoint, headers) => {
         const response = await this.#post(endpoint, request.path, request.body, headers, call.signal);
-        return decodeAnswer(request, response.status, await response.text(), endpoint);
+        const limits = { maxBytes: this.#config.maxResponseBytes, firstLine: request.firstLine };
+        return decodeAnswer(request, response.status, await readBody(response, limits, endpoint), endpoint);
       });
     } finally {
       call.dispose();
@@ -84,7 +86,7 @@ export class Transport {
       return await this.#withRetries("idempotent", call, async (endpoint, headers) => {
         const response = await this.#post(endpoint, path, body, headers, call.signal);
         if (response.status !== 200 || response.body === null) {
-          throw errorFromBody(response.status, await response.text(), endpoint);
+          throw errorFromBody(response.status, await readBody(response, { maxBytes: this.#config.maxResponseBytes }, endpoint), endpoint);
         }
         return { response, body: response.body, endpoint, token: headers.authorization };
       });
@@ -140,7 +142,7 @@ export class Transport {
 
   #post(endpoint: string, path: string, body: unknown, headers: Record<string, string>, signal: AbortSignal) {
     const fetch = resolveFetch(this.#config.fetch);
-    return fetch(endpoint + path, { method: "POST", headers, body: JSON.stringify(body), signal });
+    return fetch(endpoint + path, { method: "POST", headers, body: JSON.stringify(body), signal, redirect: "manual" });
   }
 
   /** Moves on from a failed endpoint, unless a concurrent call already did. */
@@ -158,7 +160,7 @@ export class Transport {
         call,
         async (endpoint) => {
           const response = await this.#post(endpoint, expected.path, { name, password }, this.#baseHeaders, call.signal);
-          return decodeAnswer(expected, response.status, await response.text(), endpoint);
+          return decodeAnswer(expected, response.status, await readBody(response, { maxBytes: this.#config.maxResponseBytes }, endpoint), endpoint);
         },
         false,
       );

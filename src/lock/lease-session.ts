@@ -1,4 +1,4 @@
-import { leaseIdArg } from "../api/args.js";
+import { leaseIdArg, ttlArg } from "../api/args.js";
 import type { EtcdClient } from "../api/client.js";
 import type { LeaseId } from "../api/codec.js";
 import { invalidArgument, sessionClosed, sessionExpired } from "../errors/catalogue.js";
@@ -41,6 +41,7 @@ export async function openLease(client: EtcdClient, options: SessionOptions = {}
   if (keepAlive !== "auto" && keepAlive !== "manual") {
     throw invalidArgument(`keepAlive must be "auto" or "manual", got ${String(keepAlive)}`);
   }
+  if (options.ttl !== undefined) ttlArg(options.ttl);
   const sentAt = now();
   if (options.leaseId !== undefined) {
     const leaseId = leaseIdArg(options.leaseId, "leaseId");

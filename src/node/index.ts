@@ -1,5 +1,7 @@
 import { Readable } from "node:stream";
+import type { ConnectionOptions } from "node:tls";
 import { Agent, request } from "undici";
+import { invalidArgument } from "../errors/catalogue.js";
 import type { Fetch, FetchInit, FetchResponse } from "../gateway/fetch.js";
 
 export interface NodeFetchOptions {
@@ -7,6 +9,19 @@ export interface NodeFetchOptions {
   connections?: number | undefined;
   /** How long an idle connection stays open, in milliseconds. Default 30 000. */
   keepAliveTimeout?: number | undefined;
+  /**
+   * CA certificates (PEM) that `https:` endpoints may chain to, instead of Node's bundled roots: the CA of a
+   * private etcd PKI (etcd's `--trusted-ca-file` side of the server, as `etcdctl --cacert`).
+   */
+  ca?: ConnectionOptions["ca"] | undefined;
+  /** Client certificate chain (PEM) for mutual TLS, for members started with `--client-cert-auth` (as `etcdctl --cert`). */
+  cert?: ConnectionOptions["cert"] | undefined;
+  /** Private key (PEM) of `cert` (as `etcdctl --key`). */
+  key?: ConnectionOptions["key"] | undefined;
+  /** Passphrase of an encrypted `key`. */
+  passphrase?: string | undefined;
+  /** The name to verify the server certificate against, when it differs from the endpoint's host. */
+  servername?: string | undefined;
 }
 
 /** A {@link Fetch} with a `close()` for its connection pools. */
@@ -23,11 +38,19 @@ export interface NodeFetch extends Fetch {
  * Watch streams hold their connection for as long as they live, so they get a dispatcher of their own with
  * no connection cap: any number of waiting lock watches never takes a connection that a request (a
  * release, a renewal) needs. Requests share a bounded keep-alive pool that is reused across handoffs.
+ *
+ * TLS: `ca` for a private CA, `cert` and `key` for mutual TLS; both dispatchers use them. Certificates are
+ * always verified. Redirects are never followed (undici's `request` does not, and the SDK refuses a 3xx).
  */
 export function createNodeFetch(options: NodeFetchOptions = {}): NodeFetch {
   const keepAliveTimeout = options.keepAliveTimeout ?? 30_000;
-  const requests = new Agent({ connections: options.connections ?? 16, keepAliveTimeout });
-  const streams = new Agent({ keepAliveTimeout });
+  if ((options.cert === undefined) !== (options.key === undefined)) {
+    // Either alone fails every https: connection later, each failure looking like a network outage.
+    throw invalidArgument("createNodeFetch: cert and key are given together (the client certificate and its private key)");
+  }
+  const connect = tlsOptions(options);
+  const requests = new Agent({ connections: options.connections ?? 16, keepAliveTimeout, connect });
+  const streams = new Agent({ keepAliveTimeout, connect });
   const fetch = async (url: string, init: FetchInit): Promise<FetchResponse> => {
     const response = await request(url, {
       method: init.method,
@@ -47,6 +70,17 @@ export function createNodeFetch(options: NodeFetchOptions = {}): NodeFetch {
     };
   };
   return Object.assign(fetch, { close: async () => void (await Promise.all([requests.close(), streams.close()])) });
+}
+
+/** Only the options given, so that undici's defaults (Node's CA bundle) stay in force for the others. */
+function tlsOptions(options: NodeFetchOptions): ConnectionOptions {
+  const tls: ConnectionOptions = {};
+  if (options.ca !== undefined) tls.ca = options.ca;
+  if (options.cert !== undefined) tls.cert = options.cert;
+  if (options.key !== undefined) tls.key = options.key;
+  if (options.passphrase !== undefined) tls.passphrase = options.passphrase;
+  if (options.servername !== undefined) tls.servername = options.servername;
+  return tls;
 }
 
 /** The gateway's long-lived streams: a watch answers for as long as it is open. */
