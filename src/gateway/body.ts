@@ -50,8 +50,7 @@ async function readStream(
   endpoint: string,
 ): Promise<string> {
   const reader = body.getReader();
-  const decoder = new TextDecoder();
-  let text = "";
+  const chunks: Uint8Array[] = [];
   let bytes = 0;
   let finished = false;
   try {
@@ -59,22 +58,37 @@ async function readStream(
       const { done, value } = await reader.read();
       if (done) {
         finished = true;
-        return text + decoder.decode();
+        return decode(chunks, bytes);
       }
       const newline = firstLine ? value.indexOf(NEWLINE) : -1;
       const used = newline >= 0 ? value.subarray(0, newline) : value;
       if (bytes + used.byteLength > maxBytes) {
         if (ok) throw answerTooLarge(maxBytes, firstLine ? "the first line of the answer" : "the answer", endpoint);
-        return text + decoder.decode(used.subarray(0, maxBytes - bytes));
+        chunks.push(used.subarray(0, maxBytes - bytes));
+        return decode(chunks, maxBytes);
       }
+      chunks.push(used);
       bytes += used.byteLength;
-      text += decoder.decode(used, { stream: newline < 0 });
-      if (newline >= 0) return text;
+      if (newline >= 0) return decode(chunks, bytes);
     }
   } finally {
     // Anything left unread (the rest of a stream, an oversized body) is dropped with its connection.
     if (!finished) reader.cancel().catch(() => {});
   }
+}
+
+const decoder = new TextDecoder();
+
+/** One decode of the whole body (most answers are one chunk): a UTF-8 character may span chunks. */
+function decode(chunks: Uint8Array[], bytes: number): string {
+  if (chunks.length === 1) return decoder.decode(chunks[0]);
+  const all = new Uint8Array(bytes);
+  let offset = 0;
+  for (const chunk of chunks) {
+    all.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return decoder.decode(all);
 }
 
 function untilNewline(text: string): string {
