@@ -75,7 +75,7 @@ const SORT_TARGET: Record<SortTarget, string> = {
 const SORT_ORDER: Record<SortOrder, string> = { none: "NONE", ascend: "ASCEND", descend: "DESCEND" };
 
 export function rangeRequest(keyspace: Keyspace, query: Bytes | RangeQuery): Record<string, unknown> {
-  const options: RangeOptions = typeof query === "object" && !(query instanceof Uint8Array) ? query : {};
+  const options: RangeOptions = typeof query === "object" && query !== null && !(query instanceof Uint8Array) ? query : {};
   return {
     ...keyspace.range(query),
     limit: int64Field(optionalCount(options.limit, "limit")),
@@ -93,14 +93,14 @@ export function rangeRequest(keyspace: Keyspace, query: Bytes | RangeQuery): Rec
 
 function sortFields(sort: RangeOptions["sort"]): Record<string, string> {
   if (sort === undefined) return {};
-  if (typeof sort !== "object" || sort === null) throw invalidArgument(`sort must be { target?, order? }, got ${describe(sort)}`);
+  if (typeof sort !== "object" || sort === null || Array.isArray(sort)) throw invalidArgument(`sort must be { target?, order? }, got ${describe(sort)}`);
   const target = sort.target ?? "key";
   // Own keys only: "toString" is `in` every object, and would have been sent as no sort at all.
-  if (!Object.hasOwn(SORT_TARGET, target)) {
+  if (typeof target !== "string" || !Object.hasOwn(SORT_TARGET, target)) {
     throw invalidArgument(`sort.target must be one of ${Object.keys(SORT_TARGET).join(", ")}, got ${describe(target)}`);
   }
   const order = sort.order ?? (target === "key" ? "none" : "ascend");
-  if (!Object.hasOwn(SORT_ORDER, order)) {
+  if (typeof order !== "string" || !Object.hasOwn(SORT_ORDER, order)) {
     throw invalidArgument(`sort.order must be one of ${Object.keys(SORT_ORDER).join(", ")}, got ${describe(order)}`);
   }
   // As in clientv3: keys already come in ascending key order, and a target with no order would be ignored.
@@ -148,7 +148,7 @@ export function decodePut(keyspace: Keyspace, wire: WirePut): PutResult {
 }
 
 export function deleteRequest(keyspace: Keyspace, query: Bytes | DeleteQuery): Record<string, unknown> {
-  const prevKv = typeof query === "object" && !(query instanceof Uint8Array) ? query.prevKv : undefined;
+  const prevKv = typeof query === "object" && query !== null && !(query instanceof Uint8Array) ? query.prevKv : undefined;
   return { ...keyspace.range(query), prev_kv: resolveFlag(prevKv, "prevKv") || undefined };
 }
 

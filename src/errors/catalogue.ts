@@ -25,7 +25,11 @@ export function invalidArgument(message: string): EtcdError {
 export function describe(value: unknown): string {
   if (value === null) return "null";
   if (Array.isArray(value)) return "an array";
-  return typeof value === "object" ? (value.constructor?.name ?? "an object") : `${typeof value} ${String(value)}`;
+  if (typeof value === "function") return "a function";
+  if (typeof value !== "object") return `${typeof value} ${String(value)}`;
+  // Any object, even one without a prototype or with a `constructor` that is not a class.
+  const name = (value as { constructor?: { name?: unknown } }).constructor?.name;
+  return typeof name === "string" && name.length > 0 ? name : "an object";
 }
 
 // --- calls: time, abort, network -------------------------------------------------------------------------

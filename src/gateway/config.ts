@@ -126,9 +126,10 @@ function resolveEndpoints(input: GatewayOptions["endpoints"]): string[] {
     throw invalidArgument('endpoints must be a non-empty array of URLs, e.g. ["http://127.0.0.1:2379"]');
   }
   return list.map((endpoint: unknown) => {
+    if (typeof endpoint !== "string") throw invalidArgument(`an endpoint must be a URL string, got ${describe(endpoint)}`);
     let url: URL;
     try {
-      url = new URL(String(endpoint));
+      url = new URL(endpoint);
     } catch {
       throw invalidArgument(`endpoint ${JSON.stringify(endpoint)} is not a URL; write it as http://host:2379`);
     }
@@ -164,7 +165,7 @@ export function resolveSignal(value: unknown, name = "signal"): AbortSignal | un
 
 function resolveCount(value: unknown, name: string): number | undefined {
   if (value === undefined) return undefined;
-  if (typeof value !== "number" || !Number.isInteger(value) || value < 0) {
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0) {
     throw invalidArgument(`${name} must be a whole number >= 0, got ${describe(value)}`);
   }
   return value;

@@ -32,14 +32,14 @@ export const MAX_POLL_INTERVAL = 60_000;
 
 /** The wait mode, poll interval and time budget of a lock or campaign, checked before anything is sent. */
 export function waitSettings(options: WaitOptions & { timeout?: number | undefined }): { mode: WaitMode; pollInterval: number } {
-  const pollInterval = options.pollInterval ?? 500;
+  const pollInterval = options.pollInterval === undefined ? 500 : options.pollInterval;
   if (typeof pollInterval !== "number" || !(pollInterval >= MIN_POLL_INTERVAL && pollInterval <= MAX_POLL_INTERVAL)) {
     throw invalidArgument(`pollInterval must be a number of milliseconds from ${MIN_POLL_INTERVAL} to ${MAX_POLL_INTERVAL}, got ${describe(pollInterval)}`);
   }
   // As the transport's: positive, or Infinity for no limit; 0 alone means "try once" for a lock.
   if (options.timeout !== 0) resolveTimeout(options.timeout, "timeout");
-  const mode = options.wait ?? "watch";
-  if (mode !== "watch" && mode !== "poll") throw invalidArgument(`wait must be "watch" or "poll", got ${String(mode)}`);
+  const mode = options.wait === undefined ? "watch" : options.wait;
+  if (mode !== "watch" && mode !== "poll") throw invalidArgument(`wait must be "watch" or "poll", got ${describe(mode)}`);
   return { mode, pollInterval };
 }
 
