@@ -1,4 +1,5 @@
 import { answerTooLarge, redirected } from "../errors/catalogue.js";
+import { ByteBuffer } from "./byte-buffer.js";
 import type { FetchResponse } from "./fetch.js";
 
 /**
@@ -50,26 +51,24 @@ async function readStream(
   endpoint: string,
 ): Promise<string> {
   const reader = body.getReader();
-  const chunks: Uint8Array[] = [];
-  let bytes = 0;
+  const received = new ByteBuffer(maxBytes);
   let finished = false;
   try {
     for (;;) {
       const { done, value } = await reader.read();
       if (done) {
         finished = true;
-        return decode(chunks, bytes);
+        return decoder.decode(received.take());
       }
       const newline = firstLine ? value.indexOf(NEWLINE) : -1;
       const used = newline >= 0 ? value.subarray(0, newline) : value;
-      if (bytes + used.byteLength > maxBytes) {
+      if (received.length + used.byteLength > maxBytes) {
         if (ok) throw answerTooLarge(maxBytes, firstLine ? "the first line of the answer" : "the answer", endpoint);
-        chunks.push(used.subarray(0, maxBytes - bytes));
-        return decode(chunks, maxBytes);
+        received.append(used.subarray(0, maxBytes - received.length));
+        return decoder.decode(received.take());
       }
-      chunks.push(used);
-      bytes += used.byteLength;
-      if (newline >= 0) return decode(chunks, bytes);
+      received.append(used);
+      if (newline >= 0) return decoder.decode(received.take());
     }
   } finally {
     // Anything left unread (the rest of a stream, an oversized body) is dropped with its connection.
@@ -78,18 +77,6 @@ async function readStream(
 }
 
 const decoder = new TextDecoder();
-
-/** One decode of the whole body (most answers are one chunk): a UTF-8 character may span chunks. */
-function decode(chunks: Uint8Array[], bytes: number): string {
-  if (chunks.length === 1) return decoder.decode(chunks[0]);
-  const all = new Uint8Array(bytes);
-  let offset = 0;
-  for (const chunk of chunks) {
-    all.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return decoder.decode(all);
-}
 
 function untilNewline(text: string): string {
   const newline = text.indexOf("\n");

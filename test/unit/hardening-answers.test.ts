@@ -73,6 +73,23 @@ describe("item 3: bounded buffering", () => {
     expect(state.pulled).toBeLessThan(2 * 1024 * 1024);
   });
 
+  it("a body cut inside a UTF-8 character, over many chunks, decodes whole", async () => {
+    const text = `{"header":${JSON.stringify(HEADER)},"kvs":[{"key":"aw==","mod_revision":"6","value":"dg=="}],"count":"1","note":"clé ✓ 🎉"}`;
+    const bytes = encoder.encode(text);
+    const fetch = stubFetch(
+      () =>
+        new Response(
+          new ReadableStream<Uint8Array>({
+            start(controller) {
+              for (let i = 0; i < bytes.length; i += 3) controller.enqueue(bytes.slice(i, i + 3));
+              controller.close();
+            },
+          }),
+        ),
+    );
+    expect((await client(fetch).get("k"))?.value).toBe("v");
+  });
+
   it("the default cap is 16 MiB", async () => {
     const { stream, state } = endless(encoder.encode("x".repeat(1024 * 1024)));
     const fetch = stubFetch(() => new Response(stream, { status: 200 }));
