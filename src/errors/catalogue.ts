@@ -123,6 +123,19 @@ export function noToken(): EtcdError {
   return new EtcdError("UNAUTHENTICATED", "etcd returned no token: is auth enabled on the cluster?");
 }
 
+/**
+ * etcd's gateway refuses, with a plain-text 400, every request over a client certificate that has a Common
+ * Name once auth is enabled with `--client-cert-auth` (embed/serve.go): the CN cannot name a user there.
+ */
+export function commonNameRefused(endpoint?: string): EtcdError {
+  return new EtcdError(
+    "UNAUTHENTICATED",
+    `${endpoint ?? "etcd"} refuses client certificates with a Common Name on its JSON gateway while auth is enabled: ` +
+      "use a client certificate without a CN (names in subjectAltName only) and authenticate with `auth`",
+    { endpoint },
+  );
+}
+
 // --- leases and sessions ---------------------------------------------------------------------------------
 
 export function leaseNotFound(lease: string, cause?: unknown): EtcdError {
