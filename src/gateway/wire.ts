@@ -75,8 +75,8 @@ export const leaseGrant = z.object({ header, ID: requiredInt64, TTL: requiredInt
 /** `TTL` is absent when the lease no longer exists. */
 export const leaseKeepAlive = z.object({ header, ID: requiredInt64, TTL: int64 });
 
-/** `TTL` is -1 when the lease does not exist. */
-export const leaseTimeToLive = z.object({ header, ID: requiredInt64, TTL: requiredInt64, grantedTTL: int64, keys: z.optional(z.array(z.string())) });
+/** `TTL` is -1 when the lease does not exist, and absent (0) in its last second. */
+export const leaseTimeToLive = z.object({ header, ID: requiredInt64, TTL: int64, grantedTTL: int64, keys: z.optional(z.array(z.string())) });
 
 export const leaseLeases = z.object({ header, leases: z.optional(z.array(z.object({ ID: requiredInt64 }))) });
 

@@ -224,6 +224,11 @@ describe("item 8: answers are checked for what must be there", () => {
     expect((await typedError(() => answering(body).lease.grant(30))).code).toBe("BAD_RESPONSE");
   });
 
+  it("a time-to-live answer without TTL is a lease in its last second (protojson omits 0), not an error", async () => {
+    const result = await answering({ header: HEADER, ID: "7", grantedTTL: "5" }).lease.timeToLive("7");
+    expect(result).toMatchObject({ ttl: 0, grantedTtl: 5 });
+  });
+
   it("a grant of a requested ID must answer that ID", async () => {
     expect((await typedError(() => answering({ header: HEADER, ID: "8", TTL: "30" }).lease.grant(30, { id: "7" }))).code).toBe("BAD_RESPONSE");
   });
