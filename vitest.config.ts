@@ -33,6 +33,17 @@ export default defineConfig({
           hookTimeout: 300_000,
         },
       },
+      {
+        test: {
+          name: "chaos",
+          // The fault relay's own tests, and a short chaos run (its own cluster, worker processes, the built
+          // package). After the other projects: it loads both cores, and their noise would blur its bounds.
+          include: ["test/chaos/**/*.test.ts"],
+          sequence: { groupOrder: 1 },
+          testTimeout: 60_000,
+          hookTimeout: 60_000,
+        },
+      },
     ],
   },
 });

@@ -1,17 +1,24 @@
 import type { CallOptions } from "./gateway/transport.js";
 import { EtcdClient } from "./api/client.js";
-import { inspectLock, type LockInfo } from "./lock/inspect.js";
+import { inspectLock, inspectSemaphore, type LockInfo, type SemaphoreInfo } from "./lock/inspect.js";
 import type { Lock, LockTicket } from "./lock/lock.js";
+import type { MultiLock } from "./lock/multi-lock.js";
+import type { Permit } from "./lock/permit.js";
 import { resumeLock } from "./lock/resume.js";
 import type { KeepAliveMode, SessionOptions } from "./lock/lease-session.js";
 import { Session } from "./lock/session.js";
-import { withLock, type WithLockOptions } from "./lock/with-lock.js";
+import { SharedLeases } from "./lock/shared-lease.js";
+import { withLock, withLocks, withSemaphore, type WithLockOptions } from "./lock/with-lock.js";
 
 /**
  * The front door: the core client ({@link EtcdClient}: KV, txn, lease, watch) plus sessions and locks.
  * Creating one sends nothing.
  */
 export class Etcd extends EtcdClient {
+  /** The leases one-shot locks share; empty until the first `withLock`. */
+  readonly #shared = new SharedLeases(this);
+  readonly #on = { client: this, shared: this.#shared };
+
   /** A lease-backed session for locks and elections (one request). See {@link SessionOptions}. */
   session(options: SessionOptions = {}): Promise<Session> {
     return Session.create(this, options);
@@ -19,12 +26,46 @@ export class Etcd extends EtcdClient {
 
   /** Runs `fn` holding lock `name`: session, lock, `fn`, release and revoke, all in `finally`. */
   withLock<T>(name: string, fn: (lock: Lock<Session>) => T | Promise<T>, options: WithLockOptions = {}): Promise<T> {
-    return withLock(this, name, fn, options);
+    return withLock(this.#on, name, fn, options);
   }
 
-  /** Who holds lock `name` (key, fencing token, lease TTL left) and how many wait, without joining the line. */
+  /**
+   * Revokes the lease this client keeps for `withLock` (see {@link WithLockOptions.lease}), if any. The
+   * client stays usable; a later `withLock` grants a new one.
+   */
+  close(): Promise<void> {
+    return this.#shared.close();
+  }
+
+  /** For `await using`: {@link Etcd.close}. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
+  /**
+   * Runs `fn` holding a permit of semaphore `name` (of `permits`, as every contender on the name must use):
+   * session, permit, `fn`, release and revoke, all in `finally`, as `withLock`.
+   */
+  withSemaphore<T>(name: string, permits: number, fn: (permit: Permit<Session>) => T | Promise<T>, options: WithLockOptions = {}): Promise<T> {
+    return withSemaphore(this.#on, name, permits, fn, options);
+  }
+
+  /**
+   * Runs `fn` holding every lock of `names` at once (`session.lockAll`): session, locks, `fn`, release and
+   * revoke, all in `finally`, as `withLock`.
+   */
+  withLocks<T>(names: readonly string[], fn: (locks: MultiLock<Session>) => T | Promise<T>, options: WithLockOptions = {}): Promise<T> {
+    return withLocks(this.#on, names, fn, options);
+  }
+
+  /** Who holds lock `name` (key, fencing token, lease TTL left) and who waits, in order, without joining the line. */
   inspectLock(name: string, options: CallOptions = {}): Promise<LockInfo> {
     return inspectLock(this, name, options);
+  }
+
+  /** Who holds a permit of semaphore `name` and who waits, in order, and the permits they agree on, without joining. */
+  inspectSemaphore(name: string, options: CallOptions = {}): Promise<SemaphoreInfo> {
+    return inspectSemaphore(this, name, options);
   }
 
   /** Takes over a lock from its `lock.toJSON()` ticket, after checking it is still held. */

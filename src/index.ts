@@ -31,13 +31,20 @@ export { LeaseSession } from "./lock/lease-session.js";
 export type { KeepAliveMode, SessionOptions } from "./lock/lease-session.js";
 export { Session } from "./lock/session.js";
 export { Mutex } from "./lock/mutex.js";
-export type { LockOptions } from "./lock/mutex.js";
+export type { LockOptions } from "./lock/queue.js";
 export { Lock } from "./lock/lock.js";
 export type { LockTicket } from "./lock/lock.js";
 export { Election } from "./lock/election.js";
 export type { Leader } from "./lock/election.js";
-export type { LockInfo } from "./lock/inspect.js";
-export type { WithLockOptions } from "./lock/with-lock.js";
+export type { LineEntry, LockInfo, SemaphoreInfo } from "./lock/inspect.js";
+export { Held, HeldKey } from "./lock/held.js";
+export { Semaphore } from "./lock/semaphore.js";
+export type { SemaphoreOptions } from "./lock/semaphore.js";
+export { Permit } from "./lock/permit.js";
+export { RWLock } from "./lock/rwlock.js";
+export { ReadLock, WriteLock } from "./lock/rw-locks.js";
+export { MultiLock } from "./lock/multi-lock.js";
+export type { LeaseMode, WithLockOptions } from "./lock/with-lock.js";
 export type { WaitMode, WaitOptions } from "./lock/queue.js";
 export {
   EtcdBadResponseError,
@@ -48,4 +55,20 @@ export {
   isEtcdError,
 } from "./errors/etcd-error.js";
 export type { EtcdErrorCode, EtcdErrorDetails } from "./errors/etcd-error.js";
+export type {
+  EtcdEvent,
+  EventHandler,
+  FailoverEvent,
+  HoldingKind,
+  LockAcquiredEvent,
+  LockLostEvent,
+  LockReleasedEvent,
+  LockWaitingEvent,
+  RequestEvent,
+  RetryEvent,
+  SessionLostEvent,
+  SessionRenewedEvent,
+  SessionRenewFailedEvent,
+  WatchReconnectedEvent,
+} from "./events/events.js";
 export { VERSION } from "./version.js";

@@ -68,9 +68,9 @@ export class LeaseClient {
   }
 
   /** Ends the lease now and deletes its keys. LEASE_NOT_FOUND if it has already ended. */
-  async revoke(lease: LeaseId, options: CallOptions = {}): Promise<{ header: ResponseHeader }> {
+  async revoke(lease: LeaseId, options: CallOptions & { /** @internal Resend after a lost answer. */ idempotent?: boolean | undefined } = {}): Promise<{ header: ResponseHeader }> {
     const result = await this.#transport.unary(
-      { path: "/v3/lease/revoke", body: { ID: leaseIdArg(lease) }, schema: wire.headerOnly, retry: "write" },
+      { path: "/v3/lease/revoke", body: { ID: leaseIdArg(lease) }, schema: wire.headerOnly, retry: options.idempotent ? "idempotent" : "write", writes: true },
       options,
     );
     return { header: decodeHeader(result.header) };

@@ -1,14 +1,16 @@
 import { optionalCount } from "./args.js";
 import { decodeHeader, decodeKeyValue, int, type KeyValue, type ResponseHeader } from "./codec.js";
 import { aborted, badResponse, compacted, unavailable } from "../errors/catalogue.js";
-import { EtcdError } from "../errors/etcd-error.js";
+import { EtcdError, EtcdServerError } from "../errors/etcd-error.js";
 import type { KeyRange, Keyspace } from "./keyspace.js";
 import { lines } from "../gateway/ndjson.js";
 import { backoff } from "../gateway/retry-policy.js";
+import { resolveTimeout } from "../gateway/config.js";
 import { delay } from "../gateway/signals.js";
 import { errorFromStreamLine, isProxyUnavailable, parseJson, statusError } from "../gateway/status.js";
 import type { CallOptions, Transport } from "../gateway/transport.js";
 import { watchResponse, type WireWatchResponse } from "../gateway/wire.js";
+import { WatchStream } from "./watch-stream.js";
 
 export interface WatchOptions extends CallOptions {
   /** Deliver history from this revision on (0 or absent: only changes from now). */
@@ -23,6 +25,14 @@ export interface WatchOptions extends CallOptions {
   progressNotify?: boolean | undefined;
   /** Consecutive failed reconnections before the watch gives up with the last error. Default 10. */
   retries?: number | undefined;
+  /**
+   * Longest silence, in milliseconds, before the stream is reopened (on another endpoint if the silence
+   * looks like a dead connection). The server is asked to end a quiet stream cleanly after this long, so a
+   * healthy one is renewed without loss and a half-open one is found out. Default 30 000.
+   */
+  idleTimeout?: number | undefined;
+  /** @internal Told the revision the server reports each time the watch is created. */
+  onCreated?: ((revision: number) => void) | undefined;
 }
 
 export type WatchQuery = KeyRange & WatchOptions;
@@ -42,48 +52,57 @@ export interface WatchBatch {
 }
 
 const DEFAULT_RETRIES = 10;
+const DEFAULT_IDLE_TIMEOUT = 30_000;
 
 /**
- * Follows changes as an async iterable. A broken stream is reopened from the revision after the last one
- * delivered, so nothing is lost or repeated; history removed by compaction ends it with COMPACTED.
- * Aborting `signal` or leaving the loop closes the connection.
+ * Follows changes as an async iterable. A broken or silent stream is reopened from the revision after the
+ * last one delivered, so nothing is lost or repeated; history removed by compaction ends it with
+ * COMPACTED. Aborting `signal` or leaving the loop closes the connection.
  */
 export async function* watch(transport: Transport, keyspace: Keyspace, query: WatchQuery): AsyncGenerator<WatchBatch, void, undefined> {
   const retries = optionalCount(query.retries, "retries") ?? DEFAULT_RETRIES;
+  const idle = resolveTimeout(query.idleTimeout, "idleTimeout") ?? DEFAULT_IDLE_TIMEOUT;
   const request = createRequest(keyspace, query);
   const outer = query.signal;
   /** The first revision not yet delivered. */
   let next = optionalCount(query.startRevision, "startRevision") || undefined;
+  /**
+   * Reopens in a row that proved nothing. A stream proves itself by delivering events or by living its
+   * whole idle period; one that is created and then dies at once does not, so a server that answers
+   * `created` and hangs up cannot keep the watch reconnecting forever.
+   */
   let failures = 0;
 
   for (;;) {
     if (outer?.aborted) throw aborted(outer.reason);
-    const connection = new AbortController();
-    const onAbort = () => connection.abort(outer?.reason);
-    outer?.addEventListener("abort", onAbort, { once: true });
-    let lastError: EtcdError;
+    const stream = new WatchStream(outer, idle);
+    let endpoint: string | undefined;
+    let proved = false;
+    /** Why the stream ended; undefined when the server ended a quiet stream as asked. */
+    let ended: EtcdError | undefined;
     try {
-      const stream = await transport.open(
-        "/v3/watch",
-        { create_request: { ...request, start_revision: next === undefined ? undefined : String(next) } },
-        connection.signal,
-        query.timeout,
-      );
-      for await (const line of lines(stream.body)) {
-        const response = parseLine(line, stream.endpoint);
+      stream.follow();
+      const body = { create_request: { ...request, start_revision: next === undefined ? undefined : String(next) } };
+      const opened = await transport.open("/v3/watch", body, stream.signal, { timeout: query.timeout, headers: WatchStream.serverTimeout(idle) });
+      endpoint = opened.endpoint;
+      stream.heard();
+      for await (const line of lines(opened.body)) {
+        stream.heard();
+        const response = parseLine(line, opened.endpoint);
         // A refused watch answers `created` and `canceled` in one message: the cancellation wins.
         if (response.canceled) {
-          const error = cancelError(response, stream.endpoint);
-          if (error.code === "UNAUTHENTICATED" && stream.token !== undefined) {
+          const error = cancelError(response, opened.endpoint);
+          if (error.code === "UNAUTHENTICATED" && opened.token !== undefined) {
             // The token expired: forget it and reopen, which authenticates again.
-            transport.tokenRejected(stream.token);
+            transport.tokenRejected(opened.token);
             throw new Reopen(error);
           }
           throw error;
         }
         if (response.created) {
-          failures = 0;
-          next ??= int(response.header?.revision, "revision") + 1;
+          const revision = int(response.header?.revision, "revision");
+          next ??= revision + 1;
+          query.onCreated?.(revision);
           continue;
         }
         const header = decodeHeader(response.header);
@@ -95,6 +114,8 @@ export async function* watch(transport: Transport, keyspace: Keyspace, query: Wa
           }))
           // After a reconnection the server may resend what was delivered already.
           .filter((event) => next === undefined || event.kv.modRevision >= next);
+        proved = true;
+        stream.pause();
         if (events.length > 0) {
           // Replayed history packs several revisions into one message; deliver one revision per batch.
           for (const batch of byRevision(events)) {
@@ -106,19 +127,37 @@ export async function* watch(transport: Transport, keyspace: Keyspace, query: Wa
           next = Math.max(next ?? 0, header.revision + 1);
           yield { header, events: [] };
         }
+        stream.heard();
       }
-      lastError = unavailable(`watch stream from ${stream.endpoint} ended`, { endpoint: stream.endpoint });
+      ended = unavailable(`watch stream from ${opened.endpoint} ended`, { endpoint: opened.endpoint });
     } catch (thrown) {
       if (outer?.aborted) throw aborted(outer.reason);
-      lastError = thrown instanceof Reopen ? thrown.error : toError(thrown);
-      if (!(thrown instanceof Reopen) && !reconnectable(lastError)) throw lastError;
+      if (stream.silent) {
+        ended = unavailable(`watch stream from ${endpoint ?? "etcd"} went silent for ${idle} ms`, { endpoint });
+        if (endpoint !== undefined) transport.endpointFailed(endpoint);
+      } else if (endpoint !== undefined && isServerTimeout(thrown)) {
+        ended = undefined;
+      } else {
+        ended = thrown instanceof Reopen ? thrown.error : toError(thrown);
+        if (!(thrown instanceof Reopen) && !reconnectable(ended)) throw ended;
+      }
     } finally {
-      outer?.removeEventListener("abort", onAbort);
-      connection.abort();
+      stream.close();
     }
-    if (++failures > retries) throw lastError;
+    if (proved || stream.age >= idle) failures = 0;
+    if (ended === undefined) continue;
+    if (++failures > retries) throw ended;
+    if (transport.events.on) transport.events.emit({ type: "watch.reconnected", endpoint, code: ended.code, revision: next });
     await delay(backoff(failures, 50, 2_000), outer);
   }
+}
+
+/**
+ * The clean end of a quiet stream that we asked for with `Grpc-Timeout`: DeadlineExceeded from the server,
+ * which the gateway reports as code 4 or, racing with its own stream shutdown, as code 2 with the same text.
+ */
+function isServerTimeout(thrown: unknown): boolean {
+  return thrown instanceof EtcdServerError && (thrown.grpcCode === 4 || thrown.message.includes("context deadline exceeded"));
 }
 
 function createRequest(keyspace: Keyspace, query: WatchQuery): Record<string, unknown> {

@@ -38,10 +38,26 @@ export function timedOut(timeout: number, details: EtcdErrorDetails = {}): EtcdT
   return new EtcdTimeoutError(timeout, details);
 }
 
-/** The caller's signal aborted; its reason is the cause. An EtcdError reason (a lost session, say) wins. */
-export function aborted(reason: unknown, endpoint?: string): EtcdError {
-  if (reason instanceof EtcdError) return reason;
-  return new EtcdError("ABORTED", "the operation was aborted", { cause: reason, endpoint });
+/**
+ * The caller's signal aborted; its reason is the cause. An EtcdError reason (a lost session, say) keeps its
+ * code, and is returned as is unless this call's write was left undecided.
+ */
+export function aborted(reason: unknown, endpoint?: string, indeterminate = false): EtcdError {
+  if (reason instanceof EtcdError) return indeterminate ? undecided(reason) : reason;
+  return new EtcdError("ABORTED", "the operation was aborted", { cause: reason, endpoint, indeterminate });
+}
+
+/**
+ * `error` for a write that was sent and whose answer was lost: the same error, marked `indeterminate`, so
+ * the caller knows the write may have been applied.
+ */
+export function undecided(error: EtcdError): EtcdError {
+  if (error.indeterminate) return error;
+  const details = { cause: error.cause ?? error, endpoint: error.endpoint, indeterminate: true };
+  if (error instanceof EtcdServerError) return new EtcdServerError(error.code, error.message, { ...details, grpcCode: error.grpcCode, httpStatus: error.httpStatus });
+  if (error instanceof EtcdBadResponseError) return new EtcdBadResponseError(error.message, { ...details, status: error.status, body: error.body });
+  if (error instanceof EtcdTimeoutError) return new EtcdTimeoutError(error.timeout, details);
+  return new EtcdError(error.code, error.message, details);
 }
 
 /** No endpoint could serve the call: the connection failed or broke. */
@@ -162,13 +178,52 @@ export function locked(name: string, holder: string): EtcdError {
 }
 
 export function lockReleased(name: string, why: string): EtcdError {
-  return new EtcdError("LOCK_RELEASED", `lock ${name} is not held: ${why}`);
+  return heldReleased(`lock ${name}`, why);
 }
 
 export function lockLost(name: string, why = "its session's lease ended", cause?: unknown): EtcdError {
-  return new EtcdError("LOCK_LOST", `lock ${name} was lost: ${why}`, { cause });
+  return heldLost(`lock ${name}`, why, cause);
+}
+
+/** Whatever is held (`what`: "lock x", "permit of semaphore y", "read lock z") was released already. */
+export function heldReleased(what: string, why: string): EtcdError {
+  return new EtcdError("LOCK_RELEASED", `${what} is not held: ${why}`);
+}
+
+/** Whatever is held (`what`) ended before its release: the work under it was not protected to its end. */
+export function heldLost(what: string, why = "its session's lease ended", cause?: unknown): EtcdError {
+  return new EtcdError("LOCK_LOST", `${what} was lost: ${why}`, { cause });
 }
 
 export function notLeader(name: string): EtcdError {
   return new EtcdError("NOT_LEADER", `not the leader of election ${name}`);
+}
+
+// --- recipes: semaphores, read-write locks, multi-locks ---------------------------------------------------
+
+/** Every permit of semaphore `name` is taken, and the call was not to wait. */
+export function noPermit(name: string, permits: number): EtcdError {
+  return new EtcdError("LOCKED", `semaphore ${name} has all its ${permits} permits taken`);
+}
+
+/**
+ * A semaphore's line holds a key that does not agree on the number of permits (or is not a semaphore's key
+ * at all, a mutex's say): admitting by our count would over-admit by theirs.
+ */
+export function permitsMismatch(name: string, permits: number | undefined, key: string, found: string): EtcdError {
+  const theirs = /^[1-9][0-9]*$/.test(found) ? `${found} permits` : `value ${JSON.stringify(found.slice(0, 40))}, not a permit count`;
+  const message =
+    permits === undefined
+      ? `semaphore ${name}'s line does not agree on its permits: ${key} has ${theirs}`
+      : `semaphore ${name} is used with ${permits} permits here, but ${key} in its line has ${theirs}`;
+  return new EtcdError("PERMITS_MISMATCH", message);
+}
+
+/**
+ * A multi-lock's key is already in a line under this lease, from another contender of the same lease
+ * (another process that resumed it, or a leftover of a cut-off attempt): joining would order this contender
+ * by two revisions, which can deadlock.
+ */
+export function lockedBySameLease(name: string, key: string): EtcdError {
+  return new EtcdError("LOCKED", `lock ${name} is already contended for by this lease (key ${key}) outside this call`);
 }

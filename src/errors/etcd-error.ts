@@ -22,7 +22,8 @@ export type EtcdErrorCode =
   | "SESSION_EXPIRED"
   | "LOCK_RELEASED"
   | "LOCK_LOST"
-  | "NOT_LEADER";
+  | "NOT_LEADER"
+  | "PERMITS_MISMATCH";
 
 /** Context every error may carry. */
 export interface EtcdErrorDetails {

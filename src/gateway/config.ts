@@ -1,4 +1,5 @@
 import { describe, invalidArgument } from "../errors/catalogue.js";
+import type { EventHandler } from "../events/events.js";
 import type { Fetch } from "./fetch.js";
 
 /** What the gateway layer needs to know to move requests: where, with what, and how long. */
@@ -9,6 +10,12 @@ export interface GatewayOptions {
   fetch?: Fetch | undefined;
   /** Time budget of each call in milliseconds, retries included. Default 10 000. */
   timeout?: number | undefined;
+  /**
+   * Longest wait for one endpoint's answer, in milliseconds, before a call that is safe to repeat moves on
+   * to the next endpoint: a silent member costs one attempt, not the whole call. Default: a third of
+   * `timeout`. (A write that may not be repeated waits for its answer as long as the call's budget allows.)
+   */
+  attemptTimeout?: number | undefined;
   /** How many times a call that is safe to repeat is retried on another endpoint. Default 3. */
   retries?: number | undefined;
   /** Credentials for an etcd with auth enabled; the token is fetched and refreshed as needed. */
@@ -31,6 +38,11 @@ export interface GatewayOptions {
    * healthy member. Default true.
    */
   requireLeader?: boolean | undefined;
+  /**
+   * Told what the SDK does as it works (requests, retries, failovers, sessions, locks, watch reconnects):
+   * see {@link EtcdEvent}. Nothing is built when unset; a handler that throws never breaks a call.
+   */
+  onEvent?: EventHandler | undefined;
 }
 
 /** {@link GatewayOptions} checked once, defaults filled in. */
@@ -38,11 +50,13 @@ export interface GatewayConfig {
   readonly endpoints: readonly string[];
   readonly fetch: Fetch | undefined;
   readonly timeout: number;
+  readonly attemptTimeout: number;
   readonly retries: number;
   readonly auth: { readonly username: string; readonly password: string } | undefined;
   readonly headers: Readonly<Record<string, string>>;
   readonly requireLeader: boolean;
   readonly maxResponseBytes: number;
+  readonly onEvent: EventHandler | undefined;
 }
 
 export const DEFAULT_TIMEOUT = 10_000;
@@ -57,18 +71,24 @@ export function resolveGatewayConfig(options: GatewayOptions): GatewayConfig {
       throw invalidArgument("auth must be { username: string, password: string } with a non-empty username");
     }
   }
+  if (options.onEvent !== undefined && typeof options.onEvent !== "function") {
+    throw invalidArgument(`onEvent must be a function, got ${describe(options.onEvent)}`);
+  }
   if (options.fetch !== undefined && typeof options.fetch !== "function") {
     throw invalidArgument(`fetch must be a function, got ${describe(options.fetch)}`);
   }
+  const timeout = resolveTimeout(options.timeout, "timeout") ?? DEFAULT_TIMEOUT;
   return {
     endpoints: resolveEndpoints(options.endpoints),
     fetch: options.fetch,
-    timeout: resolveTimeout(options.timeout, "timeout") ?? DEFAULT_TIMEOUT,
+    timeout,
+    attemptTimeout: resolveTimeout(options.attemptTimeout, "attemptTimeout") ?? timeout / 3,
     retries: resolveCount(options.retries, "retries") ?? DEFAULT_RETRIES,
     auth: auth === undefined ? undefined : { username: auth.username, password: auth.password },
     headers: resolveHeaders(options.headers),
     requireLeader: resolveFlag(options.requireLeader, "requireLeader") ?? true,
     maxResponseBytes: resolveSize(options.maxResponseBytes, "maxResponseBytes") ?? DEFAULT_MAX_RESPONSE_BYTES,
+    onEvent: options.onEvent,
   };
 }
 

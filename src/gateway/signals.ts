@@ -5,18 +5,20 @@ import { resolveSignal } from "./config.js";
 const MAX_TIMER_MS = 2_147_483_647;
 
 /**
- * One signal for one call: aborts when the caller's signal does or when the call's time budget runs out,
- * and remembers which of the two it was so the error says so.
+ * One signal for one call (or one attempt of it): aborts when the parent signal does or when the time
+ * budget runs out, and remembers which of the two it was so the error says so.
  */
 export class CallSignal {
   readonly signal: AbortSignal;
   readonly #controller = new AbortController();
   readonly #parent: AbortSignal | undefined;
   readonly #timeout: number | undefined;
+  readonly #startedAt = performance.now();
   #timer: ReturnType<typeof setTimeout> | undefined;
   #timedOut = false;
   readonly #onParentAbort = () => this.#controller.abort(this.#parent?.reason);
 
+  /** Starts the clock and follows `parent`; `dispose()` stops both. */
   constructor(parent: AbortSignal | undefined, timeout: number | undefined) {
     resolveSignal(parent);
     this.signal = this.#controller.signal;
@@ -44,25 +46,24 @@ export class CallSignal {
     return this.#controller.signal.aborted;
   }
 
-  /** The error to throw now that the signal has fired. */
-  error(endpoint?: string): EtcdError {
-    if (this.#timedOut) return timedOut(this.#timeout ?? 0, { endpoint });
-    return aborted(this.#parent?.reason, endpoint);
+  /** Milliseconds left of the budget (Infinity without one). */
+  remaining(): number {
+    return this.#timeout === undefined ? Infinity : this.#timeout - (performance.now() - this.#startedAt);
   }
 
-  /** Stops the clock: the rest of the call (a stream's life) is bounded only by the caller's signal. */
-  stopTimer(): void {
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
-    this.#timer = undefined;
+  /** The error to throw now that the signal has fired; `indeterminate` when a write was sent unanswered. */
+  error(endpoint?: string, indeterminate = false): EtcdError {
+    if (this.#timedOut) return timedOut(this.#timeout ?? 0, { endpoint, indeterminate });
+    return aborted(this.#parent?.reason, endpoint, indeterminate);
   }
 
   dispose(): void {
-    this.stopTimer();
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
     this.#parent?.removeEventListener("abort", this.#onParentAbort);
   }
 }
 
-/** Waits `ms`, or rejects with the abort error as soon as `signal` fires. Never keeps a timer after that. */
 export function delay(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(aborted(signal.reason));
@@ -92,4 +93,15 @@ export function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promi
 export function anySignal(...signals: Array<AbortSignal | undefined>): AbortSignal {
   const present = signals.filter((s): s is AbortSignal => resolveSignal(s) !== undefined);
   return present.length === 1 ? present[0]! : AbortSignal.any(present);
+}
+
+/**
+ * A timer that does not keep a Node or Bun process alive; elsewhere a plain timer. The delay is clamped to
+ * [0, 2^31-1] ms (a longer one fires at once in every runtime), so a long lease renews every 24.8 days at
+ * most instead of in a tight loop; callers re-check their deadline when it fires.
+ */
+export function backgroundTimer(callback: () => void, ms: number): ReturnType<typeof setTimeout> {
+  const timer = setTimeout(callback, Math.min(MAX_TIMER_MS, Math.max(0, ms)));
+  (timer as { unref?: () => void }).unref?.();
+  return timer;
 }

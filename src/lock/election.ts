@@ -1,13 +1,12 @@
 import { type Bytes, toText } from "../api/bytes.js";
 import type { KeyValue, LeaseId, ResponseHeader } from "../api/codec.js";
 import { cmp, type Compare, op } from "../api/txn.js";
-import { invalidArgument, notLeader, sessionExpired } from "../errors/catalogue.js";
-import type { EtcdError } from "../errors/etcd-error.js";
-import { anySignal, CallSignal } from "../gateway/signals.js";
+import { invalidArgument, notLeader } from "../errors/catalogue.js";
 import type { CallOptions } from "../gateway/transport.js";
+import { attempt } from "./attempt.js";
 import type { LeaseSession } from "./lease-session.js";
-import type { LockOptions } from "./mutex.js";
-import { deleteOwnKey, enqueue, OLDEST, waitFailure, waitInLine, waitSettings } from "./queue.js";
+import { deleteOwnKey, enqueue, type LockOptions, OLDEST } from "./queue.js";
+import { waitInLine } from "./wait.js";
 
 export interface Leader {
   /** The leader's key, `<name>/<leaseIdHex>`. */
@@ -63,44 +62,30 @@ export class Election<S extends LeaseSession = LeaseSession> {
   /**
    * Waits until elected, with `value` as the proclamation. Until it resolves this candidate is not the
    * leader (`isLeader` false, `ifLeader()` throws). On abort, timeout or session loss the candidacy is
-   * withdrawn.
+   * withdrawn. `timeout: 0` tries once: NOT_LEADER (and no candidacy left) if another candidate leads.
    */
   async campaign(value: Bytes, options: LockOptions = {}): Promise<void> {
-    const settings = waitSettings(options);
-    const key = `${this.prefix}${this.session.leaseHex}`;
+    const { session, name, prefix } = this;
+    const key = `${prefix}${session.leaseHex}`;
     const text = typeof value === "string" ? value : toText(value);
-    const call = new CallSignal(anySignal(options.signal, this.session.signal), options.timeout);
-    let revision: number | undefined;
-    try {
-      const line = await enqueue(this.session.client, this.prefix, key, text, this.session.leaseId, call.signal);
-      revision = line.revision;
+    const leave = (revision: number | undefined) => deleteOwnKey(session.client, key, revision);
+    const revision = await attempt(session, options, { kind: "leadership", name }, leave, async (frame) => {
+      const line = await frame.join((signal) => enqueue(session.client, prefix, key, text, session.leaseId, signal));
       if (!line.created && line.own?.value !== text) {
         // Campaigning again with a new value: update our own key, whatever our place in the line.
-        await this.session.client
+        await session.client
           .txn()
-          .if(cmp.createRevision(key, "==", revision))
-          .then(op.put(key, value, { lease: this.session.leaseId }))
-          .commit({ signal: call.signal });
+          .if(cmp.createRevision(key, "==", line.revision))
+          .then(op.put(key, value, { lease: session.leaseId }))
+          .commit({ signal: frame.signal });
       }
-      await waitInLine(this.session.client, this.prefix, line, {
-        ...settings,
-        signal: call.signal,
-        expired: () => this.#expired(),
-      });
-      this.#key = key;
-      this.#revision = revision;
-    } catch (thrown) {
-      const error = waitFailure(this.session, call, thrown, (cause) => this.#expired(cause));
-      // With the revision unknown, the cut-off enqueue may still have landed: delete the key unguarded.
-      if (!this.session.closed) await deleteOwnKey(this.session.client, key, revision).catch(() => {});
-      throw error;
-    } finally {
-      call.dispose();
-    }
-  }
-
-  #expired(cause?: unknown): EtcdError {
-    return sessionExpired(this.session.leaseId, cause ?? this.session.signal.reason, `campaigning in ${this.name}`);
+      if (frame.tryOnly && line.owner !== undefined && line.owner.createRevision !== line.revision) throw notLeader(name);
+      if (line.owner !== undefined && line.owner.createRevision !== line.revision) frame.waiting(line.ahead);
+      await waitInLine(session.client, prefix, line, frame.context);
+      return line.revision;
+    });
+    this.#key = key;
+    this.#revision = revision;
   }
 
   /** Publishes a new value as the leader, without losing leadership. NOT_LEADER if we are not it. */

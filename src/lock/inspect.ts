@@ -1,39 +1,81 @@
 import type { EtcdClient } from "../api/client.js";
-import type { LeaseId, ResponseHeader } from "../api/codec.js";
-import { invalidArgument } from "../errors/catalogue.js";
+import type { KeyValue, LeaseId, ResponseHeader } from "../api/codec.js";
+import { invalidArgument, permitsMismatch } from "../errors/catalogue.js";
 import { isEtcdError } from "../errors/etcd-error.js";
 import type { CallOptions } from "../gateway/transport.js";
-import { OLDEST } from "./queue.js";
+
+/** One key in a line: a holder or a waiter. */
+export interface LineEntry {
+  /** The contender's key in the line. */
+  key: string;
+  /** Its create revision: its place in the line, and its fencing token once it holds. */
+  revision: number;
+  /** The lease the key is bound to: its session's. */
+  leaseId: LeaseId;
+}
 
 export interface LockInfo {
   /** The current holder, or undefined when the lock is free. */
   holder:
-    | {
-        key: string;
-        /** The holder's fencing token. */
-        revision: number;
-        leaseId: LeaseId;
+    | (LineEntry & {
         /** Seconds the holder's lease has left (0 if it ended just now). */
         ttl: number;
-      }
+      })
     | undefined;
-  /** How many sessions wait behind the holder. */
-  waiters: number;
+  /** The sessions waiting behind the holder, first in line first. */
+  waiters: LineEntry[];
+  /** The header of the read of the line. */
   header: ResponseHeader;
 }
 
-/** Who holds lock `name` and how many wait, without joining the line. Two requests when held, one when free. */
+export interface SemaphoreInfo {
+  /** The permits the line's keys agree on; undefined when nobody holds or waits. */
+  permits: number | undefined;
+  /** The keys holding a permit, oldest first. */
+  holders: LineEntry[];
+  /** The keys waiting for one, first in line first. */
+  waiters: LineEntry[];
+  /** The header of the read of the line. */
+  header: ResponseHeader;
+}
+
+const LINE_ORDER = { sort: { target: "createRevision", order: "ascend" } } as const;
+
+/**
+ * Who holds lock `name` and who waits, in order, without joining the line. Two requests when held (the
+ * line, then the holder's lease), one when free. Reads the whole line: one entry per waiter.
+ */
 export async function inspectLock(client: EtcdClient, name: string, options: CallOptions = {}): Promise<LockInfo> {
   if (typeof name !== "string" || name.length === 0) throw invalidArgument("a lock name must be a non-empty string");
-  const { kvs, count, header } = await client.range({ ...OLDEST, prefix: `${name}/`, ...options });
-  const kv = kvs[0];
-  if (kv === undefined) return { holder: undefined, waiters: 0, header };
-  const ttl = await client.lease.timeToLive(kv.lease, options).then(
+  const { kvs, header } = await client.range({ prefix: `${name}/`, ...LINE_ORDER, keysOnly: true, ...options });
+  const [first, ...rest] = kvs.map(entry);
+  if (first === undefined) return { holder: undefined, waiters: [], header };
+  const ttl = await client.lease.timeToLive(first.leaseId, options).then(
     (lease) => lease.ttl,
     (error: unknown) => {
       if (isEtcdError(error, "LEASE_NOT_FOUND")) return 0;
       throw error;
     },
   );
-  return { holder: { key: kv.key, revision: kv.createRevision, leaseId: kv.lease, ttl }, waiters: Math.max(0, count - 1), header };
+  return { holder: { ...first, ttl }, waiters: rest, header };
+}
+
+/**
+ * Who holds a permit of semaphore `name` and who waits, in order, without joining the line: one request.
+ * PERMITS_MISMATCH if the keys in the line disagree on the number of permits (or are not a semaphore's).
+ */
+export async function inspectSemaphore(client: EtcdClient, name: string, options: CallOptions = {}): Promise<SemaphoreInfo> {
+  if (typeof name !== "string" || name.length === 0) throw invalidArgument("a semaphore name must be a non-empty string");
+  const { kvs, header } = await client.range({ prefix: `${name}/`, ...LINE_ORDER, ...options });
+  const oldest = kvs[0];
+  if (oldest === undefined) return { permits: undefined, holders: [], waiters: [], header };
+  const stranger = kvs.find((kv) => kv.value !== oldest.value || !/^[1-9][0-9]*$/.test(kv.value));
+  if (stranger !== undefined) throw permitsMismatch(name, undefined, stranger.key, stranger.value);
+  const permits = Number(oldest.value);
+  const entries = kvs.map(entry);
+  return { permits, holders: entries.slice(0, permits), waiters: entries.slice(permits), header };
+}
+
+function entry(kv: KeyValue): LineEntry {
+  return { key: kv.key, revision: kv.createRevision, leaseId: kv.lease };
 }

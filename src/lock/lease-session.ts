@@ -4,8 +4,10 @@ import type { LeaseId } from "../api/codec.js";
 import { describe, invalidArgument, sessionClosed, sessionExpired } from "../errors/catalogue.js";
 import { type EtcdError, isEtcdError } from "../errors/etcd-error.js";
 import type { CallOptions } from "../gateway/transport.js";
-import { backgroundTimer, now } from "./clock.js";
+import { backgroundTimer } from "../gateway/signals.js";
+import { now } from "./clock.js";
 import { LocalTurns } from "./local-turns.js";
+import { ReleaseSends } from "./sends.js";
 
 export type KeepAliveMode = "auto" | "manual";
 
@@ -74,6 +76,10 @@ export class LeaseSession {
   #deadlineTimer: ReturnType<typeof setTimeout> | undefined;
   #stopRenewing: (() => void) | undefined;
   #closed = false;
+  /** The lease is gone for sure: revoked by `close()`, or found missing by it. */
+  #revoked = false;
+  #closing: Promise<boolean> | undefined;
+  readonly #revokeSends = new ReleaseSends(() => this.beforeDeadline());
 
   /** Made by `etcd.session()`; constructing one starts nothing and sends nothing. */
   constructor(client: EtcdClient, lease: LeaseGrant) {
@@ -84,11 +90,25 @@ export class LeaseSession {
     this.#deadline = lease.sentAt + lease.remaining * 1000;
   }
 
-  /** @internal Arms the deadline timer and, in `"auto"` mode, background renewal. Called once by the factory. */
+  /**
+   * @internal Arms the deadline timer and, in `"auto"` mode, background renewal. Called by the factory, and
+   * again by a client's shared lease each time it is used after `idle()`.
+   */
   start(): this {
+    if (this.#lost.signal.aborted) return this;
     this.#armDeadline();
-    if (this.keepAlive === "auto") this.#stopRenewing = this.#renewEvery();
+    if (this.keepAlive === "auto") this.#stopRenewing ??= this.#renewEvery();
     return this;
+  }
+
+  /**
+   * @internal Stops the deadline timer of a manual session nobody is using, so nothing runs between two
+   * uses; `alive` still compares with the deadline when asked. `start()` arms it again.
+   */
+  idle(): void {
+    if (this.keepAlive !== "manual") return;
+    clearTimeout(this.#deadlineTimer);
+    this.#deadlineTimer = undefined;
   }
 
   /** Aborts when the lease is lost (expired, revoked, or past its deadline unrenewed) or the session closes. */
@@ -109,6 +129,11 @@ export class LeaseSession {
   /** Whether `close()` was called. */
   get closed(): boolean {
     return this.#closed;
+  }
+
+  /** @internal Whether the lease's deadline has not passed yet, closed or not: the server still holds it. */
+  beforeDeadline(): boolean {
+    return now() < this.#deadline;
   }
 
   /** Milliseconds until the lease's deadline (0 once passed). */
@@ -133,6 +158,8 @@ export class LeaseSession {
       if (!this.#lost.signal.aborted) {
         this.#deadline = Math.max(this.#deadline, sentAt + ttl * 1000);
         this.#armDeadline();
+        const events = this.client.transport.events;
+        if (events.on) events.emit({ type: "session.renewed", leaseId: this.leaseId, ttl });
       }
       this.#throwIfDead();
       return ttl;
@@ -147,9 +174,10 @@ export class LeaseSession {
   }
 
   /**
-   * Runs `work` while renewing the lease every ttl/3, and stops renewing when it settles: explicit,
-   * scoped renewal for `"manual"` sessions (a Lambda waiting for a lock or working under one). No timer
-   * outlives the call; a process frozen meanwhile renews nothing and loses the lease as it should.
+   * Runs `work` while renewing the lease, and stops renewing when it settles: explicit, scoped renewal for
+   * `"manual"` sessions (a Lambda waiting for a lock or working under one). The first renewal goes out at
+   * once if less than two thirds of the TTL is left, then every ttl/3. No timer outlives the call; a process
+   * frozen meanwhile renews nothing and loses the lease as it should.
    */
   async renewWhile<T>(work: () => Promise<T>): Promise<T> {
     const stop = this.#renewEvery();
@@ -162,18 +190,27 @@ export class LeaseSession {
 
   /**
    * Stops renewal and revokes the lease, which deletes every key of the session (releasing its locks).
-   * Resolves to whether the lease was still there to revoke (false: it had already expired).
+   * Resolves to whether the lease was still there to revoke (false: it had already expired). The
+   * revocation is resent after a lost answer; if `close()` fails, calling it again tries again.
    */
-  async close(options: CallOptions = {}): Promise<boolean> {
-    if (this.#closed) return false;
+  close(options: CallOptions = {}): Promise<boolean> {
+    if (this.#revoked) return Promise.resolve(false);
     this.#closed = true;
     this.#lose(sessionClosed(this.leaseId));
+    this.#closing ??= this.#revoke(options).finally(() => (this.#closing = undefined));
+    return this.#closing;
+  }
+
+  async #revoke(options: CallOptions): Promise<boolean> {
     try {
-      await this.client.lease.revoke(this.leaseId, options);
+      await this.client.lease.revoke(this.leaseId, { ...options, idempotent: true, onSent: this.#revokeSends.sent });
+      this.#revoked = true;
       return true;
     } catch (error) {
-      if (isEtcdError(error, "LEASE_NOT_FOUND")) return false;
-      throw error;
+      if (!isEtcdError(error, "LEASE_NOT_FOUND")) throw error;
+      this.#revoked = true;
+      // Gone on a resend: our earlier send revoked it (its answer was lost), unless that send left late.
+      return this.#revokeSends.goneMeansDone;
     }
   }
 
@@ -190,7 +227,11 @@ export class LeaseSession {
     this.#stopRenewing?.();
     clearTimeout(this.#deadlineTimer);
     this.#stopRenewing = this.#deadlineTimer = undefined;
-    if (!this.#lost.signal.aborted) this.#lost.abort(reason);
+    if (this.#lost.signal.aborted) return;
+    // Told before the abort, whose listeners tell of the locks lost with it.
+    const events = this.client.transport.events;
+    if (events.on && !this.#closed) events.emit({ type: "session.lost", leaseId: this.leaseId, code: reason.code });
+    this.#lost.abort(reason);
   }
 
   #armDeadline(): void {
@@ -201,24 +242,33 @@ export class LeaseSession {
     }, Math.ceil(this.#deadline - now()) + 1);
   }
 
-  /** Renews every ttl/3 (sooner after a failure) until the returned function is called or the lease is lost. */
+  /**
+   * Renews whenever two thirds of the TTL or less is left (every ttl/3 once in step; at once if already
+   * less is left), sooner after a failure, until the returned function is called or the lease is lost.
+   */
   #renewEvery(): () => void {
     let timer: ReturnType<typeof setTimeout> | undefined;
     let stopped = false;
+    const dueIn = () => Math.max(0, this.remaining() - (this.ttl * 1000 * 2) / 3);
     const schedule = (delay: number) => {
       timer = backgroundTimer(() => {
         if (stopped || !this.alive) return;
-        // Each renewal may take at most the time left, so a slow answer cannot extend trust past the deadline.
-        this.renew({ timeout: Math.max(1, this.remaining()) }).then(
-          () => stopped || schedule((this.ttl * 1000) / 3),
-          () => {
+        // Each renewal may take at most the time left, so a slow answer cannot extend trust past the
+        // deadline; each endpoint gets a share of it, so a silent member cannot use it all up.
+        const left = this.remaining();
+        const endpoints = Math.max(2, this.client.config.endpoints.length);
+        this.renew({ timeout: Math.max(1, left), attemptTimeout: Math.max(250, left / endpoints) }).then(
+          () => stopped || schedule(dueIn()),
+          (error: unknown) => {
+            const events = this.client.transport.events;
+            if (events.on) events.emit({ type: "session.renewFailed", leaseId: this.leaseId, code: isEtcdError(error) ? error.code : "UNKNOWN" });
             // A transient failure: try again soon while the deadline allows; a lost lease has already aborted.
             if (!stopped && this.alive) schedule(Math.min(1_000, this.remaining() / 2));
           },
         );
       }, delay);
     };
-    schedule((this.ttl * 1000) / 3);
+    schedule(dueIn());
     return () => {
       stopped = true;
       clearTimeout(timer);

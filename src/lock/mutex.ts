@@ -1,21 +1,12 @@
-import type { ResponseHeader } from "../api/codec.js";
-import { invalidArgument, locked, sessionExpired } from "../errors/catalogue.js";
-import { type EtcdError, isEtcdError } from "../errors/etcd-error.js";
-import { anySignal, CallSignal } from "../gateway/signals.js";
+import { invalidArgument, locked } from "../errors/catalogue.js";
+import { isEtcdError } from "../errors/etcd-error.js";
 import type { CallOptions } from "../gateway/transport.js";
+import { attempt } from "./attempt.js";
 import type { LeaseSession } from "./lease-session.js";
 import { Lock } from "./lock.js";
-import { deleteOwnKey, enqueue, waitFailure, waitInLine, type WaitOptions, waitSettings } from "./queue.js";
+import { deleteOwnKey, enqueue, type LockOptions } from "./queue.js";
+import { waitInLine } from "./wait.js";
 
-export interface LockOptions extends WaitOptions {
-  /** Gives up waiting: the waiter deletes its key and the call throws ABORTED. */
-  signal?: AbortSignal | undefined;
-  /**
-   * Longest wait in milliseconds; TIMEOUT after it (the key is deleted). `0` tries once and throws
-   * LOCKED if another session holds the lock. Default: wait as long as the session lives.
-   */
-  timeout?: number | undefined;
-}
 
 /**
  * etcd's Go `concurrency.Mutex`: a key `<name>/<leaseIdHex>` bound to the session's lease, ordered by
@@ -41,40 +32,27 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
   /**
    * Waits for the lock in revision order. The uncontended case is one request; a contended waiter wakes on
    * its predecessor's delete event and needs one more read. On abort, timeout or session loss the waiter's
-   * key is deleted so it blocks nobody.
+   * key is deleted so it blocks nobody (after its join has settled: see `attempt`).
    */
-  async lock(options: LockOptions = {}): Promise<Lock<S>> {
-    const settings = waitSettings(options);
-    const tryOnly = options.timeout === 0;
-    const call = new CallSignal(anySignal(options.signal, this.session.signal), tryOnly ? undefined : options.timeout);
-    /** Our key's create revision once known; `null` while the enqueue is in flight (it may have landed). */
-    let joined: number | null | undefined;
-    let releaseLocal: (() => void) | undefined;
-    try {
+  lock(options: LockOptions = {}): Promise<Lock<S>> {
+    const { session, name, key, prefix } = this;
+    // With the revision unknown (the join's answer was lost) the key is deleted unguarded: this caller still
+    // holds the session's local turn for it, so no other contender of this session can be using it.
+    const leave = (revision: number | undefined) => deleteOwnKey(session.client, key, revision);
+    return attempt(session, options, { kind: "lock", name }, leave, async (frame) => {
       // etcd sees one key per session and name, so this session's own contenders queue here first.
-      releaseLocal = tryOnly ? this.session.turns.tryTake(this.key) : await this.session.turns.take(this.key, call.signal);
-      if (releaseLocal === undefined) throw locked(this.name, "another caller of this session");
-      joined = null;
-      const line = await enqueue(this.session.client, this.prefix, this.key, "", this.session.leaseId, call.signal);
-      joined = line.revision;
-      if (line.owner === undefined || line.owner.createRevision === line.revision) {
-        return this.#acquired(line.revision, line.header, releaseLocal);
+      const turn = frame.tryOnly ? session.turns.tryTake(key) : await session.turns.take(key, frame.signal);
+      if (turn === undefined) throw locked(name, "another caller of this session");
+      frame.local = turn;
+      const line = await frame.join((signal) => enqueue(session.client, prefix, key, "", session.leaseId, signal));
+      let header = line.header;
+      if (line.owner !== undefined && line.owner.createRevision !== line.revision) {
+        if (frame.tryOnly) throw locked(name, line.owner.key);
+        frame.waiting(line.ahead);
+        header = await waitInLine(session.client, prefix, line, frame.context);
       }
-      if (tryOnly) throw locked(this.name, line.owner.key);
-      const header = await waitInLine(this.session.client, this.prefix, line, {
-        ...settings,
-        signal: call.signal,
-        expired: () => this.#expired(),
-      });
-      return this.#acquired(line.revision, header, releaseLocal);
-    } catch (thrown) {
-      const error = waitFailure(this.session, call, thrown, (cause) => this.#expired(cause));
-      if (joined !== undefined) await this.#leaveLine(joined);
-      releaseLocal?.();
-      throw error;
-    } finally {
-      call.dispose();
-    }
+      return new Lock({ name, key, session, revision: line.revision, header, releaseLocal: turn });
+    });
   }
 
   /** The lock if it is free now, else undefined; leaves no key behind when it fails. */
@@ -85,25 +63,5 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
       if (isEtcdError(error, "LOCKED")) return undefined;
       throw error;
     }
-  }
-
-  /** Never hands out a lock whose session can no longer be trusted (the deadline may pass mid-call). */
-  #acquired(revision: number, header: ResponseHeader, releaseLocal: () => void): Lock<S> {
-    if (!this.session.alive) throw this.#expired();
-    return new Lock({ name: this.name, key: this.key, session: this.session, revision, header, releaseLocal });
-  }
-
-  #expired(cause?: unknown): EtcdError {
-    return sessionExpired(this.session.leaseId, cause ?? this.session.signal.reason, `waiting for lock ${this.name}`);
-  }
-
-  /**
-   * Best effort: a key we could not delete still goes with the lease. With the revision unknown (the
-   * enqueue was cut off and may have landed) the key is deleted unguarded: this caller holds the session's
-   * local turn for it, so no other contender of this session can be using it.
-   */
-  async #leaveLine(revision: number | null): Promise<void> {
-    if (this.session.closed) return;
-    await deleteOwnKey(this.session.client, this.key, revision ?? undefined).catch(() => {});
   }
 }

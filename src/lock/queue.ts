@@ -2,15 +2,13 @@ import type { EtcdClient } from "../api/client.js";
 import type { KeyValue, ResponseHeader } from "../api/codec.js";
 import { cmp, op } from "../api/txn.js";
 import { describe, internal, invalidArgument } from "../errors/catalogue.js";
-import { type EtcdError, isEtcdError } from "../errors/etcd-error.js";
 import { resolveTimeout } from "../gateway/config.js";
-import { type CallSignal, delay } from "../gateway/signals.js";
-import type { LeaseSession } from "./lease-session.js";
+import type { CallOptions } from "../gateway/transport.js";
 
 /**
  * The waiting line behind etcd's Go `concurrency` package: every contender puts a key under `prefix`, and
- * the key with the lowest create revision is first. A waiter watches only its immediate predecessor (the
- * newest key created before its own) and re-reads the line when that key is deleted.
+ * the key with the lowest create revision is first. This module holds the line's requests: join it, read
+ * one's place in it, leave it. How a waiter waits is in wait.ts.
  */
 
 export type WaitMode = "watch" | "poll";
@@ -30,26 +28,43 @@ export const MIN_POLL_INTERVAL = 50;
 /** Above this a released lock could stay unnoticed for longer than any reasonable lease. */
 export const MAX_POLL_INTERVAL = 60_000;
 
-/** The wait mode, poll interval and time budget of a lock or campaign, checked before anything is sent. */
-export function waitSettings(options: WaitOptions & { timeout?: number | undefined }): { mode: WaitMode; pollInterval: number } {
+/** Options of every wait for a lock, permit or leadership. */
+export interface LockOptions extends WaitOptions {
+  /** Gives up waiting: the waiter deletes its key and the call throws ABORTED. */
+  signal?: AbortSignal | undefined;
+  /**
+   * Longest wait in milliseconds; TIMEOUT after it (the key is deleted). `0` tries once and throws
+   * LOCKED if another session holds the lock. Default: wait as long as the session lives.
+   */
+  timeout?: number | undefined;
+}
+
+/** The wait mode, poll interval and time budget of a wait, checked before anything is sent. */
+export function waitSettings(options: LockOptions): { mode: WaitMode; pollInterval: number } {
   const pollInterval = options.pollInterval === undefined ? 500 : options.pollInterval;
   if (typeof pollInterval !== "number" || !(pollInterval >= MIN_POLL_INTERVAL && pollInterval <= MAX_POLL_INTERVAL)) {
     throw invalidArgument(`pollInterval must be a number of milliseconds from ${MIN_POLL_INTERVAL} to ${MAX_POLL_INTERVAL}, got ${describe(pollInterval)}`);
   }
-  // As the transport's: positive, or Infinity for no limit; 0 alone means "try once" for a lock.
+  // As the transport's: positive, or Infinity for no limit; 0 alone means "try once".
   if (options.timeout !== 0) resolveTimeout(options.timeout, "timeout");
   const mode = options.wait === undefined ? "watch" : options.wait;
   if (mode !== "watch" && mode !== "poll") throw invalidArgument(`wait must be "watch" or "poll", got ${describe(mode)}`);
   return { mode, pollInterval };
 }
 
+/** Where a contender stands in the line, as one read showed it. */
 export interface QueueState {
   header: ResponseHeader;
   /** The newest key created before ours, if any: the one to wait for. */
   predecessor: KeyValue | undefined;
 }
 
-const NEWEST_FIRST = { target: "createRevision", order: "descend" } as const;
+/** A read of the line that also tells whether our own key is still in it. */
+export interface LineState extends QueueState {
+  ownExists: boolean;
+}
+
+export const NEWEST_FIRST = { target: "createRevision", order: "descend" } as const;
 const OLDEST_FIRST = { target: "createRevision", order: "ascend" } as const;
 
 /** Range options that select the line's first key: the holder. */
@@ -71,7 +86,8 @@ export async function enqueue(client: EtcdClient, prefix: string, key: string, v
     .if(cmp.createRevision(key, "==", 0))
     .then(op.put(key, value, { lease: leaseId }), ownerOp(prefix), op.get({ prefix, sort: NEWEST_FIRST, limit: 2 }))
     .else(op.get(key), ownerOp(prefix))
-    .commit({ signal });
+    // A create-if-absent is safe to resend: a repeat finds the key and reads it back (created: false).
+    .commit({ signal, idempotent: true });
   if (result.succeeded) {
     const [, owner, newest] = result.responses;
     const revision = result.header.revision;
@@ -81,99 +97,32 @@ export async function enqueue(client: EtcdClient, prefix: string, key: string, v
       own: newest.kvs[0],
       owner: owner.kvs[0],
       predecessor: newest.kvs.find((kv) => kv.createRevision < revision),
+      // Ours is the newest key under the prefix, so every other one is ahead of it.
+      ahead: newest.count - 1,
       created: true,
     };
   }
   const [own, owner] = result.responses;
   const mine = own.kvs[0];
   if (mine === undefined) throw internal(`key ${key} vanished inside one transaction`);
-  return { header: result.header, revision: mine.createRevision, own: mine, owner: owner.kvs[0], predecessor: undefined, created: false };
+  return { header: result.header, revision: mine.createRevision, own: mine, owner: owner.kvs[0], predecessor: undefined, ahead: undefined, created: false };
 }
 
 /**
  * One read of the line up to our own key: ours (to check it still exists) and our predecessor. Our key
  * missing means our lease ended while we waited.
  */
-export async function readLine(client: EtcdClient, prefix: string, revision: number, signal: AbortSignal): Promise<QueueState & { ownExists: boolean }> {
+export async function readLine(client: EtcdClient, prefix: string, revision: number, signal: AbortSignal): Promise<LineState> {
   const { header, kvs } = await client.range({ prefix, maxCreateRevision: revision, sort: NEWEST_FIRST, limit: 2, signal });
   const ownExists = kvs[0]?.createRevision === revision;
   return { header, ownExists, predecessor: ownExists ? kvs[1] : undefined };
 }
 
 /**
- * Waits for our turn after `enqueue`. When our key was already there (this session joined before), one
- * read finds our predecessor first; our key gone by then means our lease ended.
- */
-export async function waitInLine(
-  client: EtcdClient,
-  prefix: string,
-  line: Enqueued,
-  options: { signal: AbortSignal; mode: WaitMode; pollInterval: number; expired: () => EtcdError },
-): Promise<ResponseHeader> {
-  let start: QueueState = line;
-  if (!line.created) {
-    const state = await readLine(client, prefix, line.revision, options.signal);
-    if (!state.ownExists) throw options.expired();
-    start = state;
-  }
-  return waitForTurn(client, { prefix, revision: line.revision }, start, options);
-}
-
-/** What a failed wait reports: the session's loss first, then the caller's abort or timeout, else the cause. */
-export function waitFailure(session: LeaseSession, call: CallSignal, thrown: unknown, expired: (cause: unknown) => EtcdError): unknown {
-  return session.signal.aborted ? expired(thrown) : call.aborted ? call.error() : thrown;
-}
-
-/**
- * Waits until every key created before `revision` has gone. Returns the header of the read that showed
- * it. Throws SESSION_EXPIRED (via `expired`) when our own key disappears meanwhile.
- */
-export async function waitForTurn(
-  client: EtcdClient,
-  line: { prefix: string; revision: number },
-  start: QueueState,
-  options: { signal: AbortSignal; mode: WaitMode; pollInterval: number; expired: () => EtcdError },
-): Promise<ResponseHeader> {
-  let { header, predecessor } = start;
-  while (predecessor !== undefined) {
-    if (options.mode === "watch") await waitForDelete(client, predecessor.keyBytes, header.revision, options.signal);
-    else await delay(options.pollInterval, options.signal);
-    const state = await readLine(client, line.prefix, line.revision, options.signal);
-    if (!state.ownExists) throw options.expired();
-    ({ header, predecessor } = state);
-  }
-  return header;
-}
-
-/** Resolves at the first delete of `key` at or after `fromRevision`. */
-export async function waitForDelete(client: EtcdClient, key: Uint8Array, fromRevision: number, signal: AbortSignal): Promise<void> {
-  const watching = new AbortController();
-  const stop = () => watching.abort(signal.reason);
-  signal.addEventListener("abort", stop, { once: true });
-  try {
-    for await (const batch of client.watch({ key, startRevision: fromRevision, noPut: true, signal: watching.signal })) {
-      if (batch.events.some((event) => event.type === "delete")) return;
-    }
-  } catch (error) {
-    // History before the predecessor's read was compacted: re-reading the line tells us where we stand.
-    if (isEtcdError(error, "COMPACTED") && !signal.aborted) return;
-    throw error;
-  } finally {
-    signal.removeEventListener("abort", stop);
-    watching.abort();
-  }
-}
-
-/**
  * Deletes our key, only if it is still the incarnation created at `revision` when that is known; safe to
  * resend. Returns whether it was there to delete.
  */
-export async function deleteOwnKey(
-  client: EtcdClient,
-  key: string,
-  revision: number | undefined,
-  options: { signal?: AbortSignal | undefined; timeout?: number | undefined } = {},
-): Promise<boolean> {
+export async function deleteOwnKey(client: EtcdClient, key: string, revision: number | undefined, options: CallOptions = {}): Promise<boolean> {
   const guard = revision === undefined ? cmp.version(key, ">", 0) : cmp.createRevision(key, "==", revision);
   const result = await client.txn().if(guard).then(op.delete(key)).commit({ ...options, idempotent: true });
   return result.succeeded;

@@ -1,38 +1,157 @@
 import type { EtcdClient } from "../api/client.js";
-import { lockLost } from "../errors/catalogue.js";
-import type { KeepAliveMode } from "./lease-session.js";
+import { describe, heldLost, invalidArgument, lockLost } from "../errors/catalogue.js";
+import { type EtcdError, isEtcdError } from "../errors/etcd-error.js";
+import type { Held } from "./held.js";
+import { DEFAULT_SESSION_TTL, type KeepAliveMode } from "./lease-session.js";
+import { namesArg } from "./lock-all.js";
 import type { Lock } from "./lock.js";
-import type { LockOptions } from "./mutex.js";
+import type { MultiLock } from "./multi-lock.js";
+import type { LockOptions } from "./queue.js";
+import type { Permit } from "./permit.js";
+import { permitsArg } from "./semaphore.js";
 import { Session } from "./session.js";
+import type { SharedLeases } from "./shared-lease.js";
+
+/** Where a one-shot lock's lease comes from. */
+export type LeaseMode = "shared" | "per-call";
 
 export interface WithLockOptions extends LockOptions {
   /** Lease TTL in seconds. Default 60. */
   ttl?: number | undefined;
-  /** Default `"auto"`; `"manual"` for runtimes that freeze between invocations. */
+  /**
+   * `"auto"` (default): the lease is renewed while `fn` runs. `"manual"` for runtimes that freeze between
+   * invocations: the lease is renewed only while the call waits for the lock (so `timeout` may exceed the
+   * TTL), never while `fn` runs and never in the background.
+   */
   keepAlive?: KeepAliveMode | undefined;
+  /**
+   * `"shared"` (default): the client keeps one lease for its one-shot locks and reuses it while it is
+   * valid, so a warm call costs two requests (take, release); the lease outlives the last call by up to its
+   * TTL, holding no key. `"per-call"`: a lease of its own for this call, granted and revoked (three
+   * requests), for when nothing may outlive the call.
+   */
+  lease?: LeaseMode | undefined;
+}
+
+/** Where `withLock` and its siblings get their sessions: the client, and its shared leases. */
+export interface LockClient {
+  client: EtcdClient;
+  shared: SharedLeases;
 }
 
 /**
- * Session, lock, `fn`, release, all in `finally`. The release is the lease's revocation (one request),
- * which also tells whether the lock survived: if the lease had already expired, the call fails with
- * LOCK_LOST even though `fn` succeeded, because `fn` ran partly unprotected.
+ * Runs `fn` holding lock `name`; takes and releases everything in `finally`. If the lock was lost before
+ * the release (its lease expired under `fn`), the call fails with LOCK_LOST even though `fn` succeeded,
+ * because `fn` ran partly unprotected.
  */
-export async function withLock<T>(
-  client: EtcdClient,
+export async function withLock<T>(on: LockClient, name: string, fn: (lock: Lock<Session>) => T | Promise<T>, options: WithLockOptions = {}): Promise<T> {
+  // Refused before a lease is granted for nothing.
+  if (typeof name !== "string" || name.length === 0) throw invalidArgument("a lock name must be a non-empty string");
+  checkFn("withLock", fn);
+  return withHeld(on, (session) => session.mutex(name).lock(options), fn, options, () => lockLost(name, "its lease had expired before it was released"));
+}
+
+/** As `withLock`, holding a permit of semaphore `name` (of `permits`) while `fn` runs. */
+export async function withSemaphore<T>(
+  on: LockClient,
   name: string,
-  fn: (lock: Lock<Session>) => T | Promise<T>,
+  permits: number,
+  fn: (permit: Permit<Session>) => T | Promise<T>,
   options: WithLockOptions = {},
+): Promise<T> {
+  if (typeof name !== "string" || name.length === 0) throw invalidArgument("a semaphore name must be a non-empty string");
+  permitsArg(permits);
+  checkFn("withSemaphore", fn);
+  const lost = () => heldLost(`permit of semaphore ${name}`, "its lease had expired before it was released");
+  return withHeld(on, (session) => session.semaphore(name, { permits }).acquire(options), fn, options, lost);
+}
+
+/** As `withLock`, holding every lock of `names` at once (`session.lockAll`) while `fn` runs. */
+export async function withLocks<T>(on: LockClient, names: readonly string[], fn: (locks: MultiLock<Session>) => T | Promise<T>, options: WithLockOptions = {}): Promise<T> {
+  const checked = namesArg(names);
+  checkFn("withLocks", fn);
+  const lost = () => heldLost(`locks ${checked.join(", ")}`, "their lease had expired before they were released");
+  return withHeld(on, (session) => session.lockAll(checked, options), fn, options, lost);
+}
+
+function checkFn(what: string, fn: unknown): void {
+  if (typeof fn !== "function") throw invalidArgument(`${what} needs a function to run under the lock, got ${describe(fn)}`);
+}
+
+/** The frame of withLock and its siblings, on a lease of its own or on the client's shared one. */
+function withHeld<H extends Held<Session>, T>(
+  on: LockClient,
+  acquire: (session: Session) => Promise<H>,
+  fn: (held: H) => T | Promise<T>,
+  options: WithLockOptions,
+  lost: () => EtcdError,
+): Promise<T> {
+  const mode = options.lease ?? "shared";
+  if (mode !== "shared" && mode !== "per-call") throw invalidArgument(`lease must be "shared" or "per-call", got ${describe(mode)}`);
+  const keepAlive = options.keepAlive ?? "auto";
+  if (keepAlive !== "auto" && keepAlive !== "manual") throw invalidArgument(`keepAlive must be "auto" or "manual", got ${describe(keepAlive)}`);
+  return mode === "shared" ? onSharedLease(on.shared, acquire, fn, options, keepAlive) : onOwnLease(on.client, acquire, fn, options, lost);
+}
+
+/** Grant, take, `fn`, revoke: the revocation is the release and says whether the lock survived. */
+async function onOwnLease<H, T>(
+  client: EtcdClient,
+  acquire: (session: Session) => Promise<H>,
+  fn: (held: H) => T | Promise<T>,
+  options: WithLockOptions,
+  lost: () => EtcdError,
 ): Promise<T> {
   const session = await Session.create(client, { ttl: options.ttl, keepAlive: options.keepAlive, signal: options.signal });
   let result: T;
   try {
-    const lock = await session.mutex(name).lock(options);
-    result = await fn(lock);
+    // A manual lease cannot outlast its TTL by itself: renew it while waiting, so `timeout` means what it says.
+    const held = session.keepAlive === "manual" ? await session.renewWhile(() => acquire(session)) : await acquire(session);
+    result = await fn(held);
   } catch (error) {
     await session.close().catch(() => {});
     throw error;
   }
   const stillHeld = await session.close();
-  if (!stillHeld) throw lockLost(name, "its lease had expired before it was released");
+  if (!stillHeld) throw lost();
   return result;
+}
+
+/** Take on the client's shared lease, `fn`, release the keys: two requests when the lease is warm. */
+async function onSharedLease<H extends Held<Session>, T>(
+  shared: SharedLeases,
+  acquire: (session: Session) => Promise<H>,
+  fn: (held: H) => T | Promise<T>,
+  options: WithLockOptions,
+  keepAlive: KeepAliveMode,
+): Promise<T> {
+  const ttl = options.ttl ?? DEFAULT_SESSION_TTL;
+  for (let grants = 0; ; grants++) {
+    const session = await shared.use(ttl, options.signal);
+    try {
+      let held: H;
+      try {
+        // Renewing while waiting also renews at once, beside the take, when the lease has little left.
+        held = await session.renewWhile(() => acquire(session));
+      } catch (error) {
+        // The lease ended while the process was frozen: the server refused our key. One fresh grant.
+        if (grants === 0 && (isEtcdError(error, "LEASE_NOT_FOUND") || isEtcdError(error, "SESSION_EXPIRED"))) {
+          shared.forget(ttl, session);
+          continue;
+        }
+        throw error;
+      }
+      let result: T;
+      try {
+        result = await (keepAlive === "auto" ? session.renewWhile(async () => fn(held)) : fn(held));
+      } catch (error) {
+        await held[Symbol.asyncDispose]().catch(() => {});
+        throw error;
+      }
+      // The release: LOCK_LOST if the keys had gone before it (the lease ended under `fn`).
+      await held[Symbol.asyncDispose]();
+      return result;
+    } finally {
+      shared.done(ttl, session);
+    }
+  }
 }

@@ -236,12 +236,24 @@ describe("timeout and abort", () => {
     expect(new Set(fetch.calls.map((c) => c.endpoint))).toEqual(new Set(endpoints.map((e) => new URL(e).origin)));
   });
 
-  // A member that accepts connections but hangs (stalled disk, SIGSTOP) eats the whole budget of the call
-  // that hits it; that call may time out, but the client must not stay stuck on it for every later call.
+  // A member that accepts connections but hangs (stalled disk, SIGSTOP) costs a repeatable call one attempt,
+  // not its whole budget: the read moves on to the healthy member after `attemptTimeout`.
+  it("a read that hits a hung endpoint moves on after one attempt and succeeds within its budget", async () => {
+    const { inject } = await import("vitest");
+    const healthy = inject("etcdEndpoint");
+    const etcd = new Etcd({ endpoints: [silent.url, healthy], timeout: 2_000, attemptTimeout: 300 });
+    const { error, ms } = await timed(() => etcd.get(`${uniquePrefix("failover-hung")}k`));
+    expect(error).toBeUndefined();
+    expect(ms).toBeGreaterThanOrEqual(250);
+    expect(ms).toBeLessThan(2_000);
+  });
+
+  // When one attempt may take the whole budget, the call times out; the client must not stay stuck on the
+  // hung member for every later call.
   it("after a TIMEOUT on a hung endpoint, the next call moves on to a healthy one", async () => {
     const { inject } = await import("vitest");
     const healthy = inject("etcdEndpoint");
-    const etcd = new Etcd({ endpoints: [silent.url, healthy], timeout: 500 });
+    const etcd = new Etcd({ endpoints: [silent.url, healthy], timeout: 500, attemptTimeout: 500 });
     await expect(etcd.get("k")).rejects.toMatchObject({ code: "TIMEOUT" });
     const { error } = await timed(() => etcd.get(`${uniquePrefix("failover-hung")}k`));
     expect(error).toBeUndefined();

@@ -334,29 +334,31 @@ describe.concurrent("tickets", () => {
 });
 
 describe.concurrent("inspection and one session's own callers", () => {
-  it("(j) inspectLock: holder key, revision, lease and ttl > 0, and the number of waiters", async ({ expect }) => {
+  it("(j) inspectLock: holder key, revision, lease and ttl > 0, and the waiters in order", async ({ expect }) => {
     const name = uniqueName();
-    expect(await etcd.inspectLock(name)).toMatchObject({ holder: undefined, waiters: 0 });
+    expect(await etcd.inspectLock(name)).toMatchObject({ holder: undefined, waiters: [] });
     const session = await newSession({ ttl: 15 });
     const lock = await session.mutex(name).lock();
     const waiters = [await newSession(), await newSession()];
     const pending = waiters.map((s) => s.mutex(name).lock());
-    await until("two waiters", 5_000, async () => (await etcd.inspectLock(name)).waiters === 2);
+    await until("two waiters", 5_000, async () => (await etcd.inspectLock(name)).waiters.length === 2);
 
     const info = await etcd.inspectLock(name);
     expect(info.holder).toEqual({ key: lock.key, revision: lock.revision, leaseId: lock.leaseId, ttl: expect.any(Number) });
     expect(info.holder!.ttl).toBeGreaterThan(0);
     expect(info.holder!.ttl).toBeLessThanOrEqual(15);
-    expect(info.waiters).toBe(2);
+    // Both joined at once: either order, but listed in the order of their places in line.
+    expect(info.waiters.map((w) => w.leaseId).sort()).toEqual(waiters.map((s) => s.leaseId).sort());
+    expect(info.waiters[0]!.revision).toBeLessThan(info.waiters[1]!.revision);
 
     await lock.unlock();
     const next = await Promise.race(pending);
     expect((await etcd.inspectLock(name)).holder?.key).toBe(next.key);
-    expect((await etcd.inspectLock(name)).waiters).toBe(1);
+    expect((await etcd.inspectLock(name)).waiters).toHaveLength(1);
     await next.unlock();
     const last = await Promise.all(pending);
     await last.find((l) => l !== next)!.unlock();
-    expect(await etcd.inspectLock(name)).toMatchObject({ holder: undefined, waiters: 0 });
+    expect(await etcd.inspectLock(name)).toMatchObject({ holder: undefined, waiters: [] });
   });
 
   it("(k) two concurrent lock() calls on one session and name never both hold", async ({ expect }) => {

@@ -41,12 +41,12 @@ describe.each<WaitMode>(["watch", "poll"])("FIFO (%s)", (wait) => {
         }),
       );
       // The waiter has joined once its key is in the line; only then does the next one start.
-      await until(`waiter ${i} joined`, 5_000, async () => (await etcd.inspectLock(name)).waiters === i + 1);
+      await until(`waiter ${i} joined`, 5_000, async () => (await etcd.inspectLock(name)).waiters.length === i + 1);
     }
 
     const info = await etcd.inspectLock(name);
     expect(info.holder?.key).toBe(holder.key);
-    expect(info.waiters).toBe(WAITERS);
+    expect(info.waiters).toHaveLength(WAITERS);
     expect(acquired).toEqual([]);
 
     await holder.unlock();
@@ -71,16 +71,16 @@ it("a waiter that leaves the middle of the line does not reorder the rest", asyn
       await lock.unlock();
     });
   const pa = take("a", a);
-  await until("a joined", 5_000, async () => (await etcd.inspectLock(name)).waiters === 1);
+  await until("a joined", 5_000, async () => (await etcd.inspectLock(name)).waiters.length === 1);
   const leave = new AbortController();
   const pb = take("b", b, leave.signal);
-  await until("b joined", 5_000, async () => (await etcd.inspectLock(name)).waiters === 2);
+  await until("b joined", 5_000, async () => (await etcd.inspectLock(name)).waiters.length === 2);
   const pc = take("c", c);
-  await until("c joined", 5_000, async () => (await etcd.inspectLock(name)).waiters === 3);
+  await until("c joined", 5_000, async () => (await etcd.inspectLock(name)).waiters.length === 3);
 
   leave.abort();
   await expect(pb).rejects.toMatchObject({ code: "ABORTED" });
-  expect((await etcd.inspectLock(name)).waiters).toBe(2);
+  expect((await etcd.inspectLock(name)).waiters).toHaveLength(2);
   // c now follows a (its predecessor left); nothing may be acquired while the holder holds.
   await sleep(200);
   expect(order).toEqual([]);

@@ -67,7 +67,7 @@ describe("etcdctl lock and the SDK on one name", () => {
     expect(ctl.child.exitCode).toBeNull();
     const info = await etcd.inspectLock(name);
     expect(info.holder?.key).toBe(lock.key);
-    expect(info.waiters).toBe(1);
+    expect(info.waiters).toHaveLength(1);
 
     const unlockedAt = performance.now();
     await lock.unlock();

@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EtcdError, type Lock, op } from "../../src/index.js";
-import { client, endpoint, keysUnder, rejection, sleep, uniqueName } from "./fixtures/lock-helpers";
+import { client, countingFetch, endpoint, keysUnder, rejection, sleep, uniqueName } from "./fixtures/lock-helpers";
 
 const etcd = client();
 const here = dirname(fileURLToPath(import.meta.url));
@@ -26,7 +26,7 @@ async function leaseGone(leaseId: string): Promise<boolean> {
 }
 
 describe("withLock in-process", () => {
-  it("returns fn's value, runs fn holding the lock, and releases it (lease revoked, no key left)", async () => {
+  it("per-call lease: returns fn's value, runs fn holding the lock, and releases it (lease revoked, no key left)", async () => {
     const name = uniqueName();
     let seen: { key: string; revision: number; leaseId: string } | undefined;
     const value = await etcd.withLock(
@@ -40,7 +40,7 @@ describe("withLock in-process", () => {
         expect(write.succeeded).toBe(true);
         return { answer: 42 };
       },
-      { ttl: 10 },
+      { ttl: 10, lease: "per-call" },
     );
     expect(value).toEqual({ answer: 42 });
     expect(seen).toBeDefined();
@@ -53,7 +53,7 @@ describe("withLock in-process", () => {
     expect(await etcd.withLock(uniqueName(), () => "sync", { ttl: 10, keepAlive: "manual" })).toBe("sync");
   });
 
-  it("rethrows fn's error (the same object) after releasing the lock", async () => {
+  it("per-call lease: rethrows fn's error (the same object) after releasing the lock and revoking the lease", async () => {
     const name = uniqueName();
     const boom = new Error("boom");
     let leaseId: string | undefined;
@@ -66,7 +66,7 @@ describe("withLock in-process", () => {
           heldWhenThrown = lock.held;
           throw boom;
         },
-        { ttl: 10 },
+        { ttl: 10, lease: "per-call" },
       ),
     ).rejects.toBe(boom);
     expect(heldWhenThrown).toBe(true);
@@ -98,7 +98,7 @@ describe("withLock in-process", () => {
     expect(order.sort()).toEqual([0, 1, 2, 3, 4]);
   });
 
-  it("a contended withLock that times out throws TIMEOUT and leaves neither key nor lease", async () => {
+  it("per-call lease: a contended withLock that times out throws TIMEOUT and leaves neither key nor lease", async () => {
     const name = uniqueName();
     const holder = await etcd.session({ ttl: 10 });
     const lock = await holder.mutex(name).lock();
@@ -112,13 +112,66 @@ describe("withLock in-process", () => {
       },
     });
     let ran = false;
-    const error = await rejection(spying.withLock(name, () => (ran = true), { ttl: 10, timeout: 400 }));
+    const error = await rejection(spying.withLock(name, () => (ran = true), { ttl: 10, timeout: 400, lease: "per-call" }));
     expect(error.code).toBe("TIMEOUT");
     expect(ran).toBe(false);
     expect(await keysUnder(etcd, name)).toEqual([lock.key]);
     expect(granted).toHaveLength(1);
     expect(await leaseGone(granted[0]!)).toBe(true);
     await holder.close();
+  });
+
+  it("shared lease (default): a warm call costs two requests, take and release, and leaves no key", async () => {
+    const fetch = countingFetch();
+    const warm = client({ fetch });
+    const name = uniqueName();
+    const first = await warm.withLock(name, (lock) => lock.leaseId, { ttl: 30 });
+    expect(fetch.since(0)).toEqual(["/v3/lease/grant", "/v3/kv/txn", "/v3/kv/txn"]);
+    const mark = fetch.mark();
+    const second = await warm.withLock(name, async (lock) => {
+      const write = await etcd.txn().if(lock.ifHeld()).then(op.put(`${name}-data`, "x")).commit();
+      expect(write.succeeded).toBe(true);
+      return lock.leaseId;
+    }, { ttl: 30 });
+    expect(second).toBe(first);
+    expect(fetch.since(mark)).toEqual(["/v3/kv/txn", "/v3/kv/txn"]);
+    expect(await keysUnder(etcd, name)).toEqual([]);
+    // The lease stays for the next call, holding nothing, until the client is closed.
+    expect(await leaseGone(first)).toBe(false);
+    await warm.close();
+    expect(await leaseGone(first)).toBe(true);
+  });
+
+  it("shared lease: one that ended behind the client's back (a frozen process) costs one extra grant, never a wrong lock", async () => {
+    const fetch = countingFetch();
+    const warm = client({ fetch });
+    const name = uniqueName();
+    const first = await warm.withLock(name, (lock) => lock.leaseId, { ttl: 30 });
+    // The client still trusts its deadline; only the server knows the lease is gone.
+    await etcd.lease.revoke(first);
+    const mark = fetch.mark();
+    const second = await warm.withLock(name, async (lock) => {
+      expect(lock.held).toBe(true);
+      return lock.leaseId;
+    }, { ttl: 30 });
+    expect(second).not.toBe(first);
+    expect(fetch.since(mark)).toEqual(["/v3/kv/txn", "/v3/lease/grant", "/v3/kv/txn", "/v3/kv/txn"]);
+    expect(await keysUnder(etcd, name)).toEqual([]);
+    await warm.close();
+  });
+
+  it("shared lease: a contended call that times out leaves no key, and the lease serves the next call", async () => {
+    const name = uniqueName();
+    const holder = await etcd.session({ ttl: 10 });
+    const lock = await holder.mutex(name).lock();
+    const warm = client();
+    const error = await rejection(warm.withLock(name, () => "never", { ttl: 30, timeout: 400 }));
+    expect(error.code).toBe("TIMEOUT");
+    expect(await keysUnder(etcd, name)).toEqual([lock.key]);
+    await lock.unlock();
+    expect(await warm.withLock(name, () => "next", { ttl: 30 })).toBe("next");
+    await holder.close();
+    await warm.close();
   });
 
   it("throws LOCK_LOST when fn outlives a manual ttl-2 lease, even though fn succeeded", async () => {

@@ -302,9 +302,8 @@ describe.each(fetches)("through %s", (_name, makeFetch) => {
     expect(error.code).toBe("UNAVAILABLE");
   });
 
-  // Item 8's reopen counting belongs to the watch rewrite: until then each reconnect's `created` resets the
-  // retry budget and this watch reconnects forever. `it.fails` keeps it listed; it flips when that lands.
-  it.fails("a server that answers `created` then closes, in a loop, ends the watch within its retries", async () => {
+  // Each reconnect's `created` used to reset the retry budget, so this watch reconnected forever.
+  it("a server that answers `created` then closes, in a loop, ends the watch within its retries", async () => {
     gateway.handle((_request, response) => {
       response.writeHead(200, { "content-type": "application/json" });
       response.end(`{"result":{"header":${JSON.stringify(HEADER)},"created":true}}\n`);

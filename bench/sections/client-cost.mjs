@@ -1,0 +1,90 @@
+// §6 What the client itself costs, with no network: CPU per session lock+unlock and per warm one-shot
+// withLock against a stub fetch answering with canned gateway bodies (public API only), the cold import
+// of the main entry, and the bundle sizes against their budgets.
+import { Etcd } from "etcd-edge";
+import { bundleSizes, sizeLine } from "../../scripts/size.mjs";
+import { coldImportMs } from "../lib/cold-import.mjs";
+import { fmt, summarize, withSpread } from "../lib/stats.mjs";
+import { meets } from "../lib/summary.mjs";
+import { stubGateway } from "../lib/stub-gateway.mjs";
+
+const NAME = "bench/cpu";
+
+export async function clientCost({ options, summary }) {
+  console.log("6. the client alone: CPU against an instant stub fetch, cold import, bundle sizes");
+  const perRound = Math.max(1, Math.floor(options.cpuCycles / options.rounds));
+
+  const stub = stubGateway({ name: NAME });
+  const etcd = new Etcd({ endpoints: ["http://stub.invalid:2379"], fetch: stub.fetch });
+  const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+  const mutex = session.mutex(NAME);
+  const lockCycle = async () => (await mutex.lock()).unlock();
+  const lock = await cpuPerCycle(lockCycle, perRound, options.rounds);
+  await session.close().catch(() => {});
+
+  // The same cycle with an onEvent handler that does nothing: what events cost when someone listens. Unset,
+  // no event object is built (the row above).
+  const observed = new Etcd({ endpoints: ["http://stub.invalid:2379"], fetch: stubGateway({ name: NAME }).fetch, onEvent: () => {} });
+  const observedSession = await observed.session({ ttl: 30, keepAlive: "manual" });
+  const observedMutex = observedSession.mutex(NAME);
+  const withEvents = await cpuPerCycle(async () => (await observedMutex.lock()).unlock(), perRound, options.rounds);
+  await observedSession.close().catch(() => {});
+
+  // The stub's own share: the same two answers, fetched and read, with no client around them.
+  const bare = await cpuPerCycle(
+    async () => {
+      await (await stub.fetch("http://stub.invalid:2379/v3/kv/txn", { body: '"request_put"' })).text();
+      await (await stub.fetch("http://stub.invalid:2379/v3/kv/txn", { body: "" })).text();
+    },
+    perRound,
+    options.rounds,
+  );
+
+  // A module-scope client reused across "invocations", as a warm Lambda does; default lease mode.
+  const warmStub = stubGateway({ name: NAME });
+  const warm = new Etcd({ endpoints: ["http://stub.invalid:2379"], fetch: warmStub.fetch });
+  let withLock;
+  let requests;
+  try {
+    await warm.withLock(NAME, () => {});
+    const before = warmStub.requests();
+    withLock = await cpuPerCycle(() => warm.withLock(NAME, () => {}), perRound, options.rounds);
+    requests = (warmStub.requests() - before) / (perRound * (options.rounds + 1));
+  } catch (error) {
+    console.log(`   warm withLock against the stub failed: ${error.code ?? ""} ${error.message}`);
+  }
+  await warm.close?.();
+
+  console.log(`   client CPU per session lock+unlock: ${withSpread(lock, 1)} µs (the stub's own share: ${fmt(bare.median, 1)} µs)`);
+  console.log(`   the same with onEvent set (no-op):  ${withSpread(withEvents, 1)} µs; unset builds no event`);
+  if (withLock) {
+    console.log(`   client CPU per warm withLock:       ${withSpread(withLock, 1)} µs, ${fmt(requests, 2)} requests each`);
+  }
+  summary.add(6, "client CPU per lock+unlock, stub fetch", `${fmt(lock.median, 1)} µs`, "≤ 15 µs", meets(lock.median, "<=", 15));
+
+  const cold = coldImportMs(options.importRuns);
+  console.log(`   cold import of etcd-edge: ${withSpread(cold, 1)} ms (median of ${options.importRuns} fresh processes)`);
+  summary.add(6, "cold import of the main entry", `${fmt(cold.median, 1)} ms`, "≤ 10 ms", meets(cold.median, "<=", 10));
+
+  console.log("   bundle sizes (minified, dependencies included, gzip -9):");
+  const sizes = await bundleSizes();
+  for (const row of sizes) console.log(`     ${sizeLine(row)}`);
+  const main = sizes.find((row) => row.name === "etcd-edge");
+  summary.add(6, "main entry size, gzipped", `${main.gzipped} B`, `≤ ${main.budget} B (budget)`, main.ok);
+  console.log("");
+}
+
+/**
+ * Process CPU (user + system, so GC threads count too) per cycle, in µs: `rounds` rounds of `cycles`
+ * after one warm-up round; median and min–max over the rounds.
+ */
+async function cpuPerCycle(cycle, cycles, rounds) {
+  const values = [];
+  for (let round = -1; round < rounds; round++) {
+    const start = process.cpuUsage();
+    for (let i = 0; i < cycles; i++) await cycle();
+    const used = process.cpuUsage(start);
+    if (round >= 0) values.push((used.user + used.system) / cycles);
+  }
+  return summarize(values);
+}

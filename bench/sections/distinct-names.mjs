@@ -1,0 +1,80 @@
+// §3 Distinct names: W concurrent workers, each locking its own name, so there is no contention and the
+// figure is how many lock cycles per second each client sustains. The headline compares one-shot locks
+// (etcd-edge's withLock with its default lease mode vs etcd3's lock().do()); long-lived sessions (one per
+// worker, lock+unlock) are shown beside them.
+import { Etcd } from "etcd-edge";
+import { Etcd3 } from "etcd3";
+import { bounded, Tally } from "../lib/bounded.mjs";
+import { EDGE_LABEL, FETCH_KINDS, FETCH_LABEL, openFetch } from "../lib/fetches.mjs";
+import { interleaved, numbersOf } from "../lib/rounds.mjs";
+import { fmt, pairedRatio, ratioText, summarize, withSpread } from "../lib/stats.mjs";
+import { meets } from "../lib/summary.mjs";
+import { printTable } from "../lib/table.mjs";
+import { runWorkers } from "../lib/workers.mjs";
+
+const noop = () => {};
+
+export async function distinctNames({ endpoint, options, summary, run }) {
+  const widths = options.distinctW;
+  console.log(`3. distinct names: W workers, each on its own name (cycles/s; ${options.tpRounds} rounds × ${options.seconds} s)`);
+  const fetches = Object.fromEntries(FETCH_KINDS.map((kind) => [kind, openFetch(kind)]));
+  const clients = Object.fromEntries(FETCH_KINDS.map((kind) => [kind, new Etcd({ endpoints: [endpoint], fetch: fetches[kind].sdk })]));
+  const grpc = new Etcd3({ hosts: endpoint });
+  const timeout = options.lockTimeout;
+  const bound = 2 * timeout + 2_000;
+  const rows = [];
+  const ratios = { withLock: {}, session: {} };
+  try {
+    for (const W of widths) {
+      const name = `${run}/w${W}`;
+      const sessions = {};
+      for (const kind of FETCH_KINDS) {
+        sessions[kind] = await Promise.all(Array.from({ length: W }, () => clients[kind].session({ ttl: 30 })));
+      }
+      const contenders = [
+        ...FETCH_KINDS.map((kind) => ({
+          name: `withLock-${kind}`,
+          cycle: (w) => clients[kind].withLock(`${name}/withLock-${kind}/${w}`, noop, { timeout }),
+        })),
+        { name: "etcd3", cycle: (w) => grpc.lock(`${name}/etcd3/${w}`).do(noop) },
+        ...FETCH_KINDS.map((kind) => ({
+          name: `session-${kind}`,
+          cycle: async (w) => (await sessions[kind][w].mutex(`${name}/session-${kind}/${w}`).lock({ timeout })).unlock({ timeout }),
+        })),
+      ];
+      const results = await interleaved(contenders, options.tpRounds, (c, round) =>
+        runWorkers(W, round < 0 ? options.seconds / 2 : options.seconds, c.cycle, bound),
+      );
+      for (const kind of FETCH_KINDS) {
+        await Promise.all(sessions[kind].map((s) => bounded(s.close({ timeout: 3_000 }), 5_000)));
+      }
+      const etcd3 = numbersOf(results.get("etcd3"), (r) => r.rate).values;
+      for (const contender of contenders) {
+        const { values, error } = numbersOf(results.get(contender.name), (r) => r.rate);
+        const failures = new Tally();
+        for (const r of results.get(contender.name)) if (r.failures) failures.merge(r.failures);
+        const ratio = pairedRatio(values, etcd3);
+        const [shape, kind] = contender.name.split("-");
+        if (kind) ratios[shape][kind] = [...(ratios[shape][kind] ?? []), { W, ratio: ratio.median }];
+        const label = kind ? `${EDGE_LABEL[kind]}, ${shape === "withLock" ? "withLock" : "session"}` : "etcd3 lock().do()";
+        rows.push([`W=${String(W).padStart(2)}  ${label}`, withSpread(summarize(values)), kind ? ratioText(ratio) : "1.00×", error ? `${failures} (${error.code ?? error.message})` : failures.toString()]);
+      }
+    }
+  } finally {
+    grpc.close();
+    for (const fetch of Object.values(fetches)) await fetch.close();
+  }
+  printTable(["W  contender", "cycles/s [min–max]", "÷ etcd3", "failed calls"], rows, { align: "lrrl" });
+  for (const [shape, targets] of [["withLock", { node: 1.3, global: 1.0 }], ["session", { node: 1.3, global: 1.0 }]]) {
+    for (const kind of ["node", "global"]) {
+      const points = (ratios[shape][kind] ?? []).filter((p) => p.W >= 4);
+      if (points.length === 0) continue;
+      const values = points.map((p) => p.ratio);
+      const low = Math.min(...values);
+      const range = `${fmt(low, 2)}–${fmt(Math.max(...values), 2)}×`;
+      const Ws = `W=${points.map((p) => p.W).join(",")}`;
+      summary.add(3, `distinct names, ${shape}, ${FETCH_LABEL[kind]} ÷ etcd3 (${Ws})`, range, `≥ ${targets[kind].toFixed(1)}×`, meets(low, ">=", targets[kind]));
+    }
+  }
+  console.log("");
+}

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# `npm run chaos [-- --duration 450 --seed N --workers K --faults a,b|none]`: a 3-member loopback etcd
+# cluster behind fault proxies, worker processes on the built package, faults on a seeded schedule, then the
+# checks (test/chaos/run.ts). Exit code 0 when every check passes, 1 when one fails, 2 when the run could not
+# be carried out.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/lib/env.sh
+
+ensure_node >&2
+ensure_deps >&2
+ensure_etcd >&2
+npm run --silent build >/dev/null
+exec node test/chaos/run.ts "$@"

@@ -1,0 +1,141 @@
+import type { EtcdClient } from "../api/client.js";
+import type { ResponseHeader } from "../api/codec.js";
+import { locked, sessionExpired } from "../errors/catalogue.js";
+import { type EtcdError, isEtcdError } from "../errors/etcd-error.js";
+import { anySignal, CallSignal, untilAborted } from "../gateway/signals.js";
+import { Held } from "./held.js";
+import type { LeaseSession } from "./lease-session.js";
+import { type Subject, subjectText } from "./subject.js";
+import type { LockOptions } from "./queue.js";
+import { type LineState, waitSettings } from "./queue.js";
+import { type LineReader, type WaitContext, waitFailure, waitForTurn } from "./wait.js";
+
+/** One acquisition in progress, as its steps see it. */
+export interface Attempt {
+  /** Aborts on the caller's signal, the session's loss or the timeout (none with `tryOnly`). */
+  readonly signal: AbortSignal;
+  /** `timeout: 0`: try once, never wait. */
+  readonly tryOnly: boolean;
+  /** What a wait needs: signal, wait mode, and the error for "our key is gone". */
+  readonly context: WaitContext;
+  /**
+   * Sends the join (a create-if-absent whose answer gives our revision) and waits for its answer unless the
+   * attempt is given up first. The join itself is cut off only by the session's loss, never by the caller's
+   * abort or timeout: a join cut off in flight may still land after we deleted our key, leaving a key that
+   * blocks the line until the lease ends. So a given-up attempt lets it land, then deletes what it made.
+   */
+  join<J extends { revision: number }>(send: (signal: AbortSignal) => Promise<J>): Promise<J>;
+  /** Hands on the session's local turn(s) this attempt took; called on failure. */
+  local: (() => void) | undefined;
+  /** Tells `onEvent` the attempt must wait; `position` counts the keys ahead of it, when known. */
+  waiting(position?: number): void;
+}
+
+/**
+ * The frame every recipe's acquisition shares with the mutex's: one signal for the caller's abort, the
+ * session's loss and the timeout; on failure, leave the line (so the attempt blocks nobody) and report the
+ * session's loss first, then the abort or timeout, else the cause; never hand out a holding whose session
+ * can no longer be trusted. `leave(revision)` deletes our key(s), guarded by the revision; unguarded
+ * (`undefined`) when the join's answer was lost and it may have landed. What it cannot delete goes with the
+ * lease. The cleanup is awaited before the attempt fails when the join has settled; a join still in flight
+ * when the caller's budget ends is cleaned up after it settles, so the call keeps its timeout and a failed
+ * acquisition still leaves no key behind.
+ */
+export async function attempt<T>(
+  session: LeaseSession,
+  options: LockOptions,
+  subject: Subject,
+  leave: (revision: number | undefined) => Promise<unknown>,
+  steps: (attempt: Attempt) => Promise<T>,
+): Promise<T> {
+  const settings = waitSettings(options);
+  const tryOnly = options.timeout === 0;
+  const call = new CallSignal(anySignal(options.signal, session.signal), tryOnly ? undefined : options.timeout);
+  const expired = (cause?: unknown): EtcdError => sessionExpired(session.leaseId, cause ?? session.signal.reason, `waiting for ${subjectText(subject)}`);
+  const events = session.client.transport.events;
+  const startedAt = events.on ? performance.now() : 0;
+  /** The join, once sent: in flight, landed or failed. */
+  let joining: Promise<{ revision: number }> | undefined;
+  let joinSettled = false;
+  const frame: Attempt = {
+    signal: call.signal,
+    tryOnly,
+    context: { ...settings, signal: call.signal, expired: () => expired() },
+    join: (send) => {
+      // Given up already (a signal aborted before the call, say): send nothing.
+      if (call.signal.aborted) return Promise.reject(call.signal.reason);
+      const sent = send(session.signal);
+      joining = sent;
+      sent.then(
+        () => (joinSettled = true),
+        () => (joinSettled = true),
+      );
+      return untilAborted(sent, call.signal);
+    },
+    local: undefined,
+    waiting: (position) => events.on && events.emit({ type: "lock.waiting", ...subject, position }),
+  };
+  try {
+    const result = await steps(frame);
+    if (!session.alive) throw expired();
+    if (events.on) {
+      const revision = result instanceof Held ? result.revision : (result as number);
+      events.emit({ type: "lock.acquired", ...subject, revision, waitedMs: performance.now() - startedAt });
+      if (result instanceof Held) result.observe();
+    }
+    return result;
+  } catch (thrown) {
+    const error = waitFailure(session, call, thrown, expired);
+    const cleanup = joining !== undefined && !session.closed ? leaveAfter(joining, leave) : Promise.resolve();
+    // The local turn stays taken until our key is gone, so this session's next caller cannot meet it.
+    const handOn = () => frame.local?.();
+    if (joining === undefined || joinSettled) {
+      await cleanup;
+      handOn();
+    } else {
+      // A join still in flight settles within the client's own call timeout; the caller's budget is spent,
+      // so it gets its error now and the key is removed once the join has landed or failed.
+      void cleanup.finally(handOn);
+    }
+    throw error;
+  } finally {
+    call.dispose();
+  }
+}
+
+/**
+ * Leaves the line once the join has settled: guarded by its revision if it landed; unguarded if its answer
+ * was lost (it may have landed); not at all if it was refused (nothing of ours is there). Best effort.
+ */
+async function leaveAfter(joining: Promise<{ revision: number }>, leave: (revision: number | undefined) => Promise<unknown>): Promise<void> {
+  const revision = await joining.then(
+    (line) => line.revision,
+    (error: unknown) => (refused(error) ? null : undefined),
+  );
+  if (revision !== null) await leave(revision).catch(() => {});
+}
+
+/** An answer from etcd that refused the join: it did not land. Anything else (a lost answer, a cut-off send) may have. */
+function refused(error: unknown): boolean {
+  return isEtcdError(error) && !error.indeterminate && !["UNAVAILABLE", "TIMEOUT", "ABORTED"].includes(error.code);
+}
+
+/**
+ * Waits in the line of lock `name` from what the join showed (`created: false`: the join found our key from
+ * an earlier send, so one read finds our place first). With `tryOnly`, LOCKED instead of waiting.
+ */
+export async function waitAfterJoin(
+  client: EtcdClient,
+  frame: Attempt,
+  name: string,
+  read: LineReader,
+  joined: LineState & { created: boolean },
+): Promise<ResponseHeader> {
+  const start = joined.created ? joined : await read(frame.signal);
+  if (!start.ownExists) throw frame.context.expired();
+  if (start.predecessor !== undefined) {
+    if (frame.tryOnly) throw locked(name, start.predecessor.key);
+    frame.waiting();
+  }
+  return waitForTurn(client, read, start, frame.context);
+}

@@ -1,0 +1,190 @@
+import type { LeaseId, ResponseHeader } from "../api/codec.js";
+import { cmp, type Compare } from "../api/txn.js";
+import { heldLost, heldReleased } from "../errors/catalogue.js";
+import type { EtcdError } from "../errors/etcd-error.js";
+import type { CallOptions } from "../gateway/transport.js";
+import type { LeaseSession } from "./lease-session.js";
+import { deleteOwnKey } from "./queue.js";
+import { ReleaseSends } from "./sends.js";
+import { type Subject, subjectText } from "./subject.js";
+
+/** What every holding is made of. */
+export interface HeldState<S extends LeaseSession = LeaseSession> {
+  session: S;
+  /** The header of the response that showed it acquired. */
+  header: ResponseHeader;
+  /** Hands this session's local turn(s) on to the next caller. */
+  releaseLocal?: (() => void) | undefined;
+}
+
+/**
+ * Something held under a session's lease: a lock, a permit, a read or write lock, several locks at once.
+ * They share one life: it ends when released or when the lease is lost (`signal` aborts, `held` turns
+ * false), and it is released with guarded deletes resent until answered, where "already gone" after an
+ * earlier send within the lease's deadline is success (see ReleaseSends).
+ */
+export abstract class Held<S extends LeaseSession = LeaseSession> {
+  /** The lease its keys are bound to: its session's. */
+  readonly leaseId: LeaseId;
+  /** The header of the response that showed it acquired. */
+  readonly header: ResponseHeader;
+  /** The session whose lease it is bound to. */
+  readonly session: S;
+  /** The fencing token: the create revision of its key(s). */
+  abstract readonly revision: number;
+  /** What it is, for errors and events. */
+  readonly #subject: Subject;
+  /** How errors name it: "lock x", "permit of semaphore y". */
+  readonly #what: string;
+  /** When it was acquired, for `onEvent` only. */
+  readonly #acquiredAt: number;
+  readonly #releaseLocal: () => void;
+  /** Created on first use of `signal`: most holdings are never asked for one, and aborting costs an Error. */
+  #controller: AbortController | undefined;
+  #stopWatchingSession: (() => void) | undefined;
+  #ended: (() => EtcdError) | undefined;
+  /** The release's outcome is known (released, or found lost). */
+  #released = false;
+  #releasing: Promise<void> | undefined;
+  readonly #releaseSends: ReleaseSends;
+
+  /** @internal Subscribes to nothing until `signal` is read. */
+  constructor(state: HeldState<S>, subject: Subject) {
+    this.session = state.session;
+    this.leaseId = state.session.leaseId;
+    this.header = state.header;
+    this.#subject = subject;
+    this.#what = subjectText(subject);
+    this.#acquiredAt = state.session.client.transport.events.on ? performance.now() : 0;
+    this.#releaseLocal = state.releaseLocal ?? (() => {});
+    this.#releaseSends = new ReleaseSends(() => state.session.beforeDeadline());
+  }
+
+  /** Aborts when it is lost (its session's lease ended) or released. */
+  get signal(): AbortSignal {
+    if (this.#controller === undefined) {
+      this.#controller = new AbortController();
+      if (this.#ended) this.#controller.abort(this.#ended());
+      else this.#watchSession();
+    }
+    return this.#controller.signal;
+  }
+
+  /** False once released, or once the session's lease can no longer be trusted. */
+  get held(): boolean {
+    return this.#ended === undefined && this.session.alive;
+  }
+
+  /** Renews the session's lease (one request). SESSION_EXPIRED if it is gone. */
+  renew(options?: CallOptions): Promise<number> {
+    return this.session.renew(options);
+  }
+
+  /** For `await using`: releases it unless that already happened. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    if (!this.#released) await this.releaseHeld();
+  }
+
+  /** @internal The guarded delete(s) of its key(s), one request; true if they were there to delete. */
+  protected abstract deleteKeys(options: CallOptions): Promise<boolean>;
+
+  /**
+   * @internal The release behind `unlock()` / `release()`: LOCK_RELEASED if released already; LOCK_LOST if
+   * the keys had gone before (the lease expired under the work). A failure (TIMEOUT, UNAVAILABLE) changes
+   * nothing, so calling it again tries again.
+   */
+  protected releaseHeld(options: CallOptions = {}): Promise<void> {
+    if (this.#released) return Promise.reject(heldReleased(this.#what, "it was already released"));
+    if (this.session.closed) {
+      this.#released = true;
+      this.#end(() => heldReleased(this.#what, "its session was closed"));
+      return Promise.reject(heldReleased(this.#what, "its session was closed"));
+    }
+    this.#releasing ??= this.#release(options).finally(() => (this.#releasing = undefined));
+    return this.#releasing;
+  }
+
+  /** Ends it when its session is lost; removed on release, so a long-lived session collects no listeners. */
+  #watchSession(): void {
+    const session = this.session.signal;
+    const onLost = () =>
+      this.#end(() => (this.session.closed ? heldReleased(this.#what, "its session was closed") : heldLost(this.#what, undefined, session.reason)), !this.session.closed);
+    if (session.aborted) return onLost();
+    session.addEventListener("abort", onLost, { once: true });
+    this.#stopWatchingSession = () => session.removeEventListener("abort", onLost);
+  }
+
+  async #release(options: CallOptions): Promise<void> {
+    const deleted = await this.deleteKeys({ ...options, onSent: this.#releaseSends.sent });
+    this.#released = true;
+    const lost = !deleted && !this.#releaseSends.goneMeansDone;
+    this.#emit(lost ? "lock.lost" : "lock.released");
+    this.#end(() => heldReleased(this.#what, "it was released"));
+    if (lost) throw heldLost(this.#what);
+  }
+
+  /**
+   * @internal With an `onEvent` handler set, follows the session from the moment of acquisition so that
+   * its loss is told at once (otherwise nothing is subscribed until `signal` is read).
+   */
+  observe(): void {
+    if (this.#controller === undefined) void this.signal;
+  }
+
+  #emit(type: "lock.released" | "lock.lost"): void {
+    const events = this.session.client.transport.events;
+    if (!events.on) return;
+    const { kind, name } = this.#subject;
+    if (type === "lock.lost") events.emit({ type, kind, name, revision: this.revision });
+    else events.emit({ type, kind, name, revision: this.revision, heldMs: performance.now() - this.#acquiredAt });
+  }
+
+  /** Ends it once; `lost` when its session's lease ended under it (told to `onEvent`). */
+  #end(reason: () => EtcdError, lost = false): void {
+    if (this.#ended) return;
+    if (lost) this.#emit("lock.lost");
+    this.#ended = reason;
+    this.#stopWatchingSession?.();
+    this.#controller?.abort(reason());
+    this.#releaseLocal();
+  }
+}
+
+/** What a holding of one key is made of. */
+export interface HeldKeyState<S extends LeaseSession = LeaseSession> extends HeldState<S> {
+  name: string;
+  key: string;
+  revision: number;
+}
+
+/**
+ * A holding of one key: a lock, a permit, a read or write lock. `revision` (the key's create revision) is
+ * its fencing token: it strictly increases across successive holders, so storage guarded by `ifHeld()`
+ * refuses a stale holder's write.
+ */
+export abstract class HeldKey<S extends LeaseSession = LeaseSession> extends Held<S> {
+  /** The name it was taken on. */
+  readonly name: string;
+  /** Its key in etcd. */
+  readonly key: string;
+  /** The fencing token: the create revision of its key. */
+  readonly revision: number;
+
+  /** @internal */
+  constructor(state: HeldKeyState<S>, subject: Subject) {
+    super(state, subject);
+    this.name = state.name;
+    this.key = state.key;
+    this.revision = state.revision;
+  }
+
+  /** The compare "its key still has this create revision", for fenced transactions. */
+  ifHeld(): Compare {
+    return cmp.createRevision(this.key, "==", this.revision);
+  }
+
+  /** @internal */
+  protected deleteKeys(options: CallOptions): Promise<boolean> {
+    return deleteOwnKey(this.session.client, this.key, this.revision, options);
+  }
+}

@@ -1,0 +1,55 @@
+import { cmp, type Compare } from "../api/txn.js";
+import type { CallOptions } from "../gateway/transport.js";
+import { Held, type HeldState } from "./held.js";
+import type { LeaseSession } from "./lease-session.js";
+import { deleteOwnKeys } from "./multi-queue.js";
+
+/** What a held multi-lock is made of. */
+export interface MultiLockState<S extends LeaseSession = LeaseSession> extends HeldState<S> {
+  names: readonly string[];
+  keys: readonly string[];
+  revision: number;
+}
+
+/**
+ * Several locks held at once, taken by `session.lockAll(names)`. All its keys were created in one
+ * transaction, so they share one create revision: `revision`, the fencing token of every one of them.
+ */
+export class MultiLock<S extends LeaseSession = LeaseSession> extends Held<S> {
+  /** The lock names, in the order given to `lockAll`. */
+  readonly names: readonly string[];
+  /** Our key in each lock's line (`<name>/<leaseIdHex>`, as a mutex's), in the order of `names`. */
+  readonly keys: readonly string[];
+  /** The fencing token: the create revision shared by all its keys. */
+  readonly revision: number;
+
+  /** @internal Made by `session.lockAll()`; subscribes to nothing until `signal` is read. */
+  constructor(state: MultiLockState<S>) {
+    super(state, { kind: "locks", name: state.names.join(", ") });
+    this.names = Object.freeze([...state.names]);
+    this.keys = Object.freeze([...state.keys]);
+    this.revision = state.revision;
+  }
+
+  /**
+   * One compare per lock, "our key still has this create revision": spread them into a fenced transaction,
+   * `txn().if(...multi.ifHeld())`, so the write lands only while every one of the locks is still ours.
+   */
+  ifHeld(): Compare[] {
+    return this.keys.map((key) => cmp.createRevision(key, "==", this.revision));
+  }
+
+  /**
+   * Releases every lock with one request (resent after a lost answer), as `Lock.unlock()`: LOCK_RELEASED if
+   * released already; LOCK_LOST if the keys had gone before the release. If the call fails (TIMEOUT,
+   * UNAVAILABLE) the locks may still be held: call `unlock()` again.
+   */
+  unlock(options: CallOptions = {}): Promise<void> {
+    return this.releaseHeld(options);
+  }
+
+  /** @internal */
+  protected deleteKeys(options: CallOptions): Promise<boolean> {
+    return deleteOwnKeys(this.session.client, this.keys, this.revision, options);
+  }
+}

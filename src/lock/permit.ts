@@ -1,0 +1,24 @@
+import type { CallOptions } from "../gateway/transport.js";
+import { HeldKey, type HeldKeyState } from "./held.js";
+import type { LeaseSession } from "./lease-session.js";
+
+/**
+ * A permit of a semaphore. `revision` (its key's create revision) is its fencing token: distinct for every
+ * permit and increasing in the order permits are granted. Several permits are held at once, so a store
+ * outside etcd cannot fence with "newest token wins"; `ifHeld()` in an etcd transaction fences exactly.
+ */
+export class Permit<S extends LeaseSession = LeaseSession> extends HeldKey<S> {
+  /** @internal Made by `semaphore.acquire()`; subscribes to nothing until `signal` is read. */
+  constructor(state: HeldKeyState<S>) {
+    super(state, { kind: "permit", name: state.name });
+  }
+
+  /**
+   * Gives the permit back with one request (resent after a lost answer), admitting the next waiter.
+   * LOCK_RELEASED if released already; LOCK_LOST if its key had gone before (the lease expired under the
+   * work). If the call fails (TIMEOUT, UNAVAILABLE) the permit may still be held: call `release()` again.
+   */
+  release(options: CallOptions = {}): Promise<void> {
+    return this.releaseHeld(options);
+  }
+}

@@ -1,0 +1,93 @@
+import { enqueue, deleteOwnKey } from "./queue.js";
+import { invalidArgument } from "../errors/catalogue.js";
+import { attempt, waitAfterJoin } from "./attempt.js";
+import type { LeaseSession } from "./lease-session.js";
+import type { LockOptions } from "./queue.js";
+import { ReadLock, WriteLock } from "./rw-locks.js";
+import { joinAsReader, readerLine, type RWLine, writerLine } from "./rwlock-line.js";
+import { uniqueKey } from "./unique-key.js";
+
+/**
+ * A read-write lock: readers share it, a writer excludes everyone. One line, in create-revision order, for
+ * both: a reader waits only for the newest writer older than itself (once that one is gone, so are all
+ * writers before it, which it waited for in turn), a writer waits for the newest key of either kind older
+ * than itself. So it is FIFO: a reader that comes after a waiting writer waits for it, and a stream of
+ * readers never starves a writer. Waits are herd-free: a release wakes only the readers queued right behind
+ * a writer, or the one waiter right behind a key. Keys are `<name>/read/<leaseHex>-<random>` and
+ * `<name>/write/<leaseHex>-<random>`, one per acquisition, so readers of one session share too.
+ *
+ * Where this differs from etcd's Go recipe (client/v3/experimental/recipes/rwmutex.go), and why:
+ * - A waiter whose lease ended gets SESSION_EXPIRED: every read checks that its own key still exists. The Go
+ *   recipe only looks for keys ahead of it, so a waiter whose key expired finds none and takes the lock
+ *   beside the real holder (etcd-io/etcd#16221).
+ * - Order is by create revision, as in the mutex. The Go recipe orders by mod revision (`WithLastRev`,
+ *   `WithMaxModRev`), so a key written again after it joined leaves the set of keys ahead of later ones.
+ * - Joining is create-if-absent on a key of our own, resent after a lost answer. The Go recipe's key is
+ *   `<prefix>/<unix nanoseconds>`: a lost answer leaves a key nobody will delete but the lease.
+ * - Abort, timeout and session loss delete the waiter's key; Go's `RLock`/`Lock` take no context and leave
+ *   their key in line on an error, blocking everyone behind it until the lease ends.
+ * - Release is a delete guarded by the key's create revision and can be retried; Go deletes by name.
+ * - A waiter watches with no start revision (wait.ts): Go's watch from its own revision waits for etcd's
+ *   100 ms sync pass at each handoff. Go's first version re-read at a stale revision and spun forever
+ *   (etcd-io/etcd#6408, fixed); here each read is of the latest revision.
+ * - Readers and writers fence: `ifHeld()` on either.
+ * Like Go's (and any read-write lock), there is no upgrade: a write lock asked for while the same caller
+ * holds a read lock waits for itself until its timeout.
+ */
+export class RWLock<S extends LeaseSession = LeaseSession> {
+  /** The lock's name. */
+  readonly name: string;
+  /** The session whose lease every lock taken by this object is bound to. */
+  readonly session: S;
+  /** All contenders' keys live under this prefix (`<name>/`). */
+  readonly prefix: string;
+
+  /** `session.rwlock(name)` is the same. Sends nothing. */
+  constructor(session: S, name: string) {
+    if (typeof name !== "string" || name.length === 0) throw invalidArgument("a read-write lock name must be a non-empty string");
+    this.session = session;
+    this.name = name;
+    this.prefix = `${name}/`;
+  }
+
+  /**
+   * Waits until no writer that asked before holds or waits, then shares the lock with the other readers. One
+   * request when no writer is ahead; else a watch on the newest writer ahead and one read when it goes.
+   * On abort, timeout or session loss the key is deleted. `timeout: 0` throws LOCKED instead of waiting.
+   */
+  readLock(options: LockOptions = {}): Promise<ReadLock<S>> {
+    const { session, name } = this;
+    const client = session.client;
+    const line = this.#line("read");
+    return attempt(session, options, { kind: "read", name }, this.#leave(line.key), async (a) => {
+      const joined = await a.join((signal) => joinAsReader(client, line, session.leaseId, signal));
+      const header = await waitAfterJoin(client, a, name, readerLine(client, line, joined.revision), joined);
+      return new ReadLock({ session, name, key: line.key, revision: joined.revision, header });
+    });
+  }
+
+  /**
+   * Waits until every reader and writer that asked before has gone, then holds the lock alone. One request
+   * uncontended; else a watch on the key just ahead and one read when it goes (again for each key ahead
+   * that is still there then). On abort, timeout or session loss the key is deleted. `timeout: 0` throws
+   * LOCKED instead of waiting.
+   */
+  writeLock(options: LockOptions = {}): Promise<WriteLock<S>> {
+    const { session, name } = this;
+    const client = session.client;
+    const line = this.#line("write");
+    return attempt(session, options, { kind: "write", name }, this.#leave(line.key), async (a) => {
+      const joined = await a.join((signal) => enqueue(client, line.prefix, line.key, "", session.leaseId, signal));
+      const header = await waitAfterJoin(client, a, name, writerLine(client, line, joined.revision), { ...joined, ownExists: true });
+      return new WriteLock({ session, name, key: line.key, revision: joined.revision, header });
+    });
+  }
+
+  #line(kind: "read" | "write"): RWLine {
+    return { prefix: this.prefix, writers: `${this.prefix}write/`, key: uniqueKey(`${this.prefix}${kind}/`, this.session.leaseHex) };
+  }
+
+  #leave(key: string): (revision: number | undefined) => Promise<boolean> {
+    return (revision) => deleteOwnKey(this.session.client, key, revision);
+  }
+}

@@ -1,0 +1,31 @@
+/**
+ * The sends of one release (a lock key's guarded delete, a lease's revocation), to decide its outcome from
+ * what the server shows when an answer was lost and the release was sent again.
+ *
+ * A release is resent until answered, and a repeat is a no-op. So a later send may find the key (or lease)
+ * already gone. If an earlier send left while the lease was still within its deadline, that is success:
+ * either the earlier send did it and its answer was lost, or the lease ended after that send, that is after
+ * the work under the lock was done. Both mean the work was protected to the end. Only when the first send
+ * already finds it gone was the lock lost before the release (the lease had ended under the work).
+ */
+export class ReleaseSends {
+  /** Whether the lease's deadline has not passed yet. */
+  readonly #beforeDeadline: () => boolean;
+  #withinDeadline = 0;
+  #earlierWithinDeadline = false;
+
+  constructor(beforeDeadline: () => boolean) {
+    this.#beforeDeadline = beforeDeadline;
+  }
+
+  /** Pass as the call's `onSent`: records one send. */
+  readonly sent = (): void => {
+    this.#earlierWithinDeadline = this.#withinDeadline > 0;
+    if (this.#beforeDeadline()) this.#withinDeadline++;
+  };
+
+  /** Whether "already gone" in the latest answer means the release is done (see the class comment). */
+  get goneMeansDone(): boolean {
+    return this.#earlierWithinDeadline;
+  }
+}

@@ -1,0 +1,126 @@
+import type { EtcdClient } from "../api/client.js";
+import type { ResponseHeader } from "../api/codec.js";
+import type { EtcdError } from "../errors/etcd-error.js";
+import { isEtcdError } from "../errors/etcd-error.js";
+import { type CallSignal, delay } from "../gateway/signals.js";
+import type { LeaseSession } from "./lease-session.js";
+import { type Enqueued, type LineState, type QueueState, readLine, type WaitMode } from "./queue.js";
+
+/**
+ * How a waiter waits for its turn: it watches only its immediate predecessor (the newest key created
+ * before its own), so a release wakes exactly one waiter (no herd) and waiters are served in the order
+ * they joined. When the predecessor is deleted, one read tells the waiter whether it is now first or who
+ * its new predecessor is (a waiter ahead of it gave up).
+ */
+
+/**
+ * How long a waiter's watch may stay quiet before it is renewed. A healthy stream is ended cleanly by the
+ * server at this pace (Grpc-Timeout) and reopened; one that stays silent a second longer is a dead
+ * connection (a paused member, a NAT that dropped the flow) and is reopened on another endpoint. So a waiter
+ * behind a silent connection learns that the lock is free within 3 s plus one reopen and one read; the cost
+ * is one watch re-creation per waiter every 2 s while nothing happens.
+ */
+export const WAIT_IDLE_TIMEOUT = 2_000;
+
+export interface WaitContext {
+  signal: AbortSignal;
+  mode: WaitMode;
+  pollInterval: number;
+  /** The error for "our own key is gone": our lease ended while we waited. */
+  expired: () => EtcdError;
+}
+
+/**
+ * Waits for our turn after `enqueue`. When our key was already there (this session joined before), one
+ * read finds our predecessor first; our key gone by then means our lease ended.
+ */
+export async function waitInLine(client: EtcdClient, prefix: string, line: Enqueued, context: WaitContext): Promise<ResponseHeader> {
+  const read: LineReader = (signal) => readLine(client, prefix, line.revision, signal);
+  let start: QueueState = line;
+  if (!line.created) start = checked(await read(context.signal), context);
+  return waitForTurn(client, read, start, context);
+}
+
+/**
+ * One read of where a waiter stands: its own key still there, and the key it must wait for. A mutex waits
+ * for the newest key older than its own (readLine); other recipes choose another (a reader waits only for
+ * the newest older writer).
+ */
+export type LineReader = (signal: AbortSignal) => Promise<LineState>;
+
+/** What a failed wait reports: the session's loss first, then the caller's abort or timeout, else the cause. */
+export function waitFailure(session: LeaseSession, call: CallSignal, thrown: unknown, expired: (cause: unknown) => EtcdError): unknown {
+  return session.signal.aborted ? expired(thrown) : call.aborted ? call.error() : thrown;
+}
+
+/**
+ * Waits until `read` shows no key to wait for, from `start` (a read, or the join that showed the same).
+ * Returns the header of the read that showed it. Throws SESSION_EXPIRED (via `expired`) when our own key
+ * disappears meanwhile.
+ */
+export async function waitForTurn(client: EtcdClient, read: LineReader, start: QueueState, context: WaitContext): Promise<ResponseHeader> {
+  let state = start;
+  while (state.predecessor !== undefined) {
+    if (context.mode === "poll") {
+      await delay(context.pollInterval, context.signal);
+      state = checked(await read(context.signal), context);
+    } else {
+      state = checked(await predecessorGone(client, read, state, context.signal), context);
+    }
+  }
+  return state.header;
+}
+
+function checked(state: LineState, context: WaitContext): LineState {
+  if (!state.ownExists) throw context.expired();
+  return state;
+}
+
+/**
+ * Waits for the predecessor's key to go, then reads the line once; resolves with that read.
+ *
+ * Why the watch has no start revision: etcd serves a watch whose start revision is not newer than the
+ * store's revision from its "unsynced" set, which it catches up only on a 100 ms sync pass, so under load
+ * (the store always moving on) every handoff would wait up to 100 ms. A watch opened without one is synced
+ * and delivers events as they commit. Its `created` answer says from which revision on it sees events; a
+ * delete between our read (`state.header.revision`) and that revision would be missed, so if the store
+ * moved on in between, one read of the line closes the gap. Go's Mutex watches from the read's revision and
+ * pays the 100 ms tail; this keeps the same guarantee without it.
+ */
+async function predecessorGone(client: EtcdClient, read: LineReader, state: QueueState, signal: AbortSignal): Promise<LineState> {
+  const predecessor = state.predecessor!;
+  const watching = new AbortController();
+  const stop = () => watching.abort(signal.reason);
+  signal.addEventListener("abort", stop, { once: true });
+  const reread = () => read(signal);
+  try {
+    return await new Promise<LineState>((resolve, reject) => {
+      let created = false;
+      const closeGap = (revision: number) => {
+        if (created) return;
+        created = true;
+        if (revision <= state.header.revision) return;
+        reread().then((now) => {
+          if (!now.ownExists || now.predecessor?.createRevision !== predecessor.createRevision) resolve(now);
+        }, reject);
+      };
+      const follow = async (): Promise<LineState> => {
+        try {
+          const batches = client.watch({ key: predecessor.keyBytes, noPut: true, idleTimeout: WAIT_IDLE_TIMEOUT, onCreated: closeGap, signal: watching.signal });
+          for await (const batch of batches) {
+            if (batch.events.some((event) => event.type === "delete")) break;
+          }
+        } catch (error) {
+          // A reopened watch resumes from its last revision; if that history was compacted, re-reading the
+          // line tells us where we stand just as well.
+          if (!isEtcdError(error, "COMPACTED") || signal.aborted) throw error;
+        }
+        return reread();
+      };
+      follow().then(resolve, reject);
+    });
+  } finally {
+    signal.removeEventListener("abort", stop);
+    watching.abort();
+  }
+}

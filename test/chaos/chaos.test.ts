@@ -1,0 +1,73 @@
+// The short chaos run inside `npm test`: the same runner as `npm run chaos`, 75 s of faults, and every check
+// must pass. A seed is drawn per run and printed; `npm run chaos -- --duration 75 --seed N` replays its
+// schedule (the timing of a loaded machine never replays exactly).
+import { spawn } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { build } from "esbuild";
+import { afterAll, describe, expect, it } from "vitest";
+import type { CheckResult } from "./checks.ts";
+
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+const DURATION_S = 75;
+// Inside the repository, so a bundle made here resolves its dependencies from node_modules.
+mkdirSync(join(ROOT, ".cache"), { recursive: true });
+const temp = mkdtempSync(join(ROOT, ".cache", "chaos-test-"));
+
+afterAll(() => rmSync(temp, { recursive: true, force: true }));
+
+function newestMtime(dir: string): number {
+  let newest = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    newest = Math.max(newest, entry.isDirectory() ? newestMtime(path) : statSync(path).mtimeMs);
+  }
+  return newest;
+}
+
+/**
+ * The built package: dist/ when it is newer than every source (as in `npm test`, which builds first), else
+ * a bundle of the sources made here, so a stale dist/ never gets tested by mistake.
+ */
+async function builtSdk(): Promise<string> {
+  const dist = join(ROOT, "dist");
+  const index = join(dist, "index.js");
+  if (existsSync(index) && statSync(index).mtimeMs >= newestMtime(join(ROOT, "src"))) return dist;
+  const out = join(temp, "sdk");
+  mkdirSync(out, { recursive: true });
+  await build({
+    entryPoints: { index: join(ROOT, "src/index.ts"), node: join(ROOT, "src/node/index.ts") },
+    outdir: out,
+    bundle: true,
+    format: "esm",
+    platform: "node",
+    external: ["undici", "base64-js", "zod"],
+    logLevel: "silent",
+  });
+  return out;
+}
+
+function run(args: string[]): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ["test/chaos/run.ts", ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+    let output = "";
+    child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    child.on("exit", (code) => resolve({ code, output }));
+  });
+}
+
+describe("chaos (short run)", () => {
+  it(`${DURATION_S} s of faults on a 3-member cluster: every check passes`, { timeout: 360_000 }, async () => {
+    const sdk = await builtSdk();
+    const seed = Math.floor(Math.random() * 2 ** 31);
+    const json = join(temp, "report.json");
+    const { code, output } = await run(["--duration", String(DURATION_S), "--seed", String(seed), "--sdk", sdk, "--json", json]);
+    if (!existsSync(json)) throw new Error(`the chaos run did not complete (exit ${code}):\n${output.slice(-4_000)}`);
+    const report = JSON.parse(readFileSync(json, "utf8")) as { checks: CheckResult[] };
+    const failed = report.checks.filter((c) => !c.ok).map((c) => `${c.name}: ${c.summary}\n  ${c.details.join("\n  ")}`);
+    expect(failed, `seed ${seed}; report:\n${output.slice(output.lastIndexOf("\nchaos:"))}`).toEqual([]);
+    expect(code).toBe(0);
+  });
+});

@@ -1,0 +1,221 @@
+// `npm run chaos`: a 3-member loopback etcd cluster behind fault proxies, worker processes doing fenced
+// read-modify-writes under one lock with the built package, faults on a seeded schedule, then the checks.
+//
+// Usage: node test/chaos/run.ts [--duration 450] [--seed N] [--workers 6] [--ttl 8] [--sdk dist]
+//                               [--json report.json] [--free-wait-bound 4550] [--faults kill-leader,silence|none]
+// Exit code: 0 when every check passes, 1 when one fails, 2 when the run itself could not be carried out.
+import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { type EtcdCluster, startCluster } from "../etcd/harness.ts";
+import { type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
+import { type LogEntry, type RunRecord, runChecks, type Settings } from "./checks.ts";
+import { FAULT_KINDS, type FaultKind, FaultSchedule } from "./faults.ts";
+import { putKey, rangePrefix, wallNow } from "./gateway.ts";
+import { Monitor } from "./monitor.ts";
+import { seeded } from "./random.ts";
+import { figures, formatReport } from "./report.ts";
+import { WorkerPool } from "./workers.ts";
+
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+const { values: args } = parseArgs({
+  options: {
+    duration: { type: "string", default: "450" },
+    seed: { type: "string" },
+    workers: { type: "string", default: "6" },
+    ttl: { type: "string", default: "8" },
+    sdk: { type: "string", default: "dist" },
+    json: { type: "string" },
+    "free-wait-bound": { type: "string" },
+    faults: { type: "string" },
+  },
+});
+
+function positive(name: string, text: string | undefined): number {
+  const n = Number(text);
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`--${name} must be a positive number, got ${text}`);
+  return n;
+}
+
+// Timeouts of the workers' calls, and the bounds the checks hold them to.
+const CALL_TIMEOUT_MS = 5_000;
+const LOCK_TIMEOUT_MS = 15_000;
+// Short enough that polling waiters, served in line like the others, do not set the pace of the whole line.
+const POLL_INTERVAL_MS = 50;
+// Short holds: the line's pace is then set by handoffs, which is what the suite exercises.
+const MAX_HOLD_MS = 10;
+// The harness's election timeout (etcd's --election-timeout), which also extends leases on a leader change.
+const ELECTION_TIMEOUT_MS = 1_000;
+/**
+ * The longest a running contender may sit first in line without taking the lock. A fair client needs at
+ * most: a new leader elected (etcd notices the old one gone after one election timeout and may need one more
+ * randomized round: 2 × 1 s), one poll interval for a polling waiter (0.05 s), the cost of one silent or
+ * paused member (a request: one bounded attempt of at most timeout / 3 = 1.7 s before moving on; a waiter's
+ * watch: the SDK's watchdog, 2 s of idle plus 1 s of grace, then a reopen elsewhere: 3 s), and scheduling
+ * delay on two loaded cores (0.5 s).
+ */
+const FREE_WAIT_BOUND_MS = 2 * ELECTION_TIMEOUT_MS + POLL_INTERVAL_MS + 3_000 + 500;
+
+function faultKinds(text: string | undefined): readonly FaultKind[] {
+  if (text === undefined) return FAULT_KINDS;
+  if (text === "none") return [];
+  const kinds = text.split(",").map((k) => k.trim());
+  for (const kind of kinds) {
+    if (!(FAULT_KINDS as readonly string[]).includes(kind)) throw new Error(`--faults: unknown fault ${kind}; known: ${FAULT_KINDS.join(", ")}, or none`);
+  }
+  return kinds as FaultKind[];
+}
+
+const kinds = faultKinds(args.faults);
+const durationMs = positive("duration", args.duration) * 1_000;
+const seed = args.seed === undefined ? Math.floor(Math.random() * 2 ** 31) : Math.floor(positive("seed", args.seed));
+const workerCount = Math.floor(positive("workers", args.workers));
+const ttl = positive("ttl", args.ttl);
+const settings: Settings = {
+  durationMs,
+  faultKinds: [...kinds],
+  seed,
+  workers: workerCount,
+  ttl,
+  electionTimeoutMs: ELECTION_TIMEOUT_MS,
+  pollInterval: POLL_INTERVAL_MS,
+  freeWaitBoundMs: args["free-wait-bound"] === undefined ? FREE_WAIT_BOUND_MS : positive("free-wait-bound", args["free-wait-bound"]),
+  // Timers fire late on two cores shared by three etcd members and the workers; a second is generous.
+  callSlackMs: 1_000,
+  // The longest round a worker can be in when asked to stop (withLock: grant, wait, fn, revoke), its
+  // session's close, and a margin.
+  drainBoundMs: LOCK_TIMEOUT_MS + 5 * CALL_TIMEOUT_MS + MAX_HOLD_MS + 5_000,
+};
+
+const runId = `${new Date().toISOString().replace(/[:.]/g, "-")}-seed${seed}`;
+const runDir = join(ROOT, ".cache", "chaos", runId);
+mkdirSync(runDir, { recursive: true });
+const t0 = wallNow();
+function log(line: string): void {
+  const text = `[chaos +${((wallNow() - t0) / 1000).toFixed(1)}s] ${line}`;
+  console.log(text);
+  appendFileSync(join(runDir, "log.txt"), `${text}\n`);
+}
+
+const prefix = `chaos/${runId}/`;
+const lockName = `${prefix}lock`;
+const lockPrefix = `${lockName}/`;
+const counterKey = `${prefix}counter`;
+const logPrefix = `${prefix}log/`;
+const SENTINEL = `${lockPrefix}~end`;
+
+let cluster: EtcdCluster | undefined;
+let proxies: FaultProxy[] = [];
+let monitor: Monitor | undefined;
+let pool: WorkerPool | undefined;
+let schedule: FaultSchedule | undefined;
+let exitCode = 2;
+
+try {
+  log(`seed ${seed}, ${workerCount} workers, ${durationMs / 1000} s, TTL ${ttl} s, faults: ${kinds.join(", ") || "none"}`);
+  log(`run dir ${runDir}`);
+  cluster = await startCluster(3, { electionMs: ELECTION_TIMEOUT_MS });
+  proxies = await Promise.all(cluster.members.map((m) => startFaultProxy(m.clientUrl)));
+  const { revision } = await rangePrefix(cluster.endpoints, lockPrefix);
+  monitor = new Monitor(cluster.endpoints, lockPrefix, revision + 1);
+  const eventsFile = join(runDir, "events.ndjson");
+  pool = new WorkerPool(
+    {
+      sdk: resolve(ROOT, args.sdk!),
+      endpoints: proxies.map((p) => p.url),
+      name: lockName,
+      counterKey,
+      logPrefix,
+      ttl,
+      callTimeout: CALL_TIMEOUT_MS,
+      lockTimeout: LOCK_TIMEOUT_MS,
+      pollInterval: POLL_INTERVAL_MS,
+      maxHold: MAX_HOLD_MS,
+    },
+    seed,
+    (worker, event) => appendFileSync(eventsFile, `${JSON.stringify({ w: worker.id, ...event })}\n`),
+  );
+  for (let slot = 0; slot < workerCount; slot++) pool.spawn(slot);
+  if (!(await pool.ready(30_000))) throw new Error("workers did not start within 30 s");
+  const livePool = pool;
+  const startedAt = wallNow();
+  const progress = setInterval(() => {
+    const all = livePool.all();
+    const acquired = all.reduce((n, w) => n + w.events.filter((e) => e.ev === "acquired").length, 0);
+    log(`progress: ${acquired} acquisitions, ${livePool.live().length} workers running`);
+  }, 15_000);
+  schedule = new FaultSchedule({ cluster, proxies, monitor, pool, rng: seeded(seed), ttl, lockPrefix, log }, kinds);
+  try {
+    await sleep(2_000);
+    await schedule.run(startedAt + durationMs);
+  } finally {
+    schedule.restore();
+    clearInterval(progress);
+  }
+  const faultsEndedAt = wallNow();
+  log("fault period over; asking workers to finish their round");
+  await pool.drain(settings.drainBoundMs + 5_000);
+  const workersEndedAt = Math.max(faultsEndedAt, ...pool.all().map((w) => w.exitedAt ?? 0));
+  log(`workers done after ${((workersEndedAt - faultsEndedAt) / 1000).toFixed(1)} s`);
+
+  // Crashed workers' keys go when their leases expire; wait for that, so their frees are on record.
+  const linger = ttl * 1_000 + ELECTION_TIMEOUT_MS + 5_000;
+  const lingerEnd = performance.now() + linger;
+  while (performance.now() < lingerEnd && (await rangePrefix(cluster.endpoints, lockPrefix)).kvs.length > 0) await sleep(200);
+  // The monitor has the whole history once some stream delivered this sentinel (streams deliver in order).
+  const sentinelRevision = await putKey(cluster.endpoints, SENTINEL, "end");
+  const historyComplete = await monitor.waitCovered(sentinelRevision, 15_000);
+
+  const counterKv = await rangePrefix(cluster.endpoints, counterKey, { limit: 1 });
+  const counter = Number(counterKv.kvs.find((kv) => kv.key === counterKey)?.value ?? 0);
+  const logs: LogEntry[] = (await rangePrefix(cluster.endpoints, logPrefix, { timeoutMs: 20_000 })).kvs.map((kv) => {
+    const body = JSON.parse(kv.value) as { token: number; value: number; attempt: string };
+    return { key: kv.key, modRevision: kv.modRevision, token: body.token, value: body.value, attempt: body.attempt };
+  });
+
+  const record: RunRecord = {
+    settings,
+    startedAt,
+    faultsEndedAt,
+    workersEndedAt,
+    workers: pool.all().map((w) => ({
+      id: w.id,
+      kind: w.kind,
+      events: w.events,
+      leases: [...w.leases],
+      stops: w.stops,
+      killedAt: w.killedAt,
+      hungAtEnd: w.hungAtEnd,
+    })),
+    lockEvents: monitor.events().filter((e) => e.key !== SENTINEL),
+    historyComplete,
+    leaderChanges: monitor.leaderChanges(),
+    faults: schedule.records,
+    holderFaults: schedule.holderFaults,
+    counter,
+    logs,
+  };
+  writeFileSync(join(runDir, "record.json"), JSON.stringify(record));
+  const checks = runChecks(record);
+  console.log(`\n${formatReport(record, checks, { runDir })}`);
+  for (const w of pool.all()) {
+    if (w.stderr.length > 0) log(`stderr of ${w.id}:\n  ${w.stderr.join("\n  ")}`);
+  }
+  if (args.json !== undefined) {
+    writeFileSync(args.json, JSON.stringify({ settings, figures: figures(record), checks, runDir }, null, 2));
+  }
+  exitCode = checks.every((c) => c.ok) ? 0 : 1;
+} catch (error) {
+  log(`the run could not be completed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+  exitCode = 2;
+} finally {
+  schedule?.restore();
+  pool?.killAll();
+  await monitor?.stop();
+  await Promise.all(proxies.map((p) => p.close()));
+  await cluster?.stop();
+}
+process.exit(exitCode);

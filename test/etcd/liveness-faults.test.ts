@@ -1,0 +1,213 @@
+// Liveness under faults (issue "a free lock is taken at once"): each case injects one fault on loopback with
+// the fault relay and checks that the lock, session or release still does what it promises, within a bound.
+// Each of these stalled or lied before the liveness work: the comment on each says how.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Etcd, type Fetch, isEtcdError } from "../../src/index.js";
+import { createNodeFetch } from "../../src/node/index.js";
+import { type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
+import { client, endpoint, keysUnder, rejection, sleep, uniqueName, within } from "./fixtures/lock-helpers";
+
+const etcd = client();
+let proxy: FaultProxy;
+
+beforeAll(async () => {
+  proxy = await startFaultProxy(endpoint());
+});
+
+afterAll(async () => {
+  await proxy?.close();
+});
+
+/** A client that reaches etcd only through the relay. */
+function relayed(options: Partial<ConstructorParameters<typeof Etcd>[0]> = {}): Etcd {
+  return new Etcd({ endpoints: [proxy.url], timeout: 5_000, ...options });
+}
+
+async function leaseAlive(leaseId: string): Promise<boolean> {
+  return etcd.lease.timeToLive(leaseId).then(
+    () => true,
+    (error: unknown) => {
+      if (isEtcdError(error, "LEASE_NOT_FOUND")) return false;
+      throw error;
+    },
+  );
+}
+
+describe("a waiter whose watch connection goes silent", () => {
+  // Before: the waiter never heard the release and waited until its own timeout (here 20 s).
+  it("learns the lock is free within its watchdog's bound and takes it", async () => {
+    const name = uniqueName("liveness");
+    const holderSession = await etcd.session({ ttl: 30 });
+    const holder = await holderSession.mutex(name).lock();
+    const waiterSession = await relayed().session({ ttl: 30 });
+    const waiting = waiterSession.mutex(name).lock({ timeout: 20_000 });
+    // The waiter's watch is open through the relay once its key is second in line and the stream is up.
+    await within(5_000, "waiter's watch opened", (async () => {
+      while ((await keysUnder(etcd, name)).length < 2 || proxy.connections() === 0) await sleep(20);
+      await sleep(200);
+    })());
+    // A NAT drops the flow: the open connection stays open but silent for good; new ones work.
+    proxy.silence({ drop: true });
+    proxy.resume();
+    const released = performance.now();
+    await holder.unlock();
+    const lock = await within(8_000, "the silent waiter takes the free lock", waiting);
+    // Bound: 2 s idle + 1 s grace before the watch is called dead, then a reopen and a read.
+    expect(performance.now() - released).toBeLessThan(6_000);
+    expect(lock.held).toBe(true);
+    await lock.unlock();
+    await Promise.all([holderSession.close(), waiterSession.close()]);
+  });
+});
+
+describe("a silent endpoint costs one attempt, not the call", () => {
+  // Before: an auto session renewing through a silent member used its whole deadline there and lost its
+  // lease although the other member was healthy.
+  it("an auto session renews through the healthy member while the first one is silent", async () => {
+    const session = await new Etcd({ endpoints: [proxy.url, endpoint()], timeout: 5_000 }).session({ ttl: 3 });
+    proxy.silence();
+    try {
+      await sleep(7_000);
+      expect(session.alive).toBe(true);
+      expect(await leaseAlive(session.leaseId)).toBe(true);
+    } finally {
+      proxy.resume();
+      await session.close();
+    }
+  });
+});
+
+describe("release is idempotent and honest", () => {
+  // Before: after a failed unlock(), a second unlock() threw LOCK_RELEASED without sending anything, and the
+  // key stayed, blocking every contender for as long as the session lived.
+  it("unlock() after a TIMEOUT can be called again and removes the key", async () => {
+    const name = uniqueName("liveness");
+    const session = await relayed().session({ ttl: 30 });
+    const lock = await session.mutex(name).lock();
+    proxy.silence({ drop: true });
+    const first = await rejection(lock.unlock({ timeout: 600 }));
+    expect(first.code).toBe("TIMEOUT");
+    expect(first.indeterminate).toBe(true);
+    proxy.resume();
+    await lock.unlock();
+    expect(lock.held).toBe(false);
+    expect(await keysUnder(etcd, name)).toEqual([]);
+    await expect(lock.unlock()).rejects.toMatchObject({ code: "LOCK_RELEASED" });
+    await session.close();
+  });
+
+  // Before: the resend found the key gone and threw LOCK_LOST ("the work was not protected"), which is false.
+  it("a delete that was applied but whose answer was lost is a successful unlock", async () => {
+    const name = uniqueName("liveness");
+    const session = await relayed().session({ ttl: 30 });
+    const lock = await session.mutex(name).lock();
+    const dropped = proxy.dropNextAnswer({ path: "/v3/kv/txn" });
+    await lock.unlock();
+    expect(await dropped).toBeDefined();
+    expect(lock.held).toBe(false);
+    expect(await keysUnder(etcd, name)).toEqual([]);
+    await session.close();
+  });
+
+  // Before: the revoke was never resent: close() failed with UNAVAILABLE, and a withLock whose fn had
+  // completed under the lock reported the error instead of fn's value.
+  it("a revocation whose answer was lost is resent: close() reports the lease revoked", async () => {
+    const session = await relayed().session({ ttl: 30 });
+    const dropped = proxy.dropNextAnswer({ path: "/v3/lease/revoke" });
+    expect(await session.close()).toBe(true);
+    expect(await dropped).toBeDefined();
+    expect(await leaseAlive(session.leaseId)).toBe(false);
+  });
+
+  it("a per-call withLock whose revoke answer was lost returns fn's value", async () => {
+    const name = uniqueName("liveness");
+    const dropped = proxy.dropNextAnswer({ path: "/v3/lease/revoke" });
+    const value = await relayed().withLock(name, () => "done", { ttl: 10, lease: "per-call" });
+    expect(value).toBe("done");
+    expect(await dropped).toBeDefined();
+    expect(await keysUnder(etcd, name)).toEqual([]);
+  });
+
+  // Before: a revoke that never arrived left the lock blocked for a whole TTL.
+  it("a revocation swallowed on its way is resent, so the lock is free at once", async () => {
+    const name = uniqueName("liveness");
+    const session = await relayed().session({ ttl: 30 });
+    await session.mutex(name).lock();
+    const swallowed = proxy.swallowNext({ path: "/v3/lease/revoke" });
+    expect(await session.close({ attemptTimeout: 300 })).toBe(true);
+    expect(await swallowed).toBeDefined();
+    expect(await keysUnder(etcd, name)).toEqual([]);
+  });
+});
+
+describe("manual leases wait as long as the caller allows", () => {
+  // Before: renewWhile waited ttl/3 before its first renewal even when less than that was left, so a
+  // session alive when renewWhile started expired inside it.
+  it("renewWhile renews at once when less than two thirds of the TTL is left", async () => {
+    const session = await etcd.session({ ttl: 3, keepAlive: "manual" });
+    await sleep(2_200);
+    expect(session.alive).toBe(true);
+    await session.renewWhile(() => sleep(1_800));
+    expect(session.alive).toBe(true);
+    expect(await leaseAlive(session.leaseId)).toBe(true);
+    await session.close();
+  });
+
+  // Before: a manual withLock could not wait longer than its TTL: SESSION_EXPIRED at 3 s whatever `timeout` said.
+  it("a manual withLock waits longer than its TTL within its timeout", async () => {
+    const name = uniqueName("liveness");
+    const holderSession = await etcd.session({ ttl: 30 });
+    const holder = await holderSession.mutex(name).lock();
+    const waiting = etcd.withLock(name, (lock) => lock.revision, { ttl: 3, keepAlive: "manual", timeout: 15_000 });
+    await sleep(5_000);
+    await holder.unlock();
+    const revision = await within(5_000, "the manual waiter takes the lock", waiting);
+    expect(revision).toBeGreaterThan(holder.revision);
+    await holderSession.close();
+  });
+});
+
+describe("streams never starve requests", () => {
+  // Before: each waiter's watch held one of createNodeFetch()'s 16 pooled connections: with 20 waiters in one
+  // process one acquired and the rest timed out, and the holder's unlock queued behind the watches.
+  it("40 waiters in one process drain through createNodeFetch() at its defaults", async () => {
+    const fetch = createNodeFetch();
+    const shared = new Etcd({ endpoints: endpoint(), timeout: 5_000, fetch });
+    const name = uniqueName("liveness");
+    try {
+      const sessions = await Promise.all(Array.from({ length: 40 }, () => shared.session({ ttl: 30 })));
+      let inside = 0;
+      let acquired = 0;
+      await within(
+        30_000,
+        "40 waiters drain",
+        Promise.all(
+          sessions.map(async (session) => {
+            const lock = await session.mutex(name).lock({ timeout: 25_000 });
+            inside++;
+            expect(inside).toBe(1);
+            acquired++;
+            await sleep(5);
+            inside--;
+            await lock.unlock({ timeout: 2_000 });
+          }),
+        ),
+      );
+      expect(acquired).toBe(40);
+      await Promise.all(sessions.map((session) => session.close()));
+    } finally {
+      await fetch.close();
+    }
+  });
+
+  // Before: a request queued inside the fetch implementation ignored its signal and the transport did not
+  // enforce its own deadline, so a call outlived its timeout (a 2 s unlock settled after 10 s).
+  it("a call whose fetch never settles and ignores its signal ends at its own timeout", async () => {
+    const stuck: Fetch = () => new Promise(() => {});
+    const hung = new Etcd({ endpoints: endpoint(), fetch: stuck });
+    const started = performance.now();
+    const error = await within(3_000, "a call on a stuck fetch", rejection(hung.get("k", { timeout: 500 })));
+    expect(error.code).toBe("TIMEOUT");
+    expect(performance.now() - started).toBeLessThan(1_500);
+  });
+});

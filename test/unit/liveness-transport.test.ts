@@ -1,0 +1,121 @@
+// Outcomes the caller can act on (indeterminate writes, writes provably not applied), and a waiter that
+// watches its predecessor without missing a release that lands before its watch exists.
+import { describe, expect, it } from "vitest";
+import { Etcd, type Fetch } from "../../src/index.js";
+import { createMockEtcdCore } from "../../src/testing/mock.js";
+import { rejection } from "../support/async.js";
+import { A, B, hang, json, jsonText, route, useGateway } from "./support/gateway.js";
+import { header, unaryErrorBody } from "./support/wire.js";
+
+const server = useGateway();
+
+/** What undici's fetch throws when the connection drops mid-request: the server may have applied it. */
+function connectionReset(): TypeError {
+  const cause = Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET", errno: -104, syscall: "read" });
+  return new TypeError("fetch failed", { cause });
+}
+
+describe("indeterminate outcomes are marked", () => {
+  it("a put whose connection broke after it was sent is indeterminate", async () => {
+    const fetch: Fetch = () => Promise.reject(connectionReset());
+    const error = await rejection(new Etcd({ endpoints: A, fetch }).put("k", "v"));
+    expect(error.code).toBe("UNAVAILABLE");
+    expect(error.indeterminate).toBe(true);
+  });
+
+  it("a put etcd refused is not indeterminate", async () => {
+    route(server, "/v3/kv/put", () => jsonText(unaryErrorBody("3.4", 3, "etcdserver: request is too large"), 400));
+    const error = await rejection(new Etcd({ endpoints: A }).put("k", "v"));
+    expect(error.code).toBe("INVALID_ARGUMENT");
+    expect(error.indeterminate).toBe(false);
+  });
+
+  it("a put that timed out after it was sent is indeterminate; a read that timed out is not", async () => {
+    route(server, "/v3/kv/put", async ({ request }) => {
+      await hang(request);
+      return json({ header: header(6) });
+    });
+    route(server, "/v3/kv/range", async ({ request }) => {
+      await hang(request);
+      return json({ header: header(6) });
+    });
+    const etcd = new Etcd({ endpoints: A, timeout: 200 });
+    const write = await rejection(etcd.put("k", "v"));
+    expect(write.code).toBe("TIMEOUT");
+    expect(write.indeterminate).toBe(true);
+    const read = await rejection(etcd.get("k"));
+    expect(read.code).toBe("TIMEOUT");
+    expect(read.indeterminate).toBe(false);
+  });
+
+  it("etcd's own 'request timed out' leaves a write indeterminate (the proposal may still commit)", async () => {
+    route(server, "/v3/kv/put", () => jsonText(unaryErrorBody("3.5", 14, "etcdserver: request timed out"), 503));
+    const error = await rejection(new Etcd({ endpoints: A }).put("k", "v"));
+    expect(error.indeterminate).toBe(true);
+  });
+
+  it("a write stays indeterminate when a later attempt is refused outright", async () => {
+    // The first attempt's connection broke after sending; the resend (a guarded delete may be resent) is
+    // refused. The first may still have been applied, so the caller must know.
+    let calls = 0;
+    const fetch: Fetch = async (input, init) => {
+      if (calls++ === 0) throw connectionReset();
+      return globalThis.fetch(input, init) as ReturnType<Fetch>;
+    };
+    route(server, "/v3/kv/txn", () => jsonText(unaryErrorBody("3.4", 3, "etcdserver: duplicate key given in txn request"), 400), A);
+    const etcd = new Etcd({ endpoints: A, fetch });
+    const { cmp, op } = await import("../../src/index.js");
+    const error = await rejection(etcd.txn().if(cmp.version("k", ">", 0)).then(op.delete("k")).commit({ idempotent: true }));
+    expect(calls).toBe(2);
+    expect(error.indeterminate).toBe(true);
+  });
+});
+
+describe("a write provably not applied fails over", () => {
+  // etcd's gateway could not reach its own member's gRPC server: the request went no further than the gateway.
+  it("a put answered 'Error while dialing ... connection refused' by one gateway is sent to the next", async () => {
+    const refused = route(
+      server,
+      "/v3/kv/put",
+      () => jsonText(unaryErrorBody("3.4", 14, 'connection error: desc = "transport: Error while dialing dial tcp 127.0.0.1:2379: connect: connection refused"'), 503),
+      A,
+    );
+    const served = route(server, "/v3/kv/put", () => json({ header: header(7) }), B);
+    const result = await new Etcd({ endpoints: [A, B] }).put("k", "v");
+    expect(result.header.revision).toBe(7);
+    expect(refused).toHaveLength(1);
+    expect(served).toHaveLength(1);
+  });
+});
+
+describe("a waiter's watch", () => {
+  it("has no start revision (etcd delivers it at once) and still sees a release that lands before it exists", async () => {
+    const mock = createMockEtcdCore();
+    const watches: unknown[] = [];
+    let releaseFirst: (() => Promise<void>) | undefined;
+    // Hold back the waiter's watch until the holder has released: the release lands in the gap between the
+    // waiter's read of the line and the watch's creation.
+    const fetch: Fetch = async (input, init) => {
+      if (input.endsWith("/v3/watch")) {
+        watches.push(JSON.parse(init.body));
+        const release = releaseFirst;
+        releaseFirst = undefined;
+        await release?.();
+      }
+      return mock.fetch(input, init as never) as ReturnType<Fetch>;
+    };
+    const etcd = new Etcd({ endpoints: "http://etcd.test:2379", fetch });
+    const holderSession = await etcd.session({ ttl: 30 });
+    const holder = await holderSession.mutex("gap").lock();
+    releaseFirst = () => holder.unlock();
+    const waiterSession = await etcd.session({ ttl: 30 });
+    const started = performance.now();
+    const lock = await waiterSession.mutex("gap").lock({ timeout: 10_000 });
+    // Well before the watch's idle timeout (2 s): the gap read found the predecessor gone.
+    expect(performance.now() - started).toBeLessThan(1_500);
+    expect(lock.revision).toBeGreaterThan(holder.revision);
+    expect(watches).toHaveLength(1);
+    expect((watches[0] as { create_request: { start_revision?: unknown } }).create_request.start_revision).toBeUndefined();
+    await Promise.all([waiterSession.close(), holderSession.close()]);
+  });
+});
