@@ -361,6 +361,48 @@ describe("bad arguments are refused before any request", () => {
     );
   });
 
+  it("recipes: semaphore, rwlock, lockAll, withSemaphore, withLocks, inspectSemaphore", async () => {
+    const badLockOptions = fc.oneof(
+      badSignal.map((signal) => ({ signal })),
+      badLockTimeout.map((timeout) => ({ timeout })),
+      badWait.map((wait) => ({ wait })),
+      badPollInterval.map((pollInterval) => ({ wait: "poll", pollInterval })),
+    );
+    // Objects are left out: permitsArg prints the value with String(), a TypeError for some (listed below).
+    const badPermits = fc.oneof(fc.integer({ max: 0 }), fc.constantFrom(1.5, Number.NaN, Infinity), anythingBut((value) => typeof value === "number" || typeof value === "object"));
+    const badNames = fc.oneof(
+      anythingBut((value) => Array.isArray(value)),
+      fc.constant([]),
+      fc.array(badName, { minLength: 1, maxLength: 3 }),
+      fc.constant(["a", "a"]),
+    );
+    type Ctx = Awaited<ReturnType<typeof withSession>>;
+    const calls = fc.oneof(
+      badName.map(labelled("semaphore name", (name) => (c: Ctx) => c.session.semaphore(any(name), { permits: 2 }).acquire())),
+      badPermits.map(labelled("semaphore permits", (permits) => (c: Ctx) => c.session.semaphore("s", { permits: any(permits) }).acquire())),
+      badLockOptions.map(labelled("semaphore acquire", (options) => (c: Ctx) => c.session.semaphore("s", { permits: 2 }).acquire(any(options)))),
+      badName.map(labelled("rwlock name", (name) => (c: Ctx) => c.session.rwlock(any(name)).readLock())),
+      badLockOptions.map(labelled("readLock", (options) => (c: Ctx) => c.session.rwlock("rw").readLock(any(options)))),
+      badLockOptions.map(labelled("writeLock", (options) => (c: Ctx) => c.session.rwlock("rw").writeLock(any(options)))),
+      badNames.map(labelled("lockAll names", (names) => (c: Ctx) => c.session.lockAll(any(names)))),
+      badLockOptions.map(labelled("lockAll options", (options) => (c: Ctx) => c.session.lockAll(["a", "b"], any(options)))),
+      badName.filter((name) => typeof name !== "string" || name === "").map(labelled("withSemaphore name", (name) => (c: Ctx) => c.etcd.withSemaphore(any(name), 2, () => 1))),
+      badPermits.map(labelled("withSemaphore permits", (permits) => (c: Ctx) => c.etcd.withSemaphore("s", any(permits), () => 1))),
+      anythingBut((value) => typeof value === "function").map(labelled("withLocks fn", (fn) => (c: Ctx) => c.etcd.withLocks(["a", "b"], any(fn)))),
+      badNames.filter((names) => !Array.isArray(names) || names.every((n) => typeof n !== "string" || n === "")).map(
+        labelled("withLocks names", (names) => (c: Ctx) => c.etcd.withLocks(any(names), () => 1)),
+      ),
+      badName.map(labelled("inspectSemaphore", (name) => (c: Ctx) => c.etcd.inspectSemaphore(any(name)))),
+    );
+    await fc.assert(
+      fc.asyncProperty(calls, async (call) => {
+        const ctx = await withSession();
+        await refused(ctx, () => call(ctx));
+      }),
+      RUNS,
+    );
+  });
+
   it("inspectLock", async () => {
     const calls = fc.oneof(
       badName.map((name) => (e: Etcd) => e.inspectLock(any(name))),
@@ -432,6 +474,11 @@ describe("bad arguments the lock layer does not refuse before its first request 
   it.fails("resumeLock: a keepAlive object without a prototype is a TypeError from its message", async () => {
     const ctx = counted();
     await refused(ctx, () => ctx.etcd.resumeLock({ name: "job", key: "job/7", leaseId: "7", revision: 5 }, { keepAlive: any(Object.create(null)) }));
+  });
+
+  it.fails("semaphore permits: an object without a prototype is a TypeError from its message", async () => {
+    const ctx = await withSession();
+    await refused(ctx, () => ctx.session.semaphore("s", { permits: any(Object.create(null)) }).acquire());
   });
 
   it.fails("campaign: a value that is not Bytes is a TypeError, not INVALID_ARGUMENT", async () => {
