@@ -1,6 +1,6 @@
 import { answerTooLarge, redirected } from "../errors/catalogue.js";
 import { ByteBuffer } from "./byte-buffer.js";
-import type { FetchResponse } from "./fetch.js";
+import { type FetchResponse, READ_BOUNDED, type ReadBounded } from "./fetch.js";
 
 /**
  * Reading an answer's body without trusting its size: whatever answers may send an endless body, a gzip
@@ -32,6 +32,12 @@ export async function readBody(response: FetchResponse, limits: BodyLimits, endp
   const ok = status === 200;
   const maxBytes = ok ? limits.maxBytes : Math.min(limits.maxBytes, ERROR_BODY_LIMIT);
   const firstLine = ok && limits.firstLine === true;
+  const bounded = (response as { [READ_BOUNDED]?: ReadBounded })[READ_BOUNDED];
+  if (ok && bounded !== undefined) {
+    const bytes = await bounded(maxBytes, firstLine);
+    if (bytes === undefined) throw answerTooLarge(maxBytes, firstLine ? "the first line of the answer" : "the answer", endpoint);
+    return decoder.decode(bytes);
+  }
   const body = response.body;
   if (body === null) {
     // A fetch without a body stream (a stub, say) has already buffered the text: only its size is checked.

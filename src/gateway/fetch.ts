@@ -28,6 +28,14 @@ export interface FetchResponse {
 }
 
 /**
+ * An optional fast path a fetch may put on its responses under this symbol (etcd-edge/node's does): the
+ * body's bytes up to `maxBytes`, or only up to its first newline with `firstLine`, and `undefined` once it
+ * proves longer (the body then dropped). It spares building a web stream just to bound a read.
+ */
+export const READ_BOUNDED = Symbol.for("etcd-edge.readBounded");
+export type ReadBounded = (maxBytes: number, firstLine: boolean) => Promise<Uint8Array | undefined>;
+
+/**
  * The injected fetch, or the global one looked up at call time (so msw, which patches the global after
  * the client exists, and workerd, which forbids a stale binding, both work). Called without a receiver.
  */
