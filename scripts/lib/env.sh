@@ -3,6 +3,8 @@
 
 ETCD_EDGE_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 MIN_NODE_MAJOR=22
+# shellcheck source=scripts/lib/etcd-versions.sh
+source "$ETCD_EDGE_ROOT/scripts/lib/etcd-versions.sh"
 
 _node_major() { # $1: node binary; prints its major version, or nothing when it cannot run
   "$1" --version 2>/dev/null | sed -n 's/^v\([0-9][0-9]*\)\..*/\1/p'

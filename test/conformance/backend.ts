@@ -1,22 +1,24 @@
 /// <reference path="../etcd/provided.d.ts" />
-// One suite, two backends. Every conformance file gets its etcd from here and runs unchanged on the in-memory
-// mock (vitest project `unit`) and on a real etcd 3.4 member (project `etcd`).
+// One suite, several backends. Every conformance file gets its etcd from here and runs unchanged on the
+// in-memory mock (vitest project `unit`) and on a real member of each etcd version (projects `etcd-3.4`,
+// `etcd-3.5`). A file says `const { backend, etcd } = useBackend();` and nothing else about setup.
 //
-// msw must never be loaded in the `etcd` project, and this file must not need it in `unit` either: the mock is
-// built with the msw-free core (src/testing/mock.ts) and used through its own `fetch`; the public
-// `createMockEtcd` (src/testing/index.ts) statically imports msw for `handlers()`. Each backend's modules are
-// loaded lazily, so the mock path never starts etcd and the etcd path never loads the mock.
+// msw must never be loaded in the etcd projects, and this file must not need it in `unit` either: the mock is
+// built with the msw-free core (src/testing/mock.ts) and used through its own `fetch`. Each backend's modules
+// are loaded lazily, so the mock path never starts etcd and the etcd path never loads the mock.
 import { randomUUID } from "node:crypto";
-import { inject } from "vitest";
-import { Etcd, EtcdError, type EtcdOptions, type Fetch } from "../../src/index.js";
+import { afterAll, beforeAll, inject } from "vitest";
+import type { Etcd, EtcdOptions, Fetch } from "../../src/index.js";
 import type { AuthOptions, MockEtcd } from "../../src/testing/mock.js";
-import { sleep, until, within, stillPending, rejection } from "../support/async.js";
-export { sleep, until, within, stillPending, rejection };
+import { client, sharedEndpoint } from "../support/etcd.js";
+import type { EtcdVersion } from "../support/etcd-versions.js";
 
 export type BackendName = "mock" | "etcd";
 
 export interface Backend {
   readonly name: BackendName;
+  /** Whose wire this backend speaks: the mock follows 3.4; a real member is its project's version. */
+  readonly wire: EtcdVersion;
   /** The transport clients use by default: the mock's fetch, or the runtime's global fetch. Wrap it to count requests. */
   readonly fetch: Fetch;
   /** The mock itself, for inspection (mock backend only). */
@@ -33,7 +35,7 @@ export interface Backend {
 export interface BackendOptions {
   /**
    * A member of its own instead of the shared one, for member-wide operations (compaction). Mock: always
-   * its own. Etcd: a fresh member started for this backend and stopped by close().
+   * its own. Etcd: a fresh member of the project's version, started for this backend and stopped by close().
    */
   dedicated?: boolean;
   /**
@@ -43,15 +45,43 @@ export interface BackendOptions {
   auth?: { rootPassword: string; users: Record<string, { password: string; prefix?: string }> };
 }
 
-export function backendName(): BackendName {
-  return inject("backend");
+/**
+ * The backend of the file (or of the describe block it is called in): opened before its tests, closed after
+ * them. `backend` and `etcd` (a default client) are usable in tests and hooks, not at module level: they
+ * forward to what beforeAll opened.
+ */
+export function useBackend(options: BackendOptions = {}): { backend: Backend; etcd: Etcd } {
+  let opened: { backend: Backend; etcd: Etcd } | undefined;
+  beforeAll(async () => {
+    const backend = await openBackend(options);
+    opened = { backend, etcd: backend.client() };
+  }, 60_000);
+  afterAll(async () => {
+    await opened?.backend.close();
+  });
+  const current = () => {
+    if (opened === undefined) throw new Error("useBackend(): the backend is opened in beforeAll; use it inside tests and hooks");
+    return opened;
+  };
+  return { backend: lateBound(() => current().backend), etcd: lateBound(() => current().etcd) };
+}
+
+/** An object that forwards every property read to `target()`, with methods bound to it. */
+function lateBound<T extends object>(target: () => T): T {
+  return new Proxy({} as T, {
+    get(_, property) {
+      const object = target();
+      const value: unknown = Reflect.get(object, property, object);
+      return typeof value === "function" ? value.bind(object) : value;
+    },
+  });
+}
+
+export function openBackend(options: BackendOptions = {}): Promise<Backend> {
+  return inject("backend") === "mock" ? openMock(options) : openEtcd(options);
 }
 
 const MOCK_ENDPOINT = "http://etcd.test:2379";
-
-export async function openBackend(options: BackendOptions = {}): Promise<Backend> {
-  return backendName() === "mock" ? openMock(options) : openEtcd(options);
-}
 
 async function openMock(options: BackendOptions): Promise<Backend> {
   const { createMockEtcdCore } = await import("../../src/testing/mock.js");
@@ -69,10 +99,11 @@ async function openMock(options: BackendOptions): Promise<Backend> {
   const fetch = mock.fetch as unknown as Fetch;
   return {
     name: "mock",
+    wire: "3.4",
     fetch,
     mock,
     namespace: "",
-    client: (o = {}) => new Etcd({ endpoints: [MOCK_ENDPOINT], fetch, timeout: 5_000, ...o }),
+    client: (o = {}) => client({ endpoints: [MOCK_ENDPOINT], fetch, ...o }),
     advance: async (ms) => {
       mock.advance(ms);
       // Let watch deliveries (queued as microtasks) and their consumers run.
@@ -83,21 +114,23 @@ async function openMock(options: BackendOptions): Promise<Backend> {
 }
 
 async function openEtcd(options: BackendOptions): Promise<Backend> {
-  const fetch = ((input, init) => globalThis.fetch(input, init)) as Fetch;
+  const fetch: Fetch = (input, init) => globalThis.fetch(input, init);
   const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+  const wire = inject("etcdVersion");
   if (!options.dedicated && !options.auth) {
-    const endpoint = inject("etcdEndpoint");
+    const endpoint = sharedEndpoint();
     const namespace = `conf-${randomUUID()}/`;
     return {
       name: "etcd",
+      wire,
       fetch,
       mock: undefined,
       namespace,
-      client: (o = {}) => new Etcd({ endpoints: [endpoint], namespace, timeout: 5_000, ...o }),
+      client: (o = {}) => client({ endpoints: [endpoint], namespace, ...o }),
       advance: sleep,
       close: async () => {
         // Leave the shared member as we found it.
-        await new Etcd({ endpoints: [endpoint], timeout: 5_000 }).delete({ prefix: namespace }).catch(() => {});
+        await client({ endpoints: [endpoint] }).delete({ prefix: namespace }).catch(() => {});
       },
     };
   }
@@ -117,25 +150,12 @@ async function openEtcd(options: BackendOptions): Promise<Backend> {
   }
   return {
     name: "etcd",
+    wire,
     fetch,
     mock: undefined,
     namespace: "",
-    client: (o = {}) => new Etcd({ endpoints: [member.clientUrl], timeout: 5_000, ...o }),
+    client: (o = {}) => client({ endpoints: [member.clientUrl], ...o }),
     advance: sleep,
     close: () => member.stop(),
   };
 }
-
-// ---- helpers shared by the conformance files ---------------------------------------------------------------
-
-/** A fetch that records the path of every request it forwards. */
-export function countingFetch(inner: Fetch): Fetch & { paths: string[]; mark(): number; since(mark: number): string[] } {
-  const paths: string[] = [];
-  const f: Fetch = (input, init) => {
-    paths.push(new URL(input).pathname);
-    return inner(input, init);
-  };
-  return Object.assign(f, { paths, mark: () => paths.length, since: (mark: number) => paths.slice(mark) });
-}
-
-export const bytes = (...values: number[]) => new Uint8Array(values);

@@ -1,19 +1,14 @@
-// KV conformance: the same assertions against the in-memory mock (project `unit`) and real etcd (project `etcd`).
-// Revisions are only ever compared relative to headers read in the test (the real member is shared).
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Etcd, KeyValue } from "../../src/index.js";
-import { type Backend, bytes, openBackend, rejection } from "./backend.js";
+// KV conformance: the same assertions on the in-memory mock (project `unit`) and on real etcd 3.4 and 3.5
+// (projects `etcd-3.4`, `etcd-3.5`). Revisions are only ever compared relative to headers read in the test
+// (the real member is shared).
+import { describe, expect, it } from "vitest";
+import { type Etcd, EtcdCompactedError, type KeyValue } from "../../src/index.js";
+import { rejection } from "../support/async.js";
+import { bytes } from "../support/etcd.js";
+import { useBackend } from "./backend.js";
 
-let backend: Backend;
-let etcd: Etcd;
-
-beforeAll(async () => {
-  backend = await openBackend();
-  etcd = backend.client();
-});
-afterAll(async () => {
-  await backend?.close();
-});
+const { backend, etcd } = useBackend();
+const enc = (text: string) => new TextEncoder().encode(text);
 
 let n = 0;
 /** A fresh sub-prefix per test, inside the backend's namespace. */
@@ -24,18 +19,25 @@ describe("put / get", () => {
   it("put returns the new revision; get returns value, versions and revisions", async () => {
     const p = fresh();
     const first = await etcd.put(`${p}a`, "1");
+    expect(first.prevKv).toBeUndefined();
+    // Cluster and member IDs are uint64: decimal strings, never rounded numbers.
+    expect(first.header).toMatchObject({ clusterId: expect.stringMatching(/^[0-9]+$/), memberId: expect.stringMatching(/^[0-9]+$/) });
     const got = await etcd.get(`${p}a`);
     expect(got).toMatchObject({ key: `${p}a`, value: "1", version: 1, createRevision: first.header.revision, modRevision: first.header.revision, lease: "0" });
+    expect(got?.keyBytes).toEqual(enc(`${p}a`));
+    expect(got?.valueBytes).toEqual(enc("1"));
     const second = await etcd.put(`${p}a`, "2", { prevKv: true });
     expect(second.header.revision).toBeGreaterThan(first.header.revision);
     expect(second.prevKv).toMatchObject({ key: `${p}a`, value: "1", version: 1, modRevision: first.header.revision });
     expect(await etcd.get(`${p}a`)).toMatchObject({ value: "2", version: 2, createRevision: first.header.revision, modRevision: second.header.revision });
-    // prevKv on a new key: none.
+    // prevKv on a new key: none; without prevKv, none either.
     expect((await etcd.put(`${p}new`, "x", { prevKv: true })).prevKv).toBeUndefined();
+    expect((await etcd.put(`${p}a`, "3")).prevKv).toBeUndefined();
     expect(await etcd.get(`${p}missing`)).toBeUndefined();
     // An empty value is a value.
     await etcd.put(`${p}empty`, "");
     expect(await etcd.get(`${p}empty`)).toMatchObject({ value: "", version: 1 });
+    expect((await etcd.get(`${p}empty`))?.valueBytes).toHaveLength(0);
   });
 
   it("a read's header is the store's current revision and does not advance it", async () => {
@@ -60,6 +62,9 @@ describe("range", () => {
     const p = fresh();
     await seed(p);
     await etcd.put(`${fresh()}zzz`, "outside");
+    // Just before the prefix ("." < "/"), and exactly its range end ("0" follows "/"): both outside.
+    await etcd.put(`${p.slice(0, -1)}.`, "before");
+    await etcd.put(`${p.slice(0, -1)}0`, "the range end");
     expect(pairs((await etcd.range({ prefix: p })).kvs)).toEqual([[`${p}a`, "1"], [`${p}b`, "22"], [`${p}c`, "3"], [`${p}d`, "4"]]);
     expect(pairs((await etcd.range({ key: `${p}b`, end: `${p}d` })).kvs)).toEqual([[`${p}b`, "22"], [`${p}c`, "3"]]);
     // end "\0": every key from `key` on (within the namespace on the shared member).
@@ -79,6 +84,8 @@ describe("range", () => {
     expect(limited).toMatchObject({ count: 4, more: true });
     expect(await etcd.range({ prefix: p, limit: 4 })).toMatchObject({ count: 4, more: false });
     expect(await etcd.range({ prefix: p, limit: 10 })).toMatchObject({ count: 4, more: false });
+    // limit 0 means no limit.
+    expect((await etcd.range({ prefix: p, limit: 0 })).kvs).toHaveLength(4);
     expect(await etcd.range({ prefix: `${p}none/` })).toMatchObject({ kvs: [], count: 0, more: false });
   });
 
@@ -128,7 +135,9 @@ describe("range", () => {
     // A target without an order ascends (clientv3's rule, which the client applies).
     expect(await keys({ target: "modRevision" })).toEqual(["b", "c", "a"]);
     // Sorting happens before the limit.
-    expect((await etcd.range({ prefix: p, sort: { target: "modRevision", order: "descend" }, limit: 1 })).kvs[0]).toMatchObject({ key: `${p}a`, createRevision: rc2 });
+    const first = await etcd.range({ prefix: p, sort: { target: "modRevision", order: "descend" }, limit: 1 });
+    expect(first.kvs[0]).toMatchObject({ key: `${p}a`, createRevision: rc2 });
+    expect(first).toMatchObject({ count: 3, more: true });
   });
 
   it("keysOnly and countOnly", async () => {
@@ -147,6 +156,13 @@ describe("range", () => {
     const countOnly = await etcd.range({ prefix: p, countOnly: true });
     expect(countOnly).toMatchObject({ kvs: [], count: 4, more: false });
     expect(await etcd.range({ prefix: p, countOnly: true, limit: 1 })).toMatchObject({ kvs: [], count: 4 });
+  });
+
+  it("serializable reads return the data too", async () => {
+    const p = fresh();
+    await seed(p);
+    expect(pairs((await etcd.range({ prefix: p, serializable: true })).kvs)).toEqual([[`${p}a`, "1"], [`${p}b`, "22"], [`${p}c`, "3"], [`${p}d`, "4"]]);
+    expect(await etcd.get(`${p}b`, { serializable: true })).toMatchObject({ value: "22", version: 2 });
   });
 
   it("min/max create and mod revision filter after counting", async () => {
@@ -170,13 +186,16 @@ describe("range", () => {
 describe("delete", () => {
   it("one key, a prefix, a range; prevKv returns what was deleted; nothing deleted leaves the revision", async () => {
     const p = fresh();
-    for (const k of ["a", "b", "c", "d", "e"]) await etcd.put(`${p}${k}`, k.toUpperCase());
+    const putA = await etcd.put(`${p}a`, "A");
+    for (const k of ["b", "c", "d", "e"]) await etcd.put(`${p}${k}`, k.toUpperCase());
     const one = await etcd.delete(`${p}a`, { prevKv: true });
     expect(one.deleted).toBe(1);
     expect(pairs(one.prevKvs)).toEqual([[`${p}a`, "A"]]);
+    expect(one.prevKvs[0]).toMatchObject({ modRevision: putA.header.revision, version: 1 });
     const range = await etcd.delete({ key: `${p}b`, end: `${p}d` });
     expect(range).toMatchObject({ deleted: 2, prevKvs: [] });
-    const all = await etcd.delete({ prefix: p, prevKv: true });
+    // prevKv inline in the query or as a separate options argument: the same.
+    const all = await etcd.delete({ prefix: p }, { prevKv: true });
     expect(all.deleted).toBe(2);
     expect(pairs(all.prevKvs)).toEqual([[`${p}d`, "D"], [`${p}e`, "E"]]);
     expect(all.header.revision).toBeGreaterThan(range.header.revision);
@@ -208,8 +227,31 @@ describe("bytes", () => {
     const byBytes = await etcd.range({ prefix: new Uint8Array([...new TextEncoder().encode(p), 0xff]) });
     expect(byBytes.kvs).toHaveLength(1);
     expect(byBytes.kvs[0]?.valueBytes).toEqual(value);
-    // A value compare by bytes.
     expect(await etcd.get(key, { keysOnly: true })).toMatchObject({ valueBytes: new Uint8Array() });
+    // The text forms are lossy decodings, not the key: the string does not find it.
+    expect(await etcd.get(got!.key)).toBeUndefined();
+  });
+
+  // Outside any namespace (a client with namespace ""): these keys are at the top of the member's keyspace.
+  it("a prefix of only 0xff bytes has an open end: 0xff 0xff + anything is inside, 0xff 0xfe is not", async () => {
+    const raw = backend.client({ namespace: "" });
+    const suffix = enc(`${backend.namespace}${fresh()}`);
+    const key = new Uint8Array([0xff, 0xff, ...suffix]);
+    const nearMiss = new Uint8Array([0xff, 0xfe, ...suffix]);
+    await raw.put(key, "found");
+    await raw.put(nearMiss, "not me");
+    const same = (a: Uint8Array, b: Uint8Array) => a.length === b.length && a.every((x, i) => x === b[i]);
+    try {
+      const result = await raw.range({ prefix: bytes(0xff, 0xff) });
+      expect(result.kvs.filter((kv) => same(kv.keyBytes, key)).map((kv) => kv.value)).toEqual(["found"]);
+      expect(result.kvs.every((kv) => kv.keyBytes[0] === 0xff && kv.keyBytes[1] === 0xff)).toBe(true);
+      // A single 0xff covers both.
+      const wider = await raw.range({ prefix: bytes(0xff) });
+      expect(wider.kvs.filter((kv) => same(kv.keyBytes, key) || same(kv.keyBytes, nearMiss))).toHaveLength(2);
+    } finally {
+      await raw.delete(key);
+      await raw.delete(nearMiss);
+    }
   });
 });
 
@@ -260,15 +302,7 @@ describe("put with lease, ignoreValue, ignoreLease", () => {
 });
 
 describe("compaction (a member of its own: compaction is member-wide)", () => {
-  let own: Backend;
-  let c: Etcd;
-  beforeAll(async () => {
-    own = await openBackend({ dedicated: true });
-    c = own.client();
-  });
-  afterAll(async () => {
-    await own?.close();
-  });
+  const { etcd: c } = useBackend({ dedicated: true });
 
   it("historical reads below the compaction → COMPACTED; at and after it they still work; compacting again → COMPACTED; ahead → FUTURE_REVISION", async () => {
     const r1 = (await c.put("k", "v1")).header.revision;
@@ -277,6 +311,7 @@ describe("compaction (a member of its own: compaction is member-wide)", () => {
     const compacted = await c.compact(r2, { physical: true });
     expect(compacted.header.revision).toBe(r3);
     const error = await rejection(c.get("k", { revision: r1 }));
+    expect(error).toBeInstanceOf(EtcdCompactedError);
     expect(error).toMatchObject({ code: "COMPACTED", name: "EtcdCompactedError" });
     expect(error.message).toContain("required revision has been compacted");
     expect(await c.get("k", { revision: r2 })).toMatchObject({ value: "v2", version: 2 });

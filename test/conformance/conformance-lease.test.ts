@@ -1,18 +1,11 @@
-// Lease conformance on the mock (virtual time: advance() expires leases at once) and real etcd (real time).
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Etcd, WatchBatch } from "../../src/index.js";
-import { type Backend, openBackend, rejection, until, within } from "./backend.js";
+// Lease conformance on the mock (virtual time: advance() expires leases at once) and real etcd (real time):
+// grant, renewal, keys, revoke, expiry, and 64-bit IDs kept exact.
+import { describe, expect, it } from "vitest";
+import { cmp, op, type WatchBatch } from "../../src/index.js";
+import { rejection, until, within } from "../support/async.js";
+import { useBackend } from "./backend.js";
 
-let backend: Backend;
-let etcd: Etcd;
-
-beforeAll(async () => {
-  backend = await openBackend();
-  etcd = backend.client();
-});
-afterAll(async () => {
-  await backend?.close();
-});
+const { backend, etcd } = useBackend();
 
 let n = 0;
 const fresh = () => `lease${++n}/`;
@@ -41,7 +34,9 @@ describe("grant, keepAliveOnce, timeToLive, list, revoke", () => {
       expect((await etcd.lease.timeToLive(lease.id)).keys).toEqual([]);
       const renewed = await etcd.lease.keepAliveOnce(lease.id);
       expect(renewed).toMatchObject({ id: lease.id, ttl: 30 });
-      expect((await etcd.lease.list()).leases).toContain(lease.id);
+      const { leases } = await etcd.lease.list();
+      expect(leases).toContain(lease.id);
+      expect(leases.every((id) => /^[0-9]+$/.test(id))).toBe(true);
     } finally {
       await etcd.lease.revoke(lease.id).catch(() => {});
     }
@@ -62,8 +57,11 @@ describe("grant, keepAliveOnce, timeToLive, list, revoke", () => {
     const lease = await etcd.lease.grant(30, { id });
     try {
       expect(lease.id).toBe(id);
-      const error = await rejection(etcd.lease.grant(30, { id }));
-      expect(error).toMatchObject({ code: "ALREADY_EXISTS", grpcCode: 9, httpStatus: 412 });
+      const error = await rejection(etcd.lease.grant(10, { id }));
+      // FailedPrecondition is HTTP 412 on 3.4 and 400 on 3.5 (test/README.md); the code is what callers use.
+      expect(error).toMatchObject({ code: "ALREADY_EXISTS", grpcCode: 9, httpStatus: backend.wire === "3.4" ? 412 : 400 });
+      // The original lease is untouched.
+      expect((await etcd.lease.timeToLive(id)).grantedTtl).toBe(30);
     } finally {
       await etcd.lease.revoke(id).catch(() => {});
     }
@@ -85,6 +83,13 @@ describe("grant, keepAliveOnce, timeToLive, list, revoke", () => {
     await expectGone(lease.id);
     expect((await etcd.lease.list()).leases).not.toContain(lease.id);
   });
+});
+
+it("a lease that never existed: revoke, keepAliveOnce and timeToLive → LEASE_NOT_FOUND", async () => {
+  const id = bigLeaseId();
+  expect(await rejection(etcd.lease.revoke(id))).toMatchObject({ code: "LEASE_NOT_FOUND", grpcCode: 5 });
+  expect((await rejection(etcd.lease.keepAliveOnce(id))).code).toBe("LEASE_NOT_FOUND");
+  expect((await rejection(etcd.lease.timeToLive(id))).code).toBe("LEASE_NOT_FOUND");
 });
 
 async function expectGone(id: string): Promise<void> {
@@ -146,6 +151,57 @@ describe("expiry", () => {
       expect(ttl).toBeLessThanOrEqual(2);
     } finally {
       await etcd.lease.revoke(lease.id).catch(() => {});
+    }
+  });
+});
+
+/** A random lease ID in (2^62, 2^63): far beyond what a double holds exactly. */
+function bigLeaseId(): string {
+  const random = BigInt(Math.floor(Math.random() * 2 ** 50)) * 1024n + BigInt(Math.floor(Math.random() * 1024));
+  return ((1n << 62n) + random * 3n + 1n).toString();
+}
+
+describe("IDs beyond 2^53 keep every digit", () => {
+  it('"9007199254740993" (2^53 + 1) round-trips through grant, put, get, txn, list, timeToLive, keepAliveOnce', async () => {
+    const id = "9007199254740993"; // Number("9007199254740993") === 9007199254740992
+    const p = fresh();
+    // A leftover from another run on the same member would make the grant fail.
+    await etcd.lease.revoke(id).catch(() => {});
+    const lease = await etcd.lease.grant(30, { id });
+    try {
+      expect(lease.id).toBe(id);
+      await etcd.put(`${p}k`, "v", { lease: id });
+      expect((await etcd.get(`${p}k`))?.lease).toBe(id);
+      expect((await etcd.lease.timeToLive(id, { keys: true })).keys).toEqual([`${p}k`]);
+      expect((await etcd.lease.keepAliveOnce(id)).id).toBe(id);
+      expect((await etcd.lease.list()).leases).toContain(id);
+      const txn = await etcd.txn().if(cmp.lease(`${p}k`, "==", id)).then(op.get(`${p}k`)).commit();
+      expect(txn.succeeded).toBe(true);
+      if (txn.succeeded) expect(txn.responses[0].kvs[0]?.lease).toBe(id);
+      // The neighbour a double would round to is not a lease, and a put with it must not land on ours.
+      expect((await rejection(etcd.lease.timeToLive("9007199254740992"))).code).toBe("LEASE_NOT_FOUND");
+      expect((await rejection(etcd.put(`${p}k2`, "v", { lease: "9007199254740992" }))).code).toBe("LEASE_NOT_FOUND");
+    } finally {
+      await etcd.lease.revoke(id).catch(() => {});
+    }
+  });
+
+  it("random IDs in (2^62, 2^63), one given as a bigint, and one next to int64 max, are kept exact", async () => {
+    const p = fresh();
+    const ids = [bigLeaseId(), (9223372036854775807n - BigInt(Math.floor(Math.random() * 1e6))).toString()];
+    const fromBigint = BigInt(bigLeaseId());
+    try {
+      for (const id of ids) {
+        expect((await etcd.lease.grant(30, { id })).id).toBe(id);
+        await etcd.put(`${p}${id}`, "v", { lease: id });
+        expect((await etcd.get(`${p}${id}`))?.lease).toBe(id);
+        expect((await etcd.lease.timeToLive(id)).id).toBe(id);
+      }
+      expect((await etcd.lease.grant(30, { id: fromBigint as unknown as string })).id).toBe(fromBigint.toString());
+      const { leases } = await etcd.lease.list();
+      expect(leases).toEqual(expect.arrayContaining([...ids, fromBigint.toString()]));
+    } finally {
+      for (const id of [...ids, fromBigint.toString()]) await etcd.lease.revoke(id).catch(() => {});
     }
   });
 });

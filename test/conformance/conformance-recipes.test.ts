@@ -2,21 +2,18 @@
 // requests per acquisition, try/abort/timeout/lease loss leaving no key, fencing, and the one-call forms.
 //
 // Sessions here are keepAlive "manual" (no background renewals), as in conformance-locks.test.ts.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { type Etcd, EtcdError, type Fetch, op, type Session } from "../../src/index.js";
-import { type Backend, countingFetch, openBackend, rejection, stillPending, until, within } from "./backend.js";
+import { rejection, stillPending, until, within } from "../support/async.js";
+import { recordingFetch } from "../support/etcd.js";
+import { useBackend } from "./backend.js";
 
-let backend: Backend;
-let etcd: Etcd;
+const { backend, etcd } = useBackend();
 const sessions: Session[] = [];
 
-beforeAll(async () => {
-  backend = await openBackend();
-  etcd = backend.client();
-});
+// Registered after useBackend's, so it runs before the backend closes.
 afterAll(async () => {
   await Promise.all(sessions.map((s) => s.close().catch(() => {})));
-  await backend?.close();
 });
 
 let n = 0;
@@ -123,7 +120,7 @@ describe("semaphore", () => {
       ahead.push({ promise, abort });
       await joined(`${name}/`, permits + i + 1);
     }
-    const fetch = countingFetch(backend.fetch);
+    const fetch = recordingFetch(backend.fetch);
     const waiterSession = await session(30, backend.client({ fetch }));
     const mark = fetch.mark();
     const waiting = waiterSession.semaphore(name, { permits }).acquire();
@@ -313,7 +310,7 @@ describe("read-write lock", () => {
     const w = await ws.rwlock(name).writeLock();
     const r1 = r1s.rwlock(name).readLock();
     await joined(`${name}/`, 2);
-    const fetch = countingFetch(backend.fetch);
+    const fetch = recordingFetch(backend.fetch);
     const readerSession = await session(30, backend.client({ fetch }));
     const mark = fetch.mark();
     const r2 = readerSession.rwlock(name).readLock();
@@ -379,7 +376,7 @@ describe("read-write lock", () => {
 describe("lockAll", () => {
   it("takes every lock in one request when free; one revision fences all; unlock releases all in one request", async () => {
     const [a, b] = [fresh("acct"), fresh("acct")];
-    const fetch = countingFetch(backend.fetch);
+    const fetch = recordingFetch(backend.fetch);
     const s = await session(30, backend.client({ fetch }));
     const mark = fetch.mark();
     const both = await s.lockAll([a, b]);
@@ -464,7 +461,7 @@ describe("lockAll", () => {
     expect([await keysUnder(`${a}/`), await keysUnder(`${b}/`)]).toEqual([0, 1]);
     await holder.unlock();
 
-    const fetch = countingFetch(backend.fetch);
+    const fetch = recordingFetch(backend.fetch);
     const counted = await session(30, backend.client({ fetch }));
     const mark = fetch.mark();
     for (const bad of [[], [a, a], [a, `${a}/x`], [a, ""], "a", Array.from({ length: 65 }, (_, i) => `n${i}`)]) {

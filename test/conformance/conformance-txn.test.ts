@@ -1,18 +1,11 @@
-// Transaction conformance on the mock and on real etcd: compares, missing keys, ranges, nesting, responses, errors.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { cmp, type Compare, type Etcd, op, type RangeResult } from "../../src/index.js";
-import { type Backend, openBackend, rejection } from "./backend.js";
+// Transaction conformance on the mock and on real etcd: compares, missing keys, ranges, nesting, responses,
+// fencing, errors.
+import { describe, expect, it } from "vitest";
+import { cmp, type Compare, op, type RangeResult } from "../../src/index.js";
+import { rejection } from "../support/async.js";
+import { useBackend } from "./backend.js";
 
-let backend: Backend;
-let etcd: Etcd;
-
-beforeAll(async () => {
-  backend = await openBackend();
-  etcd = backend.client();
-});
-afterAll(async () => {
-  await backend?.close();
-});
+const { backend, etcd } = useBackend();
 
 let n = 0;
 const fresh = () => `txn${++n}/`;
@@ -168,6 +161,82 @@ describe("branches, responses, revisions", () => {
     expect((await etcd.get(`${p}x`))?.value).toBe("new");
   });
 
+  it("every op type in one then-branch: typed responses, later ops see earlier ones, one revision for all writes", async () => {
+    const p = fresh();
+    await etcd.put(`${p}read`, "r");
+    await etcd.put(`${p}old`, "o");
+    const before = (await etcd.put(`${p}del/1`, "d1")).header.revision;
+    await etcd.put(`${p}del/2`, "d2");
+    const result = await etcd
+      .txn()
+      .if(cmp.version(`${p}new`, "==", 0))
+      .then(
+        op.get(`${p}read`),
+        op.put(`${p}old`, "o2", { prevKv: true }),
+        op.put(`${p}new`, "n"),
+        op.delete({ prefix: `${p}del/`, prevKv: true }),
+        op.get({ prefix: p, countOnly: true }),
+        // `as const`: op.txn infers plain arrays as arrays, not tuples, so the nested responses would be untyped.
+        op.txn([cmp.version(`${p}new`, "==", 0)], [op.get(`${p}new`), op.put(`${p}nested`, "x")] as const, [op.get(`${p}read`)] as const),
+      )
+      .else(op.get(`${p}new`))
+      .commit();
+    expect(result.succeeded).toBe(true);
+    if (!result.succeeded) throw new Error("unreachable");
+    const [read, putOld, putNew, deleted, counted, nested] = result.responses;
+    const rev = result.header.revision;
+    expect(rev).toBeGreaterThan(before);
+    expect(read.kvs.map((kv) => [kv.key, kv.value])).toEqual([[`${p}read`, "r"]]);
+    expect(read).toMatchObject({ count: 1, more: false });
+    expect(putOld.prevKv).toMatchObject({ key: `${p}old`, value: "o", version: 1 });
+    expect(putNew.prevKv).toBeUndefined();
+    expect(putNew.header.revision).toBe(rev);
+    expect(deleted.deleted).toBe(2);
+    expect(deleted.prevKvs.map((kv) => kv.value)).toEqual(["d1", "d2"]);
+    // Ops see the earlier ops of the same txn: read, old, new (del/ gone, nested not yet written) = 3 keys.
+    expect(counted).toMatchObject({ kvs: [], count: 3 });
+    // The nested compare saw the store before the outer txn (`new` missing); its get sees the outer put.
+    expect(nested.succeeded).toBe(true);
+    if (!nested.succeeded) throw new Error("unreachable");
+    const [nestedGet, nestedPut] = nested.responses;
+    expect(nestedGet.kvs[0]).toMatchObject({ key: `${p}new`, value: "n", createRevision: rev, modRevision: rev });
+    expect(nestedPut.prevKv).toBeUndefined();
+    const after = await etcd.range({ prefix: p });
+    expect(after.kvs.map((kv) => [kv.key.slice(p.length), kv.value])).toEqual([
+      ["nested", "x"],
+      ["new", "n"],
+      ["old", "o2"],
+      ["read", "r"],
+    ]);
+    for (const kv of after.kvs.filter((kv) => kv.key !== `${p}read`)) expect(kv.modRevision).toBe(rev);
+  });
+
+  it("else-branch: only the else ops run (writes included), typed; a failed txn without else writes and returns nothing", async () => {
+    const p = fresh();
+    await etcd.put(`${p}k`, "current");
+    const result = await etcd
+      .txn()
+      .if(cmp.value(`${p}k`, "==", "expected"))
+      .then(op.put(`${p}k`, "overwritten"), op.put(`${p}then-marker`, "x"))
+      .else(op.get(`${p}k`), op.put(`${p}else-marker`, "y", { prevKv: true }), op.delete(`${p}nothing`))
+      .commit();
+    expect(result.succeeded).toBe(false);
+    if (result.succeeded) throw new Error("unreachable");
+    const [got, put, deleted] = result.responses;
+    expect(result.responses).toHaveLength(3);
+    expect(got.kvs[0]).toMatchObject({ key: `${p}k`, value: "current" });
+    expect(put.prevKv).toBeUndefined();
+    expect(put.header.revision).toBe(result.header.revision);
+    expect(deleted).toMatchObject({ deleted: 0, prevKvs: [] });
+    expect(await etcd.get(`${p}k`)).toMatchObject({ value: "current" });
+    expect(await etcd.get(`${p}then-marker`)).toBeUndefined();
+    expect(await etcd.get(`${p}else-marker`)).toMatchObject({ value: "y" });
+
+    const bare = await etcd.txn().if(cmp.version(`${p}none`, ">", 0)).then(op.put(`${p}none`, "v")).commit();
+    expect(bare).toMatchObject({ succeeded: false, responses: [] });
+    expect(await etcd.get(`${p}none`)).toBeUndefined();
+  });
+
   it("a read-only txn does not advance the revision; a write txn advances it by one; a txn that changes nothing does not", async () => {
     const p = fresh();
     const before = (await etcd.put(`${p}a`, "1")).header.revision;
@@ -217,7 +286,44 @@ describe("branches, responses, revisions", () => {
   });
 });
 
+describe("fencing", () => {
+  it("a createRevision compare lets only the current incarnation of a key write", async () => {
+    const p = fresh();
+    const lockKey = `${p}lock`;
+    const guarded = `${p}data`;
+    // Holder A creates the key; its create revision is its fencing token.
+    const acquireA = await etcd.txn().if(cmp.createRevision(lockKey, "==", 0)).then(op.put(lockKey, "A")).commit();
+    expect(acquireA.succeeded).toBe(true);
+    const tokenA = acquireA.header.revision;
+    expect((await etcd.txn().if(cmp.createRevision(lockKey, "==", tokenA)).then(op.put(guarded, "by A")).commit()).succeeded).toBe(true);
+    // The key is lost (deleted) and B takes it: the same key, a new create revision.
+    await etcd.delete(lockKey);
+    const acquireB = await etcd.txn().if(cmp.createRevision(lockKey, "==", 0)).then(op.put(lockKey, "B")).commit();
+    const tokenB = acquireB.header.revision;
+    expect(tokenB).toBeGreaterThan(tokenA);
+    // Anyone else's acquire fails and reports the holder.
+    const contender = await etcd.txn().if(cmp.createRevision(lockKey, "==", 0)).then(op.put(lockKey, "C")).else(op.get(lockKey)).commit();
+    if (contender.succeeded) throw new Error("a second holder got the key");
+    expect(contender.responses[0].kvs[0]).toMatchObject({ value: "B", createRevision: tokenB });
+    // A's stale write is fenced off; B's goes through.
+    expect((await etcd.txn().if(cmp.createRevision(lockKey, "==", tokenA)).then(op.put(guarded, "stale A")).commit()).succeeded).toBe(false);
+    expect((await etcd.txn().if(cmp.createRevision(lockKey, "==", tokenB)).then(op.put(guarded, "by B")).commit()).succeeded).toBe(true);
+    expect(await etcd.get(guarded)).toMatchObject({ value: "by B", version: 2 });
+  });
+});
+
 describe("errors", () => {
+  it("more than 128 operations → INVALID_ARGUMENT 'too many operations'; nothing applied; 128 is allowed", async () => {
+    const p = fresh();
+    const ops = Array.from({ length: 129 }, (_, i) => op.put(`${p}${String(i).padStart(3, "0")}`, "v"));
+    const error = await rejection(etcd.txn().then(...ops).commit());
+    expect(error).toMatchObject({ code: "INVALID_ARGUMENT", grpcCode: 3 });
+    expect(error.message).toContain("too many operations in txn request");
+    expect((await etcd.range({ prefix: p, countOnly: true })).count).toBe(0);
+    expect((await etcd.txn().then(...ops.slice(0, 128)).commit()).succeeded).toBe(true);
+    expect((await etcd.range({ prefix: p, countOnly: true })).count).toBe(128);
+  });
+
   it("the same key written twice in one branch → INVALID_ARGUMENT 'duplicate key'; nothing applied", async () => {
     const p = fresh();
     const duplicates = [
@@ -251,11 +357,12 @@ describe("errors", () => {
     await expect(etcd.txn().then(op.put(`${p}k`, "v", { lease: lease.id })).commit()).rejects.toMatchObject({ code: "LEASE_NOT_FOUND" });
     const skipped = await etcd.txn().if(cmp.version(`${p}k`, "==", 0)).then(op.put(`${p}k`, "v")).else(op.put(`${p}k`, "v", { lease: lease.id })).commit();
     expect(skipped.succeeded).toBe(true);
-    // ignoreValue on a missing key inside a txn: INVALID_ARGUMENT 'key not found'.
-    await expect(etcd.txn().then(op.put(`${p}missing`, undefined, { ignoreValue: true })).commit()).rejects.toMatchObject({
+    // ignoreValue on a missing key inside a txn: INVALID_ARGUMENT 'key not found', and the txn's other put is not applied.
+    await expect(etcd.txn().then(op.put(`${p}other`, "x"), op.put(`${p}missing`, undefined, { ignoreValue: true })).commit()).rejects.toMatchObject({
       code: "INVALID_ARGUMENT",
       message: expect.stringContaining("key not found"),
     });
+    expect(await etcd.get(`${p}other`)).toBeUndefined();
   });
 
   it("a read at a future revision inside a txn → FUTURE_REVISION", async () => {

@@ -1,47 +1,23 @@
 // Watch conformance on the mock and real etcd: order, prevKv, replay, filters, txn batches, compaction, abort.
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { type Etcd, EtcdError, op, type WatchBatch, type WatchQuery } from "../../src/index.js";
+// What only a real server shows (cut connections, progress notifications, closed sockets) is in
+// test/etcd/watch-connections.test.ts.
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
-import { type Backend, openBackend, within } from "./backend.js";
+import { describe, expect, it } from "vitest";
+import { type Etcd, EtcdError, op, type WatchBatch, type WatchQuery } from "../../src/index.js";
+import { sleep, within } from "../support/async.js";
+import { eventCount, pull, useWatches } from "../support/etcd.js";
+import { useBackend } from "./backend.js";
 
-let backend: Backend;
-let etcd: Etcd;
+const { backend, etcd } = useBackend();
 
-beforeAll(async () => {
-  backend = await openBackend();
-  etcd = backend.client();
-});
-afterAll(async () => {
-  await backend?.close();
-});
-
-const open = new Set<AbortController>();
-afterEach(() => {
-  for (const c of open) c.abort(new Error("test over"));
-  open.clear();
-});
+const watchOn = useWatches();
 
 let n = 0;
 const fresh = () => `watch${++n}/`;
 
-function watchOn(client: Etcd, query: WatchQuery): AsyncIterator<WatchBatch> {
-  const controller = new AbortController();
-  open.add(controller);
-  return client.watch({ signal: controller.signal, ...query })[Symbol.asyncIterator]();
-}
-
-/** Pulls batches until `events` events have arrived (bounded). */
-async function take(iterator: AsyncIterator<WatchBatch>, events: number, ms = 5_000): Promise<WatchBatch[]> {
-  const batches: WatchBatch[] = [];
-  const deadline = Date.now() + ms;
-  while (batches.reduce((sum, b) => sum + b.events.length, 0) < events) {
-    const next = await within(Math.max(1, deadline - Date.now()), `watch: ${events} events`, iterator.next());
-    if (next.done) throw new Error("watch ended early");
-    batches.push(next.value);
-  }
-  return batches;
-}
+/** Pulls batches until `events` events have arrived (within 5 s). */
+const take = (iterator: AsyncIterator<WatchBatch>, events: number) => pull(iterator, eventCount(events), 5_000);
 
 const describeEvents = (batches: WatchBatch[]) =>
   batches.flatMap((b) => b.events.map((e) => [e.type, e.kv.key, e.kv.value, e.prevKv?.value ?? null]));
@@ -125,7 +101,7 @@ describe("events", () => {
   it("a txn's events (and a prefix delete's) come in ONE batch, in the txn's order", async () => {
     const p = fresh();
     await etcd.put(`${p}z`, "0");
-    const w = await liveWatch({ prefix: p });
+    const w = await liveWatch({ prefix: p, prevKv: true });
     // Make sure the watch is live (past its catch-up) before the writes under test.
     await etcd.put(`${p}0ready`, "");
     await take(w, 1);
@@ -140,6 +116,8 @@ describe("events", () => {
       ["delete", `${p}z`],
     ]);
     expect(batches[0]?.events.every((e) => e.kv.modRevision === txn.header.revision)).toBe(true);
+    // A delete inside the txn carries its prevKv like any other.
+    expect(batches[0]?.events[2]?.prevKv).toMatchObject({ key: `${p}z`, value: "0" });
     expect(batches[1]?.header.revision).toBe(del.header.revision);
     // Deleted in key order, at one revision.
     expect(describeEvents(batches.slice(1)).map(([t, k]) => [t, k])).toEqual([
@@ -154,14 +132,15 @@ describe("startRevision", () => {
   it("replays history from a past revision, then continues live, without gaps or repeats", async () => {
     const p = fresh();
     const r1 = (await etcd.put(`${p}a`, "1")).header.revision;
-    await etcd.put(`${p}b`, "2");
-    await etcd.put(`${p}a`, "3");
-    await etcd.delete(`${p}b`);
+    // Other files write to the shared member meanwhile: each write's own revision, never r1 + n.
+    const r2 = (await etcd.put(`${p}b`, "2")).header.revision;
+    const r3 = (await etcd.put(`${p}a`, "3")).header.revision;
+    const r4 = (await etcd.delete(`${p}b`)).header.revision;
     const w = watchOn(etcd, { prefix: p, startRevision: r1 + 1, prevKv: true });
     const replayed = await take(w, 3);
     // The server catches history up in one message; the client delivers it one revision per batch.
     expect(replayed).toHaveLength(3);
-    expect(replayed.map((batch) => batch.events.map((e) => e.kv.modRevision))).toEqual([[r1 + 1], [r1 + 2], [r1 + 3]]);
+    expect(replayed.map((batch) => batch.events.map((e) => e.kv.modRevision))).toEqual([[r2], [r3], [r4]]);
     expect(describeEvents(replayed)).toEqual([
       ["put", `${p}b`, "2", null],
       ["put", `${p}a`, "3", "1"],
@@ -171,6 +150,32 @@ describe("startRevision", () => {
     const more = await take(w, 1);
     expect(describeEvents(more)).toEqual([["put", `${p}c`, "4", null]]);
     expect(more[0]?.header.revision).toBe(live);
+  });
+
+  it("replaying a txn, its events stay in ONE batch: each batch holds exactly one revision", async () => {
+    const p = fresh();
+    const r1 = (await etcd.put(`${p}a`, "1")).header.revision;
+    const txn = (await etcd.txn().then(op.put(`${p}b`, "1"), op.put(`${p}c`, "1")).commit()).header.revision;
+    const r3 = (await etcd.delete(`${p}a`)).header.revision;
+    const batches = await take(watchOn(etcd, { prefix: p, startRevision: r1 }), 4);
+    expect(batches.map((batch) => batch.events.map((e) => e.kv.modRevision))).toEqual([[r1], [txn, txn], [r3]]);
+  });
+
+  it("without startRevision only changes from now on arrive, no history", async () => {
+    const p = fresh();
+    await etcd.put(`${p}k`, "old");
+    const w = watchOn(etcd, { key: `${p}k` });
+    const first = w.next();
+    // When the stream is established is not observable: write until an event shows up (bounded).
+    let settled = false;
+    void first.finally(() => (settled = true));
+    for (let i = 0; !settled && i < 50; i++) {
+      await etcd.put(`${p}k`, `new-${i}`);
+      await sleep(100);
+    }
+    const result = await within(5_000, "first event", first);
+    expect(result.done).toBe(false);
+    expect((result.value as WatchBatch).events[0]?.kv.value).toMatch(/^new-\d+$/);
   });
 
   it("a startRevision ahead of the store waits for that revision", async () => {
@@ -191,7 +196,7 @@ describe("ending a watch", () => {
     const w = etcd.watch({ prefix: p, signal: controller.signal })[Symbol.asyncIterator]();
     const pending = w.next();
     // Let the stream open before aborting it.
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await sleep(100);
     const reason = new Error("stop watching");
     controller.abort(reason);
     const error = await within(5_000, "aborted watch", pending).then(
@@ -232,24 +237,16 @@ it("abort reaches an open watch stream even after a garbage collection", async (
     () => "resolved",
     (e: EtcdError) => e.code,
   );
-  await new Promise((resolve) => setTimeout(resolve, 100));
+  await sleep(100);
   gc();
-  await new Promise((resolve) => setTimeout(resolve, 20));
+  await sleep(20);
   gc();
   controller.abort();
   expect(await Promise.race([pending, new Promise((resolve) => setTimeout(() => resolve("still open"), 1_000))])).toBe("ABORTED");
 });
 
 describe("compaction (a member of its own)", () => {
-  let own: Backend;
-  let c: Etcd;
-  beforeAll(async () => {
-    own = await openBackend({ dedicated: true });
-    c = own.client();
-  });
-  afterAll(async () => {
-    await own?.close();
-  });
+  const { etcd: c } = useBackend({ dedicated: true });
 
   it("a startRevision below the compaction ends with COMPACTED and compactRevision; from it on the watch works", async () => {
     const r1 = (await c.put("k", "1")).header.revision;

@@ -2,7 +2,8 @@ import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { afterAll, describe, expect, inject, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
+import { sharedEndpoint } from "../support/etcd.js";
 
 // `npm run demo` runs examples/demo/inventory.mjs on the built package (the test command builds first).
 const script = join(import.meta.dirname, "../../examples/demo/inventory.mjs");
@@ -40,7 +41,7 @@ describe("npm run demo", () => {
   });
 
   it("uses ETCD_ENDPOINTS when it is set", async () => {
-    const endpoint = inject("etcdEndpoint");
+    const endpoint = sharedEndpoint();
     const { code, output } = await runDemo({ ETCD_ENDPOINTS: endpoint });
     expect(output).toContain(`backend: etcd at ${endpoint} (from ETCD_ENDPOINTS)`);
     expectCorrectNumbers(output);

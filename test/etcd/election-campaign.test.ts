@@ -2,7 +2,8 @@
 // proclaim, resign, observe, withdrawal on abort/timeout, NOT_LEADER, key layout, fencing.
 import { afterAll, describe, it } from "vitest";
 import { type Election, EtcdError, type Leader, op, type Session } from "../../src/index.js";
-import { client, keysUnder, leaseHex, rejection, sleep, stillPending, uniqueName, until, within } from "./fixtures/lock-helpers";
+import { rejection, sleep, stillPending, until, within } from "../support/async.js";
+import { client, keysUnder, leaseHex, uniqueName } from "../support/etcd.js";
 
 const etcd = client();
 const sessions: Session[] = [];
@@ -128,6 +129,9 @@ describe.concurrent("election", () => {
     const { elected: pb } = await join(b, "b1", 1);
     await a.resign();
     await within(5_000, "b elected", pb);
+    // After a leader change observe reads the new leader's current value (as Go's Observe does): a
+    // proclamation made before that read would be reported instead of b1, so wait for b1 first.
+    await until("observed b1", 5_000, () => observed.seen.length >= 4);
     await b.proclaim("b2");
     await within(5_000, "observer saw 5 values", observed.done);
     stop.abort();

@@ -1,4 +1,4 @@
-// TLS against real etcd members with a private CA made here by openssl: mutual TLS (`--client-cert-auth`)
+// TLS against real etcd members (the run's version) with a private CA made here by openssl: mutual TLS (`--client-cert-auth`)
 // through createNodeFetch({ ca, cert, key }), a private CA alone through createNodeFetch({ ca }), what is
 // refused (no certificate, another CA's, an untrusted server), and etcd's refusal of a client certificate
 // with a Common Name once auth is enabled. Members are started and stopped here by PID, on free loopback ports.
@@ -10,7 +10,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Etcd, EtcdError, type EtcdOptions, op } from "../../src/index.js";
 import { createNodeFetch, type NodeFetch, type NodeFetchOptions } from "../../src/node/index.js";
 import { within } from "../support/async.js";
-import { freePort } from "./harness.js";
+import { freePort } from "../support/etcd-members.js";
+import { etcdBinDir } from "./harness.js";
 
 const run = (command: string, args: string[], cwd: string, env: NodeJS.ProcessEnv = process.env) =>
   new Promise<string>((resolve, reject) => {
@@ -72,15 +73,17 @@ async function startTlsMember(dir: string, name: string, clientCertAuth: boolean
   const log = openSync(join(dir, `${name}.log`), "a");
   const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("ETCD_")));
   // The parent-death signal ends etcd with this process, however it ends.
+  // The run's etcd version (each etcd-3.x project sets it).
+  const etcd = join(etcdBinDir(), "etcd");
   const child: ChildProcess = existsSync(SETPRIV)
-    ? spawn(SETPRIV, ["--pdeathsig", "KILL", "--", "etcd", ...args], { stdio: ["ignore", log, log], env })
-    : spawn("etcd", args, { stdio: ["ignore", log, log], env });
+    ? spawn(SETPRIV, ["--pdeathsig", "KILL", "--", etcd, ...args], { stdio: ["ignore", log, log], env })
+    : spawn(etcd, args, { stdio: ["ignore", log, log], env });
   closeSync(log);
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   const tls = ["--cacert", join(dir, "ca.crt"), "--cert", join(dir, "client-nocn.crt"), "--key", join(dir, "client-nocn.key")];
   const member: TlsMember = {
     url,
-    etcdctl: (...more) => run("etcdctl", [`--endpoints=${url}`, ...tls, ...more], dir, { ...process.env, ETCDCTL_API: "3" }),
+    etcdctl: (...more) => run(join(etcdBinDir(), "etcdctl"), [`--endpoints=${url}`, ...tls, ...more], dir, { ...process.env, ETCDCTL_API: "3" }),
     stop: async () => {
       child.kill("SIGTERM");
       const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);

@@ -1,8 +1,10 @@
 /// <reference path="./provided.d.ts" />
-// Tests of the test harness itself, over the gateway with plain fetch (no SDK code involved).
+// Tests of the test harness itself, over the gateway with plain fetch (no SDK code involved): members,
+// clusters, restarts, auth and the TCP relay, all of the project's etcd version.
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { addUser, enableAuth, startCluster, startEtcd, type EtcdCluster } from "./harness";
-import { startTcpProxy } from "./tcp-proxy";
+import { eventually, sharedEndpoint } from "../support/etcd.js";
+import { startTcpProxy } from "../support/tcp-proxy.js";
+import { addUser, enableAuth, etcdVersion, makeLeader, startCluster, startEtcd, type EtcdCluster } from "./harness.js";
 
 const b64 = (s: string) => Buffer.from(s, "utf8").toString("base64");
 const unb64 = (s: string) => Buffer.from(s, "base64").toString("utf8");
@@ -38,45 +40,28 @@ async function get(endpoint: string, key: string): Promise<string | undefined> {
   return kvs[0] === undefined ? undefined : unb64(kvs[0].value ?? "");
 }
 
-async function eventually<T>(what: string, timeoutMs: number, attempt: () => Promise<T>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await attempt();
-    } catch (err) {
-      if (Date.now() > deadline) throw new Error(`${what} did not succeed within ${timeoutMs} ms: ${String(err)}`);
-      await new Promise((resolve) => setTimeout(resolve, 200));
-    }
-  }
-}
-
 async function putOk(endpoint: string, key: string, value: string): Promise<void> {
   const { status, body } = await put(endpoint, key, value);
   if (status !== 200) throw new Error(`put ${key}: HTTP ${status} ${JSON.stringify(body)}`);
 }
 
-async function memberStatus(endpoint: string): Promise<{ id: string; leader: string }> {
-  const { body } = await call(endpoint, "/v3/maintenance/status", {});
-  const header = body.header as { member_id: string };
-  return { id: header.member_id, leader: body.leader as string };
-}
-
-async function makeLeader(cluster: EtcdCluster, index: number): Promise<void> {
-  const target = await memberStatus(cluster.endpoints[index]!);
-  if (target.leader === target.id) return;
-  const statuses = await Promise.all(cluster.endpoints.map(memberStatus));
-  const leader = cluster.members[statuses.findIndex((s) => s.id === s.leader)]!;
-  // IDs are uint64 decimal strings on the wire; etcdctl wants hex.
-  await leader.etcdctl("move-leader", BigInt(target.id).toString(16));
-  expect((await memberStatus(cluster.endpoints[index]!)).leader).toBe(target.id);
+/** What the member says it is (GET /version): the harness must start the project's version, never another. */
+async function serverRelease(endpoint: string): Promise<string> {
+  const res = await fetch(`${endpoint}/version`, { signal: AbortSignal.timeout(5_000) });
+  return ((await res.json()) as { etcdserver: string }).etcdserver;
 }
 
 const unique = (label: string) => `harness-test/${label}/${Date.now()}-${Math.random().toString(36).slice(2)}`;
 
 describe("global member", () => {
-  it("is provided by global-setup and serves put and range", async () => {
-    const endpoint = inject("etcdEndpoint");
+  it("is provided by global-setup, is the project's etcd version, and serves put and range", async () => {
+    const endpoint = sharedEndpoint();
+    expect(inject("etcdEndpoints")).toContain(endpoint);
     expect(endpoint).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    expect(inject("etcdRelease").startsWith(`${inject("etcdVersion")}.`)).toBe(true);
+    // Extra members (harness.ts) read the version from the environment vitest.config.ts sets per project.
+    expect(etcdVersion()).toBe(inject("etcdVersion"));
+    expect(await serverRelease(endpoint)).toBe(inject("etcdRelease"));
     const key = unique("global");
     await putOk(endpoint, key, "hello");
     expect(await get(endpoint, key)).toBe("hello");
@@ -87,6 +72,7 @@ describe("single member", () => {
   it("keeps its data across kill() and restart()", async () => {
     const member = await startEtcd();
     try {
+      expect(await serverRelease(member.clientUrl)).toBe(inject("etcdRelease"));
       const key = unique("restart");
       await putOk(member.clientUrl, key, "survives");
       const firstPid = member.pid;
@@ -112,6 +98,7 @@ describe("3-member cluster", () => {
 
   it("replicates a put on one member to the others", async () => {
     const [a, , c] = cluster.members;
+    for (const endpoint of cluster.endpoints) expect(await serverRelease(endpoint)).toBe(inject("etcdRelease"));
     const key = unique("replicate");
     await putOk(a!.clientUrl, key, "v1");
     expect(await get(c!.clientUrl, key)).toBe("v1");
@@ -146,7 +133,7 @@ describe("3-member cluster", () => {
 
 describe("tcp proxy", () => {
   it("forwards requests, and cutAll() fails an in-flight watch stream instead of hanging", async () => {
-    const proxy = await startTcpProxy(inject("etcdEndpoint"));
+    const proxy = await startTcpProxy(sharedEndpoint());
     try {
       const key = unique("proxy");
       await putOk(proxy.url, key, "through");

@@ -5,13 +5,14 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Etcd, type Fetch, isEtcdError } from "../../src/index.js";
 import { createNodeFetch } from "../../src/node/index.js";
 import { type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
-import { client, endpoint, keysUnder, rejection, sleep, uniqueName, within } from "./fixtures/lock-helpers";
+import { rejection, sleep, within } from "../support/async.js";
+import { client, keysUnder, sharedEndpoint, uniqueName } from "../support/etcd.js";
 
 const etcd = client();
 let proxy: FaultProxy;
 
 beforeAll(async () => {
-  proxy = await startFaultProxy(endpoint());
+  proxy = await startFaultProxy(sharedEndpoint());
 });
 
 afterAll(async () => {
@@ -20,7 +21,7 @@ afterAll(async () => {
 
 /** A client that reaches etcd only through the relay. */
 function relayed(options: Partial<ConstructorParameters<typeof Etcd>[0]> = {}): Etcd {
-  return new Etcd({ endpoints: [proxy.url], timeout: 5_000, ...options });
+  return client({ endpoints: [proxy.url], timeout: 5_000, ...options });
 }
 
 async function leaseAlive(leaseId: string): Promise<boolean> {
@@ -64,7 +65,7 @@ describe("a silent endpoint costs one attempt, not the call", () => {
   // Before: an auto session renewing through a silent member used its whole deadline there and lost its
   // lease although the other member was healthy.
   it("an auto session renews through the healthy member while the first one is silent", async () => {
-    const session = await new Etcd({ endpoints: [proxy.url, endpoint()], timeout: 5_000 }).session({ ttl: 3 });
+    const session = await client({ endpoints: [proxy.url, sharedEndpoint()], timeout: 5_000 }).session({ ttl: 3 });
     proxy.silence();
     try {
       await sleep(7_000);
@@ -172,7 +173,7 @@ describe("streams never starve requests", () => {
   // process one acquired and the rest timed out, and the holder's unlock queued behind the watches.
   it("40 waiters in one process drain through createNodeFetch() at its defaults", async () => {
     const fetch = createNodeFetch();
-    const shared = new Etcd({ endpoints: endpoint(), timeout: 5_000, fetch });
+    const shared = client({ timeout: 5_000, fetch });
     const name = uniqueName("liveness");
     try {
       const sessions = await Promise.all(Array.from({ length: 40 }, () => shared.session({ ttl: 30 })));
@@ -204,7 +205,7 @@ describe("streams never starve requests", () => {
   // enforce its own deadline, so a call outlived its timeout (a 2 s unlock settled after 10 s).
   it("a call whose fetch never settles and ignores its signal ends at its own timeout", async () => {
     const stuck: Fetch = () => new Promise(() => {});
-    const hung = new Etcd({ endpoints: endpoint(), fetch: stuck });
+    const hung = client({ fetch: stuck });
     const started = performance.now();
     const error = await within(3_000, "a call on a stuck fetch", rejection(hung.get("k", { timeout: 500 })));
     expect(error.code).toBe("TIMEOUT");

@@ -1,19 +1,9 @@
 // Waiting that ends badly (session expiry, abort, timeout, try-lock), holders whose lease runs out,
 // renewal, release semantics, tickets, inspection, and one session's concurrent callers.
 import { afterAll, describe, it } from "vitest";
-import { Etcd, EtcdError, type Lock, op, type Session } from "../../src/index.js";
-import {
-  client,
-  endpoint,
-  keysUnder,
-  leaseHex,
-  rejection,
-  sleep,
-  stillPending,
-  uniqueName,
-  until,
-  within,
-} from "./fixtures/lock-helpers";
+import { type Etcd, EtcdError, type Lock, op, type Session } from "../../src/index.js";
+import { rejection, sleep, stillPending, until, within } from "../support/async.js";
+import { client, keysUnder, leaseHex, uniqueName } from "../support/etcd.js";
 
 const etcd = client();
 const sessions: Session[] = [];
@@ -282,7 +272,7 @@ describe.concurrent("tickets", () => {
     const ticket = JSON.parse(JSON.stringify(lock));
     expect(ticket).toEqual({ name, key: lock.key, leaseId: lock.leaseId, revision: lock.revision });
 
-    const other = new Etcd({ endpoints: endpoint() });
+    const other = client();
     const resumed = await other.resumeLock(ticket);
     expect(resumed.key).toBe(lock.key);
     expect(resumed.revision).toBe(lock.revision);

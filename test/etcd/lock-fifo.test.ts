@@ -2,7 +2,8 @@
 // order their sessions were created in, in watch mode and in poll mode.
 import { afterAll, describe, expect, it } from "vitest";
 import type { Lock, Session, WaitMode } from "../../src/index.js";
-import { client, sleep, uniqueName, until } from "./fixtures/lock-helpers";
+import { sleep, until } from "../support/async.js";
+import { client, uniqueName } from "../support/etcd.js";
 
 const etcd = client();
 const sessions: Session[] = [];

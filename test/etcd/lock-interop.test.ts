@@ -1,9 +1,12 @@
 // Interoperability with `etcdctl lock` (Go's concurrency.Mutex): same key layout, same line, so the SDK
 // and etcdctl never hold the same lock at once, whichever takes it first.
 import { type ChildProcess, spawn } from "node:child_process";
+import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { op, type Session } from "../../src/index.js";
-import { client, endpoint, keysUnder, leaseHex, sleep, stillPending, uniqueName, until, within } from "./fixtures/lock-helpers";
+import { etcdBinDir } from "./harness.js";
+import { sleep, stillPending, until, within } from "../support/async.js";
+import { client, keysUnder, leaseHex, sharedEndpoint, uniqueName } from "../support/etcd.js";
 
 const etcd = client();
 const children = new Set<ChildProcess>();
@@ -27,8 +30,8 @@ interface Etcdctl {
 }
 
 function etcdctlLock(name: string, ...command: string[]): Etcdctl {
-  const args = [`--endpoints=${endpoint()}`, "lock", name, "--ttl=10", ...(command.length > 0 ? ["--", ...command] : [])];
-  const child = spawn("etcdctl", args, { env: { ...process.env, ETCDCTL_API: "3" }, stdio: ["ignore", "pipe", "pipe"] });
+  const args = [`--endpoints=${sharedEndpoint()}`, "lock", name, "--ttl=10", ...(command.length > 0 ? ["--", ...command] : [])];
+  const child = spawn(join(etcdBinDir(), "etcdctl"), args, { env: { ...process.env, ETCDCTL_API: "3" }, stdio: ["ignore", "pipe", "pipe"] });
   children.add(child);
   const lines: Etcdctl["lines"] = [];
   let buffered = "";

@@ -2,7 +2,7 @@
 // read-modify-write. Any overlap of holders, lost update, or non-monotonic fencing token fails the test.
 import { afterAll, describe, expect, it } from "vitest";
 import { op, type Session } from "../../src/index.js";
-import { client, uniqueName } from "./fixtures/lock-helpers";
+import { client, uniqueName } from "../support/etcd.js";
 
 const etcd = client();
 const sessions: Session[] = [];

@@ -8,7 +8,8 @@ import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EtcdError, type Lock, op } from "../../src/index.js";
-import { client, countingFetch, endpoint, keysUnder, rejection, sleep, uniqueName } from "./fixtures/lock-helpers";
+import { rejection, sleep } from "../support/async.js";
+import { client, keysUnder, recordingFetch, sharedEndpoint, uniqueName } from "../support/etcd.js";
 
 const etcd = client();
 const here = dirname(fileURLToPath(import.meta.url));
@@ -122,7 +123,7 @@ describe("withLock in-process", () => {
   });
 
   it("shared lease (default): a warm call costs two requests, take and release, and leaves no key", async () => {
-    const fetch = countingFetch();
+    const fetch = recordingFetch();
     const warm = client({ fetch });
     const name = uniqueName();
     const first = await warm.withLock(name, (lock) => lock.leaseId, { ttl: 30 });
@@ -143,7 +144,7 @@ describe("withLock in-process", () => {
   });
 
   it("shared lease: one that ended behind the client's back (a frozen process) costs one extra grant, never a wrong lock", async () => {
-    const fetch = countingFetch();
+    const fetch = recordingFetch();
     const warm = client({ fetch });
     const name = uniqueName();
     const first = await warm.withLock(name, (lock) => lock.leaseId, { ttl: 30 });
@@ -238,7 +239,7 @@ describe("withLock leaves the process free to exit", () => {
 
   function runFixture(name: string, scenario: string, holdMs = 0): Promise<Run> {
     return new Promise((resolvePromise) => {
-      const child = spawn(process.execPath, [fixture, bundle, endpoint(), name, scenario, String(holdMs)], {
+      const child = spawn(process.execPath, [fixture, bundle, sharedEndpoint(), name, scenario, String(holdMs)], {
         stdio: ["ignore", "pipe", "pipe"],
       });
       let stdout = "";

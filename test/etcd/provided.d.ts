@@ -1,10 +1,16 @@
 // Values handed from vitest.config.ts (`provide`) and test/etcd/global-setup.ts to tests via `inject()`.
 import "vitest";
+import type { EtcdVersion } from "../support/etcd-versions.js";
 
 declare module "vitest" {
   export interface ProvidedContext {
-    /** Client URL of the etcd member started by global-setup (etcd project only). */
-    etcdEndpoint: string;
+    /** Which backend the conformance suites run on: the in-memory mock (unit) or real etcd (etcd-3.x). */
     backend: "mock" | "etcd";
+    /** The etcd version of this etcd-3.x project (from vitest.config.ts). */
+    etcdVersion: EtcdVersion;
+    /** What that project's etcd reports, e.g. "3.5.16" (from global-setup). */
+    etcdRelease: string;
+    /** Client URLs of the shared members global-setup started, one per worker: see sharedEndpoint(). */
+    etcdEndpoints: string[];
   }
 }

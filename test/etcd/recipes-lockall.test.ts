@@ -4,7 +4,8 @@
 // transactions), with requests per acquisition counted and nothing left behind.
 import { afterAll, describe, expect, it } from "vitest";
 import { cmp, type Compare, type Etcd, op, type Session } from "../../src/index.js";
-import { client, countingFetch, sleep, uniqueName, within } from "./fixtures/lock-helpers";
+import { sleep, within } from "../support/async.js";
+import { client, recordingFetch, uniqueName } from "../support/etcd.js";
 
 const etcd = client();
 const sessions: Session[] = [];
@@ -78,7 +79,7 @@ describe("lockAll on real etcd", () => {
 
     const contenders = await Promise.all(
       Array.from({ length: CONTENDERS }, async () => {
-        const fetch = countingFetch();
+        const fetch = recordingFetch();
         return { fetch, session: await newSession(client({ fetch })) };
       }),
     );

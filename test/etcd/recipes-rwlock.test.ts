@@ -3,7 +3,8 @@
 // a writer never starved by a stream of readers, requests per acquisition counted, nothing left behind.
 import { afterAll, describe, expect, it } from "vitest";
 import { cmp, type Etcd, op, type ReadLock, type Session, type WriteLock } from "../../src/index.js";
-import { client, countingFetch, sleep, uniqueName, until, within } from "./fixtures/lock-helpers";
+import { sleep, until, within } from "../support/async.js";
+import { client, recordingFetch, uniqueName } from "../support/etcd.js";
 
 const etcd = client();
 const sessions: Session[] = [];
@@ -35,7 +36,7 @@ describe("read-write lock on real etcd", () => {
     const violations: string[] = [];
     const requests = { read: [] as number[], write: [] as number[] };
 
-    const writer = async (session: Session, fetch: ReturnType<typeof countingFetch>) => {
+    const writer = async (session: Session, fetch: ReturnType<typeof recordingFetch>) => {
       const rw = session.rwlock(name);
       for (let round = 0; round < ROUNDS; round++) {
         const mark = fetch.mark();
@@ -59,7 +60,7 @@ describe("read-write lock on real etcd", () => {
       }
     };
 
-    const reader = async (session: Session, fetch: ReturnType<typeof countingFetch>) => {
+    const reader = async (session: Session, fetch: ReturnType<typeof recordingFetch>) => {
       const rw = session.rwlock(name);
       for (let round = 0; round < ROUNDS; round++) {
         const mark = fetch.mark();
@@ -86,7 +87,7 @@ describe("read-write lock on real etcd", () => {
 
     const contenders = await Promise.all(
       Array.from({ length: WRITERS + READERS }, async () => {
-        const fetch = countingFetch();
+        const fetch = recordingFetch();
         return { fetch, session: await newSession(client({ fetch })) };
       }),
     );

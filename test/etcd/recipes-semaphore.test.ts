@@ -4,7 +4,8 @@
 // up or whose lease ends.
 import { afterAll, describe, expect, it } from "vitest";
 import { cmp, type Etcd, op, type Permit, type Session } from "../../src/index.js";
-import { client, countingFetch, rejection, sleep, stillPending, uniqueName, until, within } from "./fixtures/lock-helpers";
+import { rejection, sleep, stillPending, until, within } from "../support/async.js";
+import { client, recordingFetch, uniqueName } from "../support/etcd.js";
 
 const etcd = client();
 const sessions: Session[] = [];
@@ -56,7 +57,7 @@ describe("semaphore on real etcd", () => {
     const tokens = new Set<number>();
     const requests: number[] = [];
 
-    const worker = async (session: Session, fetch: ReturnType<typeof countingFetch>) => {
+    const worker = async (session: Session, fetch: ReturnType<typeof recordingFetch>) => {
       const semaphore = session.semaphore(name, { permits: PERMITS });
       for (let round = 0; round < ROUNDS; round++) {
         const mark = fetch.mark();
@@ -82,7 +83,7 @@ describe("semaphore on real etcd", () => {
 
     const contenders = await Promise.all(
       Array.from({ length: SESSIONS }, async () => {
-        const fetch = countingFetch();
+        const fetch = recordingFetch();
         return { fetch, session: await newSession({}, client({ fetch })) };
       }),
     );

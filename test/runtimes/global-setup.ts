@@ -1,13 +1,15 @@
-// globalSetup of the vitest `runtimes` project (after test/etcd/global-setup.ts, which starts etcd): packs
-// the BUILT package once, the way it is published, and installs the tarball into a temp project outside the
-// repo, next to the shared scripts. Every runtime then imports "etcd-edge" by name from there.
+// globalSetup of the vitest `runtimes` project: starts one etcd member of every version the tests cover, then
+// packs the BUILT package once, the way it is published, and installs the tarball into a temp project outside
+// the repo, next to the scenario scripts (test/runtimes/scenario/). Every runtime then imports "etcd-edge" by name from there.
 /// <reference path="./provided.d.ts" />
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { TestProject } from "vitest/node";
-import { runProcess } from "./processes";
+import { startEtcd, type EtcdMember } from "../support/etcd-members.js";
+import { etcdBinaries, ETCD_VERSIONS, type EtcdVersion } from "../support/etcd-versions.js";
+import { runProcess } from "../support/processes.js";
 
 const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
@@ -43,8 +45,28 @@ async function npm(args: string[], cwd: string): Promise<string> {
   return result.stdout;
 }
 
-export default async function setup(project: TestProject): Promise<() => void> {
+/** One member per version, so a runtime's row in the table can name the version it runs against. */
+async function startMembers(): Promise<{ endpoints: Record<EtcdVersion, string>; stop(): Promise<void> }> {
+  const members: EtcdMember[] = [];
+  const stop = async () => {
+    await Promise.all(members.map((m) => m.stop()));
+  };
+  try {
+    for (const version of ETCD_VERSIONS) {
+      members.push(await startEtcd({ name: `runtimes-${version}`, binDir: etcdBinaries(version).binDir }));
+    }
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  const endpoints = Object.fromEntries(ETCD_VERSIONS.map((v, i) => [v, members[i]!.clientUrl])) as Record<EtcdVersion, string>;
+  return { endpoints, stop };
+}
+
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   assertBuilt();
+  const etcd = await startMembers();
+  project.provide("etcdEndpointByVersion", etcd.endpoints);
   const root = mkdtempSync(join(tmpdir(), "etcd-edge-runtimes-"));
   try {
     // `npm pack` applies `files` and `exports` exactly as a publish would.
@@ -55,11 +77,15 @@ export default async function setup(project: TestProject): Promise<() => void> {
     writeFileSync(join(dir, "package.json"), `${JSON.stringify({ name: "etcd-edge-runtimes", private: true, type: "module" }, null, 2)}\n`);
     // Its dependency (base64-js) comes from the npm cache or registry, as for any user.
     await npm(["install", "--ignore-scripts", "--no-package-lock", tarball], dir);
-    cpSync(join(REPO_ROOT, "test", "runtimes", "shared"), dir, { recursive: true });
+    cpSync(join(REPO_ROOT, "test", "runtimes", "scenario"), dir, { recursive: true });
     project.provide("runtimesProject", dir);
   } catch (error) {
     rmSync(root, { recursive: true, force: true });
+    await etcd.stop();
     throw error;
   }
-  return () => rmSync(root, { recursive: true, force: true });
+  return async () => {
+    rmSync(root, { recursive: true, force: true });
+    await etcd.stop();
+  };
 }

@@ -3,7 +3,7 @@
 import { http, HttpResponse } from "msw";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { Etcd, EtcdError, type EtcdOptions } from "../../src/index.js";
-import { A, useGateway } from "./support/gateway.js";
+import { A, useGateway } from "../support/gateway.js";
 
 const server = useGateway();
 let requests: string[] = [];

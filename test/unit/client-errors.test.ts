@@ -9,8 +9,8 @@ import {
   type EtcdErrorCode,
 } from "../../src/index.js";
 import { HttpResponse } from "msw";
-import { A, jsonText, rejection, route, useGateway } from "./support/gateway.js";
-import { BIG_LEASE, type EtcdVersion, header, streamErrorLine, unaryErrorBody } from "./support/wire.js";
+import { A, jsonText, rejection, route, useGateway } from "../support/gateway.js";
+import { BIG_LEASE, type EtcdVersion, header, streamErrorLine, unaryErrorBody } from "../support/wire.js";
 
 const server = useGateway();
 const client = () => new Etcd({ endpoints: [A], retries: 0 });

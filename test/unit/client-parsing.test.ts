@@ -1,8 +1,8 @@
 // Decoding of the gateway's protojson answers: omitted zero values, int64 strings, big IDs, base64.
 import { describe, expect, it } from "vitest";
 import { cmp, Etcd, EtcdError, op } from "../../src/index.js";
-import { A, jsonText, json, rejection, route, useGateway } from "./support/gateway.js";
-import { BIG_LEASE, CLUSTER_ID, MEMBER_ID, b64, header, kv } from "./support/wire.js";
+import { A, jsonText, json, rejection, route, useGateway } from "../support/gateway.js";
+import { BIG_LEASE, CLUSTER_ID, MEMBER_ID, b64, header, kv } from "../support/wire.js";
 
 const server = useGateway();
 const client = () => new Etcd({ endpoints: [A], retries: 0 });

@@ -1,8 +1,8 @@
 // What the client puts on the wire: request bodies, base64, ranges, namespaces, headers, how fetch is called.
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { cmp, Etcd, op } from "../../src/index.js";
-import { A, controlledStream, json, jsonText, route, streamResponse, useGateway } from "./support/gateway.js";
-import { BIG_LEASE, b64, createdLine, header, kv } from "./support/wire.js";
+import { A, controlledStream, json, jsonText, route, streamResponse, useGateway } from "../support/gateway.js";
+import { BIG_LEASE, b64, createdLine, header, kv } from "../support/wire.js";
 
 const server = useGateway();
 const client = (options: Partial<ConstructorParameters<typeof Etcd>[0]> = {}) => new Etcd({ endpoints: [A], retries: 0, ...options });

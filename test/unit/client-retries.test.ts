@@ -1,8 +1,8 @@
 // Failover between endpoints, which calls are resent (and which must not be), backoff, auth token refresh.
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { cmp, Etcd, EtcdError, op, type Fetch } from "../../src/index.js";
-import { A, B, json, jsonText, rejection, route, useGateway } from "./support/gateway.js";
-import { BIG_LEASE, header, kv, unaryErrorBody } from "./support/wire.js";
+import { A, B, json, jsonText, rejection, route, useGateway } from "../support/gateway.js";
+import { BIG_LEASE, header, kv, unaryErrorBody } from "../support/wire.js";
 
 const server = useGateway();
 

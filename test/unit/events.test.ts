@@ -3,8 +3,8 @@
 import { describe, expect, it } from "vitest";
 import { Etcd, type EtcdEvent } from "../../src/index.js";
 import { createMockEtcdCore } from "../../src/testing/mock.js";
-import { A, B, json, jsonText, route, useGateway } from "./support/gateway.js";
-import { header, kv, unaryErrorBody } from "./support/wire.js";
+import { A, B, json, jsonText, route, useGateway } from "../support/gateway.js";
+import { header, kv, unaryErrorBody } from "../support/wire.js";
 
 const server = useGateway();
 

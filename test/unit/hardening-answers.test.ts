@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import { Etcd, EtcdBadResponseError, type Fetch } from "../../src/index.js";
 import { lines } from "../../src/gateway/ndjson.js";
 import { within } from "../support/async.js";
-import { ENDPOINT, HEADER, jsonResponse, stubFetch, typedError } from "./support/hardening.js";
+import { ENDPOINT, HEADER, jsonResponse, stubFetch, typedError } from "../support/hardening.js";
 
 const encoder = new TextEncoder();
 const client = (fetch: Fetch, options: { maxResponseBytes?: number; retries?: number } = {}) =>

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Etcd, EtcdBadResponseError, EtcdError, type Fetch } from "../../src/index.js";
 import { createNodeFetch } from "../../src/node/index.js";
 import { within } from "../support/async.js";
-import { HEADER } from "./support/hardening.js";
+import { HEADER } from "../support/hardening.js";
 
 type Handler = (request: IncomingMessage, response: ServerResponse, body: string) => void;
 

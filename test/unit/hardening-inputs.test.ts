@@ -4,7 +4,7 @@ import { inspect } from "node:util";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { cmp, Etcd, op } from "../../src/index.js";
 import { stillPending, within } from "../support/async.js";
-import { counted, ENDPOINT, typedError } from "./support/hardening.js";
+import { counted, ENDPOINT, typedError } from "../support/hardening.js";
 
 afterEach(() => {
   vi.useRealTimers();

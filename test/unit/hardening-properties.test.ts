@@ -5,7 +5,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { cmp, Etcd, EtcdError, type EtcdOptions, type LockTicket, op } from "../../src/index.js";
 import { within } from "../support/async.js";
-import { counted, type Counted, ENDPOINT } from "./support/hardening.js";
+import { counted, type Counted, ENDPOINT } from "../support/hardening.js";
 
 const RUNS = { numRuns: 60 };
 

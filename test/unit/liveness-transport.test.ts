@@ -4,8 +4,8 @@ import { describe, expect, it } from "vitest";
 import { Etcd, type Fetch } from "../../src/index.js";
 import { createMockEtcdCore } from "../../src/testing/mock.js";
 import { rejection } from "../support/async.js";
-import { A, B, hang, json, jsonText, route, useGateway } from "./support/gateway.js";
-import { header, unaryErrorBody } from "./support/wire.js";
+import { A, B, hang, json, jsonText, route, useGateway } from "../support/gateway.js";
+import { header, unaryErrorBody } from "../support/wire.js";
 
 const server = useGateway();
 

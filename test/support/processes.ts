@@ -1,5 +1,5 @@
-// Child processes for the runtimes project: bounded in time and killed with the test process (SIGKILL on
-// parent death when setpriv exists, and on exit otherwise). No vitest import: global-setup.ts uses it too.
+// Child processes for tests: bounded in time and killed with the test process (SIGKILL on parent death when
+// setpriv exists, and on exit otherwise). No vitest import: the runtimes project's global setup uses it too.
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 

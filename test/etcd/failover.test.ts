@@ -1,24 +1,11 @@
-// Failover over a real 3-member cluster, plus call timeouts and aborts against a server that never answers.
+// Failover over a real 3-member cluster of the project's version, plus call timeouts and aborts against a
+// server that never answers and endpoints that refuse connections.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { cmp, Etcd, EtcdError, EtcdTimeoutError, op, type WatchBatch } from "../../src/index.js";
-import { startCluster, type EtcdCluster } from "./harness";
-import { closedPortUrl, events, pull, recordingFetch, silentServer, uniquePrefix, within } from "./support";
-
-async function memberStatus(endpoint: string): Promise<{ id: string; leader: string }> {
-  const res = await fetch(`${endpoint}/v3/maintenance/status`, { method: "POST", body: "{}", signal: AbortSignal.timeout(5_000) });
-  const body = (await res.json()) as { header: { member_id: string }; leader: string };
-  return { id: body.header.member_id, leader: body.leader };
-}
-
-/** Makes `cluster.members[index]` the raft leader (IDs are decimal on the wire; etcdctl wants hex). */
-async function makeLeader(cluster: EtcdCluster, index: number): Promise<void> {
-  const target = await memberStatus(cluster.endpoints[index]!);
-  if (target.leader === target.id) return;
-  const statuses = await Promise.all(cluster.endpoints.map(memberStatus));
-  const leader = cluster.members[statuses.findIndex((s) => s.id === s.leader)]!;
-  await leader.etcdctl("move-leader", BigInt(target.id).toString(16));
-  expect((await memberStatus(cluster.endpoints[index]!)).leader).toBe(target.id);
-}
+import { cmp, EtcdError, EtcdTimeoutError, op, type WatchBatch } from "../../src/index.js";
+import { within } from "../support/async.js";
+import { client, events, pull, recordingFetch, sharedEndpoint, uniquePrefix } from "../support/etcd.js";
+import { closedPortUrl, silentServer } from "../support/loopback.js";
+import { makeLeader, startCluster, type EtcdCluster } from "./harness.js";
 
 describe("3-member cluster", () => {
   let cluster: EtcdCluster;
@@ -36,7 +23,7 @@ describe("3-member cluster", () => {
 
   const newClient = () => {
     const fetch = recordingFetch();
-    return { etcd: new Etcd({ endpoints: cluster.endpoints, timeout: 5_000, fetch }), fetch };
+    return { etcd: client({ endpoints: cluster.endpoints, timeout: 5_000, fetch }), fetch };
   };
   const ns = uniquePrefix("failover");
   let writer: ReturnType<typeof newClient>;
@@ -123,7 +110,7 @@ describe("3-member cluster", () => {
   it("a member without quorum fails fast with UNAVAILABLE (requireLeader), not after ~7 s", async () => {
     // Only member 2 left of 3: no quorum, so no leader once the election timeout passes.
     await cluster.members[1]!.stop();
-    const lonely = new Etcd({ endpoints: cluster.endpoints[2]!, timeout: 3_000, retries: 0 });
+    const lonely = client({ endpoints: cluster.endpoints[2]!, timeout: 3_000, retries: 0 });
     const deadline = Date.now() + 10_000;
     for (;;) {
       const error = await lonely.get(`${ns}k0`).then(
@@ -142,7 +129,7 @@ describe("3-member cluster", () => {
 
   it("with every endpoint down, calls fail with UNAVAILABLE, bounded, well within the timeout", async () => {
     await cluster.members[2]!.stop();
-    const etcd = new Etcd({ endpoints: cluster.endpoints, timeout: 5_000 });
+    const etcd = client({ endpoints: cluster.endpoints, timeout: 5_000 });
     const started = Date.now();
     await expect(etcd.get(`${ns}k0`)).rejects.toMatchObject({ code: "UNAVAILABLE" });
     await expect(etcd.put(`${ns}k0`, "x")).rejects.toMatchObject({ code: "UNAVAILABLE" });
@@ -164,7 +151,7 @@ describe("timeout and abort", () => {
   });
   // No check that the silent server's connections close after a TIMEOUT: Node's fetch (undici) keeps a
   // socket whose request was aborted before any response open until the server answers (seen with plain
-  // fetch too), so that would test undici, not this client. Streams (watch) do close: client-watch tests it.
+  // fetch too), so that would test undici, not this client. Streams (watch) do close: watch-connections.test.ts tests it.
 
   /** Runs `call`, timing from before it starts (the first fetch of a process loads undici synchronously). */
   async function timed<T>(call: () => Promise<T>): Promise<{ error: unknown; ms: number }> {
@@ -177,7 +164,7 @@ describe("timeout and abort", () => {
   }
 
   it("a server that accepts and never answers: TIMEOUT after the client's timeout", async () => {
-    const etcd = new Etcd({ endpoints: silent.url, timeout: 400 });
+    const etcd = client({ endpoints: silent.url, timeout: 400 });
     const { error, ms } = await timed(() => etcd.get("k"));
     expect(error).toBeInstanceOf(EtcdTimeoutError);
     expect(error).toMatchObject({ code: "TIMEOUT", timeout: 400 });
@@ -186,7 +173,7 @@ describe("timeout and abort", () => {
   });
 
   it("the per-call timeout overrides the client's, for writes and leases too", async () => {
-    const etcd = new Etcd({ endpoints: silent.url, timeout: 60_000 });
+    const etcd = client({ endpoints: silent.url, timeout: 60_000 });
     const calls: Array<() => Promise<unknown>> = [() => etcd.put("k", "v", { timeout: 300 }), () => etcd.lease.grant(10, { timeout: 300 })];
     for (const call of calls) {
       const { error, ms } = await timed(call);
@@ -197,7 +184,7 @@ describe("timeout and abort", () => {
   });
 
   it("a watch whose server never sends its first message: TIMEOUT, not a hang", async () => {
-    const etcd = new Etcd({ endpoints: silent.url, timeout: 300 });
+    const etcd = client({ endpoints: silent.url, timeout: 300 });
     const iterator = etcd.watch({ prefix: "p/", retries: 0 })[Symbol.asyncIterator]();
     const { error, ms } = await timed(() => iterator.next());
     expect(error).toMatchObject({ code: "TIMEOUT" });
@@ -205,7 +192,7 @@ describe("timeout and abort", () => {
   });
 
   it("a caller's AbortSignal: ABORTED promptly, with the signal's reason as cause", async () => {
-    const etcd = new Etcd({ endpoints: silent.url, timeout: 10_000 });
+    const etcd = client({ endpoints: silent.url, timeout: 10_000 });
     const controller = new AbortController();
     const reason = new Error("caller gave up");
     setTimeout(() => controller.abort(reason), 150);
@@ -217,7 +204,7 @@ describe("timeout and abort", () => {
 
   it("an already-aborted signal: ABORTED without sending anything", async () => {
     const fetch = recordingFetch();
-    const etcd = new Etcd({ endpoints: silent.url, fetch });
+    const etcd = client({ endpoints: silent.url, fetch });
     const reason = new Error("too late");
     await expect(etcd.put("k", "v", { signal: AbortSignal.abort(reason) })).rejects.toMatchObject({ code: "ABORTED", cause: reason });
     expect(fetch.calls).toHaveLength(0);
@@ -226,7 +213,7 @@ describe("timeout and abort", () => {
   it("refused connections on every endpoint: UNAVAILABLE quickly, for reads and writes", async () => {
     const endpoints = [await closedPortUrl(), await closedPortUrl()];
     const fetch = recordingFetch();
-    const etcd = new Etcd({ endpoints, timeout: 5_000, retries: 3, fetch });
+    const etcd = client({ endpoints, timeout: 5_000, retries: 3, fetch });
     const started = Date.now();
     await expect(etcd.get("k")).rejects.toMatchObject({ code: "UNAVAILABLE" });
     await expect(etcd.put("k", "v")).rejects.toMatchObject({ code: "UNAVAILABLE" });
@@ -239,9 +226,7 @@ describe("timeout and abort", () => {
   // A member that accepts connections but hangs (stalled disk, SIGSTOP) costs a repeatable call one attempt,
   // not its whole budget: the read moves on to the healthy member after `attemptTimeout`.
   it("a read that hits a hung endpoint moves on after one attempt and succeeds within its budget", async () => {
-    const { inject } = await import("vitest");
-    const healthy = inject("etcdEndpoint");
-    const etcd = new Etcd({ endpoints: [silent.url, healthy], timeout: 2_000, attemptTimeout: 300 });
+    const etcd = client({ endpoints: [silent.url, sharedEndpoint()], timeout: 2_000, attemptTimeout: 300 });
     const { error, ms } = await timed(() => etcd.get(`${uniquePrefix("failover-hung")}k`));
     expect(error).toBeUndefined();
     expect(ms).toBeGreaterThanOrEqual(250);
@@ -251,9 +236,7 @@ describe("timeout and abort", () => {
   // When one attempt may take the whole budget, the call times out; the client must not stay stuck on the
   // hung member for every later call.
   it("after a TIMEOUT on a hung endpoint, the next call moves on to a healthy one", async () => {
-    const { inject } = await import("vitest");
-    const healthy = inject("etcdEndpoint");
-    const etcd = new Etcd({ endpoints: [silent.url, healthy], timeout: 500, attemptTimeout: 500 });
+    const etcd = client({ endpoints: [silent.url, sharedEndpoint()], timeout: 500, attemptTimeout: 500 });
     await expect(etcd.get("k")).rejects.toMatchObject({ code: "TIMEOUT" });
     const { error } = await timed(() => etcd.get(`${uniquePrefix("failover-hung")}k`));
     expect(error).toBeUndefined();

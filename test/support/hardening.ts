@@ -1,8 +1,8 @@
 // Shared by the hardening-* tests: an in-memory etcd behind a fetch that counts what reaches it, and a
 // helper that expects a typed rejection.
 import { expect } from "vitest";
-import { Etcd, EtcdError, type EtcdOptions, type Fetch } from "../../../src/index.js";
-import { createMockEtcd, type MockEtcdServer } from "../../../src/testing/index.js";
+import { Etcd, EtcdError, type EtcdOptions, type Fetch } from "../../src/index.js";
+import { createMockEtcd, type MockEtcdServer } from "../../src/testing/index.js";
 
 export const ENDPOINT = "http://etcd.test:2379";
 

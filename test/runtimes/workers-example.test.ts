@@ -17,9 +17,9 @@ import {
   workerdConfig,
   writeText,
   type WorkerdServer,
-} from "../support";
+} from "../support/runtimes.js";
 
-const example = join(import.meta.dirname, "../../../examples/workers");
+const example = join(import.meta.dirname, "../../examples/workers");
 const compatibilityDate = /compatibility_date\s*=\s*"([^"]+)"/.exec(readFileSync(join(example, "wrangler.toml"), "utf8"))![1]!;
 
 describe("examples/workers in workerd", () => {

@@ -1,5 +1,5 @@
-/// <reference path="./provided.d.ts" />
-// Shared by the runtimes project: pinned runtimes installed from the npm registry into .cache/runtimes,
+/// <reference path="../runtimes/provided.d.ts" />
+// For the runtimes project: pinned runtimes installed from the npm registry into .cache/runtimes,
 // bounded child processes that never outlive the test process, and the checks every runtime's report
 // must pass (against etcd itself, read over the gateway with plain fetch, not with the SDK under test).
 import { randomUUID } from "node:crypto";
@@ -20,10 +20,9 @@ import { arch, platform } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { expect, inject } from "vitest";
-import { freePort } from "../etcd/harness";
-import { cleanEnv, runProcess, spawnChild, tail } from "./processes";
-
-export { cleanEnv, runProcess } from "./processes";
+import { freePort } from "./etcd-members.js";
+import type { EtcdVersion } from "./etcd-versions.js";
+import { cleanEnv, runProcess, spawnChild, tail } from "./processes.js";
 
 export const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
 /** Where runtimes are installed once and reused by later runs (gitignored). */
@@ -48,7 +47,7 @@ interface RuntimeSpec {
   bin: string;
   /** What `<binary> --version` must print. */
   versionOutput: RegExp;
-  /** What the script reports as `engine` when it runs under this runtime (see shared/main.mjs, worker.mjs). */
+  /** What the script reports as `engine` when it runs under this runtime (see scenario/main.mjs, worker.mjs). */
   engine: string;
 }
 
@@ -160,13 +159,14 @@ async function runsAs(binary: string, spec: RuntimeSpec): Promise<boolean> {
 // ---------------------------------------------------------------------------------------------
 // The temp project (made once per run by global-setup.ts) and the scenario's report
 
-/** The temp project where the packed etcd-edge is installed and the shared scripts were copied. */
+/** The temp project where the packed etcd-edge is installed and test/runtimes/scenario/ was copied. */
 export function project(): string {
   return inject("runtimesProject");
 }
 
-export function etcdEndpoint(): string {
-  return inject("etcdEndpoint");
+/** The member of `version` started by global-setup (3.4 unless a test's row says otherwise). */
+export function etcdEndpoint(version: EtcdVersion = "3.4"): string {
+  return inject("etcdEndpointByVersion")[version];
 }
 
 /** A key prefix no other test uses. */
@@ -174,7 +174,7 @@ export function uniquePrefix(runtime: string): string {
   return `runtimes/${runtime}-${randomUUID()}/`;
 }
 
-/** What shared/script.mjs reports (shared/main.mjs adds `resolved`). */
+/** What scenario/script.mjs reports (scenario/main.mjs adds `resolved`). */
 export interface Report {
   runtime: string;
   /** Which runtime really ran the script, as it reports itself. */
@@ -210,15 +210,18 @@ export function parseReport(stdout: string, context: string): Report {
   }
 }
 
-/** Runs shared/main.mjs with a CLI runtime (Node, Deno, Bun) from the temp project; it must exit 0 by itself. */
+/**
+ * Runs scenario/main.mjs with a CLI runtime (Node, Deno, Bun) from the temp project against the member of
+ * `etcd`; it must exit 0 by itself.
+ */
 export async function runCliScenario(
   runtime: RuntimeName,
   command: string,
   args: string[],
-  options: { env?: Record<string, string> } = {},
+  options: { env?: Record<string, string>; etcd: EtcdVersion },
 ): Promise<{ report: Report; prefix: string }> {
   const prefix = uniquePrefix(runtime);
-  const result = await runProcess(command, [...args, "main.mjs", etcdEndpoint(), runtime, prefix], {
+  const result = await runProcess(command, [...args, "main.mjs", etcdEndpoint(options.etcd), runtime, prefix], {
     cwd: project(),
     env: cleanEnv(options.env),
     timeoutMs: RUN_TIMEOUT_MS,
@@ -245,7 +248,10 @@ export function installedEntry(): string {
  * Checks what the runtime observed and what etcd holds now: the fenced value is stored at the reported
  * revision (the stale write after unlock did not land), the lock's keys are gone, the lease is revoked.
  */
-export async function expectScenario(report: Report, expected: { runtime: RuntimeName; prefix: string }): Promise<void> {
+export async function expectScenario(
+  report: Report,
+  expected: { runtime: RuntimeName; prefix: string; etcd?: EtcdVersion },
+): Promise<void> {
   const { runtime, prefix } = expected;
   expect(report.error).toBeUndefined();
   expect(report).toMatchObject({
@@ -266,7 +272,7 @@ export async function expectScenario(report: Report, expected: { runtime: Runtim
   expect(report.putRevision).toBeGreaterThan(report.revision);
   expect(report.watchedRevision).toBe(report.putRevision);
 
-  const endpoint = etcdEndpoint();
+  const endpoint = etcdEndpoint(expected.etcd);
   const stored = await gatewayRange(endpoint, report.key);
   expect(stored.kvs.map((kv) => ({ value: kv.value, modRevision: kv.modRevision }))).toEqual([
     { value: report.value, modRevision: report.putRevision },
@@ -334,7 +340,7 @@ export async function gatewayLeaseTtl(endpoint: string, leaseId: string): Promis
 // ---------------------------------------------------------------------------------------------
 // workerd
 
-/** Builds a module Worker (shared/worker.mjs by default) in the temp project, resolving "etcd-edge" from its node_modules. */
+/** Builds a module Worker (scenario/worker.mjs by default) in the temp project, resolving "etcd-edge" from its node_modules. */
 export async function bundleWorker(outDir: string, entry = "worker.mjs"): Promise<{ file: string; inputs: string[] }> {
   const { build } = await import("esbuild");
   const file = join(outDir, "worker.js");

@@ -1,8 +1,9 @@
-// A fake etcd gRPC-gateway for unit tests: one msw server per test file, handlers that record what the
+// A fake etcd gRPC-gateway for the unit project's client tests: one msw server per test file, handlers that record what the
 // client sent, and response builders that reproduce the real gateway's bytes (see wire.ts for bodies).
 import { getResponse, http, HttpResponse } from "msw";
 import { setupServer, type SetupServer } from "msw/node";
 import { afterAll, afterEach, beforeAll, expect } from "vitest";
+export { rejection, sleep } from "./async.js";
 
 export const A = "http://etcd-a.test:2379";
 export const B = "http://etcd-b.test:2379";
@@ -157,20 +158,6 @@ export function controlledStream(initial: Array<string | Uint8Array> = [], { clo
 /** A chunked NDJSON answer as the gateway streams it (status 200 unless told). */
 export function streamResponse(control: StreamControl, status = 200): Response {
   return new HttpResponse(control.stream, { status, headers: { "content-type": "application/json" } });
-}
-
-/** Collects the error a promise rejects with (fails the test if it resolves). */
-export async function rejection(promise: Promise<unknown>): Promise<any> {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  throw new Error("expected the promise to reject, but it resolved");
-}
-
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 /**

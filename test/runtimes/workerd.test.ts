@@ -16,7 +16,7 @@ import {
   workerdConfig,
   writeText,
   type WorkerdServer,
-} from "../support";
+} from "../support/runtimes.js";
 
 const COMPATIBILITY_DATE = "2026-11-01";
 

@@ -1,12 +1,13 @@
-// Drives test/lambda/runtime.mjs from a test: one child process is one Lambda sandbox.
+// Drives runtime.mjs (beside this file) from a test: one child process is one Lambda sandbox.
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { existsSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
+import { within } from "../../support/async.js";
 
 const RUNTIME = fileURLToPath(new URL("./runtime.mjs", import.meta.url));
-const DIST = fileURLToPath(new URL("../../dist/index.js", import.meta.url));
-// As in test/etcd/harness.ts: if the test process is SIGKILLed, the kernel still kills the sandbox.
+const DIST = fileURLToPath(new URL("../../../dist/index.js", import.meta.url));
+// As in test/support/etcd-members.ts: if the test process is SIGKILLed, the kernel still kills the sandbox.
 const SETPRIV = "/usr/bin/setpriv";
 
 export interface InvocationMeta {
@@ -147,16 +148,4 @@ export async function startSandbox(env: Record<string, string>, options: { handl
     },
     stderr: () => stderr,
   };
-}
-
-export function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: not settled within ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
-
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

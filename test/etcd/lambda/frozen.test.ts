@@ -1,19 +1,20 @@
-/// <reference path="../etcd/provided.d.ts" />
-// examples/lambda/handler.mjs run as Lambda runs it (test/lambda/runtime.mjs: module loaded once, warm
+// examples/lambda/handler.mjs run as Lambda runs it (runtime.mjs beside this file: module loaded once, warm
 // invocations reuse it) against a real etcd member, frozen with SIGSTOP past its 5 s lease:
 //  (a) frozen while holding the lock: another client takes the lock once the lease expires, and after the
 //      thaw the stale holder's fenced write is refused (LOCK_LOST) and the store holds only the other's work;
 //  (b) the next warm invocation in the same module instance succeeds with a larger fencing token;
 //  (c) frozen between invocations past the TTL: the module-scope client still works afterwards;
 //  (d) a contended invocation may wait for the lock longer than its lease TTL (bounded by its own deadline).
-// Runs in the `etcd` vitest project (needs its global member) and needs the build: `npm run build` first.
+// Runs in the etcd-3.x projects (on their shared member) and needs the build: `npm run build` first.
 import { randomUUID } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { Etcd, op, type Lock, type Session } from "../../src/index.js";
-import { sleep, startSandbox, type Sandbox } from "./sandbox.js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Etcd, op, type Lock, type Session } from "../../../src/index.js";
+import { sleep } from "../../support/async.js";
+import { client, sharedEndpoint } from "../../support/etcd.js";
+import { startSandbox, type Sandbox } from "./sandbox.js";
 
 const LEASE_TTL_MS = 5_000; // the handler's LEASE_TTL_SECONDS
-// etcd 3.4 revokes an expired lease up to ~1 s after its TTL; 8.5 s leaves room for a slow machine.
+// etcd revokes an expired lease up to ~1 s after its TTL; 8.5 s leaves room for a slow machine.
 const FREEZE_MS = 8_500;
 
 interface HandlerResult {
@@ -28,9 +29,8 @@ let etcd: Etcd;
 let sandbox: Sandbox;
 
 beforeAll(async () => {
-  const endpoint = inject("etcdEndpoint");
-  etcd = new Etcd({ endpoints: endpoint, timeout: 5_000 });
-  sandbox = await startSandbox({ ETCD_ENDPOINTS: endpoint });
+  etcd = client();
+  sandbox = await startSandbox({ ETCD_ENDPOINTS: sharedEndpoint() });
 });
 
 afterAll(async () => {

@@ -3,7 +3,7 @@
 // warm invocations. The test freezes and thaws this process with SIGSTOP/SIGCONT, as Lambda freezes an
 // idle (or stalled) sandbox.
 //
-//   node test/lambda/runtime.mjs [handler.mjs]       (default: examples/lambda/handler.mjs)
+//   node test/etcd/lambda/runtime.mjs [handler.mjs]       (default: examples/lambda/handler.mjs)
 //
 // stdin, one JSON object a line:  { "id": 1, "event": {...}, "timeoutMs": 15000 }
 // stdout, one JSON object a line:
@@ -22,7 +22,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { format } from "node:util";
 
 const here = fileURLToPath(new URL(".", import.meta.url));
-const handlerUrl = pathToFileURL(resolve(process.argv[2] ?? resolve(here, "../../examples/lambda/handler.mjs"))).href;
+const handlerUrl = pathToFileURL(resolve(process.argv[2] ?? resolve(here, "../../../examples/lambda/handler.mjs"))).href;
 
 let handlerLoads = 0;
 registerHooks({
