@@ -17,6 +17,20 @@ export function leaseIdArg(value: unknown, name = "lease"): LeaseId {
   );
 }
 
+/** etcd's largest lease TTL in seconds (`lease.MaxLeaseTTL`); the server refuses a grant above it. */
+export const MAX_LEASE_TTL = 9_000_000_000;
+
+/**
+ * A lease TTL in seconds, within what etcd grants: 1 to {@link MAX_LEASE_TTL}. (etcd raises anything below
+ * its minimum, about 2 s, silently.)
+ */
+export function ttlArg(value: unknown, name = "ttl"): number {
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 1 || value > MAX_LEASE_TTL) {
+    throw invalidArgument(`${name} must be a whole number of seconds from 1 to ${MAX_LEASE_TTL}, got ${describe(value)}`);
+  }
+  return value;
+}
+
 /** A revision, count or limit: a whole number >= 0 that a double holds exactly. */
 export function countArg(value: unknown, name: string): number {
   if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0) {

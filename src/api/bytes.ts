@@ -1,5 +1,5 @@
 import { fromByteArray, toByteArray } from "base64-js";
-import { describe, invalidArgument } from "../errors/catalogue.js";
+import { badField, describe, invalidArgument } from "../errors/catalogue.js";
 
 /** A key or value as the caller gives it: text (encoded as UTF-8) or raw bytes. */
 export type Bytes = string | Uint8Array;
@@ -10,8 +10,23 @@ const EMPTY = new Uint8Array(0);
 /** etcd's marker for "no upper bound" in range_end: every key >= key. */
 export const ZERO_BYTE = new Uint8Array([0]);
 
+/** A lone surrogate: UTF-8 cannot encode it, so TextEncoder would silently turn it into U+FFFD. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+const wellFormed: (text: string) => boolean =
+  typeof (String.prototype as { isWellFormed?: unknown }).isWellFormed === "function"
+    ? (text) => (text as string & { isWellFormed(): boolean }).isWellFormed()
+    : (text) => !LONE_SURROGATE.test(text);
+
 export function toBytes(input: Bytes): Uint8Array {
-  if (typeof input === "string") return input.length === 0 ? EMPTY : encoder.encode(input);
+  if (typeof input === "string") {
+    if (input.length === 0) return EMPTY;
+    // Otherwise "x\uD800" and "x\uDFFF" would both become "x\uFFFD": one key (one lock) for two names.
+    if (!wellFormed(input)) {
+      const at = input.search(LONE_SURROGATE);
+      throw invalidArgument(`a string with a lone surrogate (at index ${at}) is not well-formed UTF-16 and cannot be sent`);
+    }
+    return encoder.encode(input);
+  }
   if (input instanceof Uint8Array) return input;
   throw invalidArgument(`expected a string or Uint8Array, got ${describe(input)}`);
 }
@@ -24,8 +39,14 @@ export function toBase64(bytes: Uint8Array): string {
   return fromByteArray(bytes);
 }
 
-export function fromBase64(text: string | undefined): Uint8Array {
-  return text === undefined || text.length === 0 ? EMPTY : toByteArray(text);
+/** Padded standard base64, the only form the gateway writes. */
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
+/** Bytes from the wire; anything but padded standard base64 is BAD_RESPONSE (the decoder would guess). */
+export function fromBase64(text: string | undefined, field = "bytes"): Uint8Array {
+  if (text === undefined || text.length === 0) return EMPTY;
+  if (!BASE64.test(text)) throw badField(field, text, "is not padded standard base64");
+  return toByteArray(text);
 }
 
 export function concatBytes(a: Uint8Array, b: Uint8Array): Uint8Array {

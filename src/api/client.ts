@@ -2,7 +2,7 @@ import { Transport, type CallOptions } from "../gateway/transport.js";
 import * as wire from "../gateway/wire.js";
 import type { Bytes } from "./bytes.js";
 import { decodeHeader, type KeyValue, type ResponseHeader } from "./codec.js";
-import { type EtcdOptions, type ResolvedConfig, resolveConfig } from "./config.js";
+import { type EtcdOptions, redacted, type ResolvedConfig, resolveConfig } from "./config.js";
 import { Keyspace } from "./keyspace.js";
 import {
   compactRequest,
@@ -24,6 +24,7 @@ import {
 import { LeaseClient } from "./lease.js";
 import { TxnBuilder } from "./txn-builder.js";
 import { watch, type WatchBatch, type WatchQuery } from "./watch.js";
+import { checkWatchQuery } from "./watch-query.js";
 
 /**
  * The core client for etcd's gRPC-gateway JSON API over `fetch`: KV, transactions, leases, watch and
@@ -46,9 +47,12 @@ export class EtcdClient {
     this.lease = new LeaseClient(this.transport, this.keyspace);
   }
 
-  /** The validated configuration, defaults filled in. */
+  /**
+   * The validated configuration, defaults filled in: a copy, with the password redacted, so that logging it
+   * (or the client) never shows the secret and changing it changes nothing.
+   */
   get config(): ResolvedConfig {
-    return this.#config;
+    return redacted(this.#config);
   }
 
   /** One key, or undefined when it does not exist. */
@@ -102,7 +106,7 @@ export class EtcdClient {
   /** Changes to a key, range or prefix, as batches per revision. See {@link WatchQuery}. */
   watch(query: WatchQuery): AsyncIterable<WatchBatch> {
     // Validate now so bad input fails at the call, not at the first iteration.
-    this.keyspace.range(query);
+    checkWatchQuery(this.keyspace, query);
     return { [Symbol.asyncIterator]: () => watch(this.transport, this.keyspace, query) };
   }
 }

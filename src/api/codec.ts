@@ -30,25 +30,63 @@ export interface KeyValue {
   lease: LeaseId;
 }
 
-/** An int64 from the wire as a number, refusing values a double cannot hold exactly. */
+/**
+ * int64 on the wire: protojson writes a decimal string; a JSON number is accepted too because the proto3 JSON
+ * mapping lets any writer use one (a proxy that re-encodes, another gateway), but only while a double holds
+ * it exactly: JSON.parse has already rounded anything past 2^53, so such a number is refused, never used.
+ * Hex, exponents, signs, spaces and leading zeros are not protojson and are refused.
+ */
+const UNSIGNED = /^(?:0|[1-9][0-9]{0,19})$/;
+const SIGNED = /^-?(?:0|[1-9][0-9]{0,18})$/;
+const INT64_MAX = "9223372036854775807";
+const UINT64_MAX = "18446744073709551615";
+
+/** A count or revision from the wire: a whole number >= 0 that a double holds exactly. */
 export function int(value: string | number | undefined, field = "value"): number {
   if (value === undefined) return 0;
+  if (typeof value === "string" && !UNSIGNED.test(value)) throw badField(field, value, "is not a decimal integer >= 0");
   const number = typeof value === "number" ? value : Number(value);
-  if (!Number.isSafeInteger(number)) {
-    throw badField(field, value, "is not an integer within Number.MAX_SAFE_INTEGER");
+  if (!Number.isSafeInteger(number) || number < 0) {
+    throw badField(field, value, "is not an integer from 0 to Number.MAX_SAFE_INTEGER");
   }
   return number;
 }
 
-/** A uint64/int64 identifier kept exactly, as a decimal string. */
-export function id(value: string | number | undefined): string {
-  return value === undefined ? "0" : String(value);
+/** A signed int64 that a double holds exactly: lease TTLs, which are -1 for a lease that does not exist. */
+export function signedInt(value: string | number | undefined, field: string): number {
+  if (value === undefined) return 0;
+  if (typeof value === "string" && !SIGNED.test(value)) throw badField(field, value, "is not a decimal integer");
+  const number = typeof value === "number" ? value : Number(value);
+  if (!Number.isSafeInteger(number)) throw badField(field, value, "is not an integer within Number.MAX_SAFE_INTEGER");
+  return number;
+}
+
+/**
+ * An identifier kept exactly, as a decimal string: uint64 (cluster and member IDs) or, with `int64`, a
+ * lease ID, which is a positive int64 whose hex names lock keys.
+ */
+export function id(value: string | number | undefined, field = "ID", int64 = false): string {
+  if (value === undefined) return "0";
+  if (typeof value === "number") {
+    if (!Number.isSafeInteger(value) || value < 0) throw badField(field, value, "is not an exact integer >= 0");
+    return String(value);
+  }
+  const max = int64 ? INT64_MAX : UINT64_MAX;
+  if (!UNSIGNED.test(value) || (value.length === max.length && value > max) || value.length > max.length) {
+    throw badField(field, value, `is not a decimal ${int64 ? "int64" : "uint64"} >= 0`);
+  }
+  return value;
+}
+
+/** A lease ID from the wire ("0": no lease). */
+export function leaseIdOf(value: string | number | undefined, field = "lease"): LeaseId {
+  return id(value, field, true);
 }
 
 export function decodeHeader(wire: WireHeader): ResponseHeader {
   return {
-    clusterId: id(wire?.cluster_id),
-    memberId: id(wire?.member_id),
+    clusterId: id(wire?.cluster_id, "cluster_id"),
+    memberId: id(wire?.member_id, "member_id"),
     revision: int(wire?.revision, "revision"),
     raftTerm: int(wire?.raft_term, "raft_term"),
   };
@@ -56,7 +94,7 @@ export function decodeHeader(wire: WireHeader): ResponseHeader {
 
 export function decodeKeyValue(keyspace: Keyspace, wire: WireKeyValue): KeyValue {
   const keyBytes = keyspace.decode(wire.key);
-  const valueBytes = fromBase64(wire.value);
+  const valueBytes = fromBase64(wire.value, "value");
   return {
     key: toText(keyBytes),
     value: toText(valueBytes),
@@ -65,7 +103,7 @@ export function decodeKeyValue(keyspace: Keyspace, wire: WireKeyValue): KeyValue
     createRevision: int(wire.create_revision, "create_revision"),
     modRevision: int(wire.mod_revision, "mod_revision"),
     version: int(wire.version, "version"),
-    lease: id(wire.lease),
+    lease: leaseIdOf(wire.lease),
   };
 }
 

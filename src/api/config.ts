@@ -20,6 +20,21 @@ export function resolveConfig(options: EtcdOptions): ResolvedConfig {
   }
   return {
     ...resolveGatewayConfig(options),
-    namespace: options.namespace === undefined ? new Uint8Array(0) : toBytes(options.namespace),
+    // A copy: the caller's array may change later, and the namespace must not move under live keys.
+    namespace: options.namespace === undefined ? new Uint8Array(0) : toBytes(options.namespace).slice(),
+  };
+}
+
+/** What a redacted password reads as. */
+export const REDACTED = "[redacted]";
+
+/** A copy of `config` that is safe to show: the password replaced, the namespace copied. */
+export function redacted(config: ResolvedConfig): ResolvedConfig {
+  return {
+    ...config,
+    auth: config.auth === undefined ? undefined : { username: config.auth.username, password: REDACTED },
+    headers: { ...config.headers },
+    endpoints: [...config.endpoints],
+    namespace: config.namespace.slice(),
   };
 }

@@ -13,9 +13,13 @@ import { invalidArgument } from "../errors/catalogue.js";
 
 /**
  * Which keys an operation touches: one key, a half-open range [key, end), or every key under a prefix.
- * `end: "\0"` means every key from `key` on; `prefix: ""` means every key.
+ * `end: "\0"` means every key from `key` on; `prefix: ""` means every key. The forms do not mix: `{ key,
+ * prefix }` or `{ prefix, end }` is refused (in types, and at run time as INVALID_ARGUMENT), since either
+ * reading would surprise someone (a delete of one key that took the whole prefix).
  */
-export type KeyRange = { key: Bytes; end?: Bytes | undefined } | { prefix: Bytes };
+export type KeyRange =
+  | { key: Bytes; end?: Bytes | undefined; prefix?: never }
+  | { prefix: Bytes; key?: never; end?: never };
 
 export interface WireRange {
   key: string;
@@ -45,15 +49,20 @@ export class Keyspace {
     if (typeof target !== "object" || target === null) {
       throw invalidArgument("expected a key, { key, end? } or { prefix }");
     }
-    if ("prefix" in target) {
-      const prefix = concatBytes(this.namespace, toBytes(target.prefix));
+    // An option given as undefined is an option not given, as everywhere else in the API.
+    const { key: start, end: rangeEnd, prefix: under } = target as { key?: Bytes; end?: Bytes; prefix?: Bytes };
+    if (under !== undefined) {
+      if (start !== undefined || rangeEnd !== undefined) {
+        throw invalidArgument("a range is { key, end? } or { prefix }, not both: `prefix` cannot be given with `key` or `end`");
+      }
+      const prefix = concatBytes(this.namespace, toBytes(under));
       if (prefix.length === 0) return { key: toBase64(ZERO_BYTE), range_end: toBase64(ZERO_BYTE) };
       return { key: toBase64(prefix), range_end: toBase64(prefixEnd(prefix)) };
     }
-    if (!("key" in target)) throw invalidArgument("expected a key, { key, end? } or { prefix }");
-    const key = toBase64(this.key(target.key));
-    if (target.end === undefined) return { key };
-    const end = toBytes(target.end);
+    if (start === undefined) throw invalidArgument("expected a key, { key, end? } or { prefix }");
+    const key = toBase64(this.key(start));
+    if (rangeEnd === undefined) return { key };
+    const end = toBytes(rangeEnd);
     if (isZeroByte(end)) {
       // "Every key from here on" stops at the namespace's end, not the keyspace's.
       return { key, range_end: toBase64(this.namespace.length === 0 ? ZERO_BYTE : prefixEnd(this.namespace)) };
@@ -63,7 +72,17 @@ export class Keyspace {
 
   /** A key as received, with the namespace removed. */
   decode(base64: string | undefined): Uint8Array {
-    const bytes = fromBase64(base64);
+    const bytes = fromBase64(base64, "key");
     return this.namespace.length > 0 && startsWith(bytes, this.namespace) ? bytes.subarray(this.namespace.length) : bytes;
+  }
+
+  /**
+   * A key as received from a call that is not confined to the namespace (a lease's keys): undefined when it
+   * lies outside, else the key with the namespace removed, as Go's namespace wrapper filters them.
+   */
+  decodeOwn(base64: string | undefined): Uint8Array | undefined {
+    const bytes = fromBase64(base64, "key");
+    if (this.namespace.length === 0) return bytes;
+    return startsWith(bytes, this.namespace) ? bytes.subarray(this.namespace.length) : undefined;
   }
 }

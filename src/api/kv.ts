@@ -1,7 +1,8 @@
 import { countArg, int64Field, leaseIdArg, optionalCount } from "./args.js";
 import { type Bytes, toBase64, toBytes } from "./bytes.js";
 import { decodeHeader, decodeKeyValue, decodeKeyValues, int, type KeyValue, type LeaseId, type ResponseHeader } from "./codec.js";
-import { invalidArgument } from "../errors/catalogue.js";
+import { describe, invalidArgument } from "../errors/catalogue.js";
+import { resolveFlag } from "../gateway/config.js";
 import type { KeyRange, Keyspace } from "./keyspace.js";
 import type { WireDeleteRange, WirePut, WireRange } from "../gateway/wire.js";
 
@@ -74,15 +75,15 @@ const SORT_TARGET: Record<SortTarget, string> = {
 const SORT_ORDER: Record<SortOrder, string> = { none: "NONE", ascend: "ASCEND", descend: "DESCEND" };
 
 export function rangeRequest(keyspace: Keyspace, query: Bytes | RangeQuery): Record<string, unknown> {
-  const options: RangeOptions = typeof query === "object" && !(query instanceof Uint8Array) ? query : {};
+  const options: RangeOptions = typeof query === "object" && query !== null && !(query instanceof Uint8Array) ? query : {};
   return {
     ...keyspace.range(query),
     limit: int64Field(optionalCount(options.limit, "limit")),
     revision: int64Field(optionalCount(options.revision, "revision")),
     ...sortFields(options.sort),
-    serializable: options.serializable || undefined,
-    keys_only: options.keysOnly || undefined,
-    count_only: options.countOnly || undefined,
+    serializable: resolveFlag(options.serializable, "serializable") || undefined,
+    keys_only: resolveFlag(options.keysOnly, "keysOnly") || undefined,
+    count_only: resolveFlag(options.countOnly, "countOnly") || undefined,
     min_mod_revision: int64Field(optionalCount(options.minModRevision, "minModRevision")),
     max_mod_revision: int64Field(optionalCount(options.maxModRevision, "maxModRevision")),
     min_create_revision: int64Field(optionalCount(options.minCreateRevision, "minCreateRevision")),
@@ -92,10 +93,16 @@ export function rangeRequest(keyspace: Keyspace, query: Bytes | RangeQuery): Rec
 
 function sortFields(sort: RangeOptions["sort"]): Record<string, string> {
   if (sort === undefined) return {};
+  if (typeof sort !== "object" || sort === null || Array.isArray(sort)) throw invalidArgument(`sort must be { target?, order? }, got ${describe(sort)}`);
   const target = sort.target ?? "key";
-  if (!(target in SORT_TARGET)) throw invalidArgument(`sort.target must be one of ${Object.keys(SORT_TARGET).join(", ")}`);
+  // Own keys only: "toString" is `in` every object, and would have been sent as no sort at all.
+  if (typeof target !== "string" || !Object.hasOwn(SORT_TARGET, target)) {
+    throw invalidArgument(`sort.target must be one of ${Object.keys(SORT_TARGET).join(", ")}, got ${describe(target)}`);
+  }
   const order = sort.order ?? (target === "key" ? "none" : "ascend");
-  if (!(order in SORT_ORDER)) throw invalidArgument(`sort.order must be one of ${Object.keys(SORT_ORDER).join(", ")}`);
+  if (typeof order !== "string" || !Object.hasOwn(SORT_ORDER, order)) {
+    throw invalidArgument(`sort.order must be one of ${Object.keys(SORT_ORDER).join(", ")}, got ${describe(order)}`);
+  }
   // As in clientv3: keys already come in ascending key order, and a target with no order would be ignored.
   const effective = target === "key" && order === "ascend" ? "none" : order;
   return { sort_target: SORT_TARGET[target], sort_order: SORT_ORDER[effective] };
@@ -111,23 +118,25 @@ export function decodeRange(keyspace: Keyspace, wire: WireRange): RangeResult {
 }
 
 export function putRequest(keyspace: Keyspace, key: Bytes, value: Bytes | undefined, options: PutOptions = {}): Record<string, unknown> {
-  if (value === undefined && !options.ignoreValue) {
+  const ignoreValue = resolveFlag(options.ignoreValue, "ignoreValue");
+  const ignoreLease = resolveFlag(options.ignoreLease, "ignoreLease");
+  if (value === undefined && !ignoreValue) {
     throw invalidArgument("put needs a value (or ignoreValue: true to keep the current one)");
   }
-  if (options.ignoreValue && value !== undefined && toBytes(value).length > 0) {
+  if (ignoreValue && value !== undefined && toBytes(value).length > 0) {
     throw invalidArgument("put with ignoreValue must not also give a value");
   }
   const lease = options.lease === undefined ? undefined : leaseIdArg(options.lease);
-  if (options.ignoreLease && lease !== undefined && lease !== "0") {
+  if (ignoreLease && lease !== undefined && lease !== "0") {
     throw invalidArgument("put with ignoreLease must not also give a lease");
   }
   return {
     key: keyspace.encodeKey(key),
     value: value === undefined ? undefined : emptyToUndefined(toBase64(toBytes(value))),
     lease: lease === "0" ? undefined : lease,
-    prev_kv: options.prevKv || undefined,
-    ignore_value: options.ignoreValue || undefined,
-    ignore_lease: options.ignoreLease || undefined,
+    prev_kv: resolveFlag(options.prevKv, "prevKv") || undefined,
+    ignore_value: ignoreValue || undefined,
+    ignore_lease: ignoreLease || undefined,
   };
 }
 
@@ -139,8 +148,8 @@ export function decodePut(keyspace: Keyspace, wire: WirePut): PutResult {
 }
 
 export function deleteRequest(keyspace: Keyspace, query: Bytes | DeleteQuery): Record<string, unknown> {
-  const prevKv = typeof query === "object" && !(query instanceof Uint8Array) ? query.prevKv : undefined;
-  return { ...keyspace.range(query), prev_kv: prevKv || undefined };
+  const prevKv = typeof query === "object" && query !== null && !(query instanceof Uint8Array) ? query.prevKv : undefined;
+  return { ...keyspace.range(query), prev_kv: resolveFlag(prevKv, "prevKv") || undefined };
 }
 
 export function decodeDelete(keyspace: Keyspace, wire: WireDeleteRange): DeleteResult {
@@ -152,7 +161,7 @@ export function decodeDelete(keyspace: Keyspace, wire: WireDeleteRange): DeleteR
 }
 
 export function compactRequest(revision: number, physical: boolean | undefined): Record<string, unknown> {
-  return { revision: String(countArg(revision, "revision")), physical: physical || undefined };
+  return { revision: String(countArg(revision, "revision")), physical: resolveFlag(physical, "physical") || undefined };
 }
 
 function emptyToUndefined(text: string): string | undefined {

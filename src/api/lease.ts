@@ -1,8 +1,9 @@
-import { countArg, leaseIdArg } from "./args.js";
+import { leaseIdArg, ttlArg } from "./args.js";
 import { toText } from "./bytes.js";
-import { decodeHeader, id, int, type LeaseId, type ResponseHeader } from "./codec.js";
+import { decodeHeader, int, leaseIdOf, signedInt, type LeaseId, type ResponseHeader } from "./codec.js";
 import type { Keyspace } from "./keyspace.js";
-import { invalidArgument, leaseGrantFailed, leaseNotFound } from "../errors/catalogue.js";
+import { badField, leaseGrantFailed, leaseNotFound } from "../errors/catalogue.js";
+import { resolveFlag } from "../gateway/config.js";
 import type { CallOptions, Transport } from "../gateway/transport.js";
 import * as wire from "../gateway/wire.js";
 
@@ -49,15 +50,21 @@ export class LeaseClient {
 
   /** A new lease of `ttl` seconds; `id` asks for a specific ID (fails with ALREADY_EXISTS if taken). */
   async grant(ttl: number, options: CallOptions & { id?: LeaseId | undefined } = {}): Promise<LeaseGrantResult> {
-    const seconds = countArg(ttl, "ttl");
-    if (seconds === 0) throw invalidArgument("ttl must be at least 1 second");
+    const seconds = ttlArg(ttl);
     const requested = options.id === undefined ? undefined : leaseIdArg(options.id, "id");
     const result = await this.#transport.unary(
       { path: "/v3/lease/grant", body: { TTL: String(seconds), ID: requested }, schema: wire.leaseGrant, retry: "write" },
       options,
     );
     if (result.error) throw leaseGrantFailed(result.error);
-    return { header: decodeHeader(result.header), id: id(result.ID), ttl: int(result.TTL, "TTL") };
+    // Without an ID there is no lease: keys "bound" to lease 0 would never expire.
+    const granted = leaseIdOf(result.ID, "ID");
+    if (granted === "0" || (requested !== undefined && granted !== requested)) {
+      throw badField("ID", result.ID, requested === undefined ? "is not a granted lease" : `is not the lease asked for (${requested})`);
+    }
+    const grantedTtl = int(result.TTL, "TTL");
+    if (grantedTtl === 0) throw badField("TTL", result.TTL, "is not a granted lease's TTL");
+    return { header: decodeHeader(result.header), id: granted, ttl: grantedTtl };
   }
 
   /** Ends the lease now and deletes its keys. LEASE_NOT_FOUND if it has already ended. */
@@ -76,7 +83,8 @@ export class LeaseClient {
       { path: "/v3/lease/keepalive", body: { ID: leaseId }, schema: wire.leaseKeepAlive, retry: "idempotent", firstLine: true },
       options,
     );
-    const ttl = int(result.TTL, "TTL");
+    sameLease(leaseId, result.ID);
+    const ttl = signedInt(result.TTL, "TTL");
     if (ttl <= 0) throw leaseNotFound(leaseId);
     return { header: decodeHeader(result.header), id: leaseId, ttl };
   }
@@ -84,13 +92,20 @@ export class LeaseClient {
   /** The lease's remaining and granted TTL, and with `keys: true` its keys. LEASE_NOT_FOUND once ended. */
   async timeToLive(lease: LeaseId, options: CallOptions & { keys?: boolean | undefined } = {}): Promise<LeaseTimeToLiveResult> {
     const leaseId = leaseIdArg(lease);
+    const keys = resolveFlag(options.keys, "keys");
     const result = await this.#transport.unary(
-      { path: "/v3/lease/timetolive", body: { ID: leaseId, keys: options.keys || undefined }, schema: wire.leaseTimeToLive, retry: "idempotent" },
+      { path: "/v3/lease/timetolive", body: { ID: leaseId, keys: keys || undefined }, schema: wire.leaseTimeToLive, retry: "idempotent" },
       options,
     );
-    const ttl = int(result.TTL, "TTL");
+    sameLease(leaseId, result.ID);
+    const ttl = signedInt(result.TTL, "TTL");
     if (ttl < 0) throw leaseNotFound(leaseId);
-    const keyBytes = (result.keys ?? []).map((key) => this.#keyspace.decode(key));
+    // A lease is cluster-wide and may hold keys of other namespaces: only ours are shown, stripped.
+    const keyBytes: Uint8Array[] = [];
+    for (const key of result.keys ?? []) {
+      const own = this.#keyspace.decodeOwn(key);
+      if (own !== undefined) keyBytes.push(own);
+    }
     return {
       header: decodeHeader(result.header),
       id: leaseId,
@@ -107,6 +122,11 @@ export class LeaseClient {
       { path: "/v3/lease/leases", body: {}, schema: wire.leaseLeases, retry: "idempotent" },
       options,
     );
-    return { header: decodeHeader(result.header), leases: (result.leases ?? []).map((lease) => id(lease.ID)) };
+    return { header: decodeHeader(result.header), leases: (result.leases ?? []).map((lease) => leaseIdOf(lease.ID, "ID")) };
   }
+}
+
+/** An answer about a lease must be about the lease asked for. */
+function sameLease(asked: LeaseId, answered: string | number | undefined): void {
+  if (leaseIdOf(answered, "ID") !== asked) throw badField("ID", answered, `does not match the lease asked about (${asked})`);
 }

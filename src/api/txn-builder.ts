@@ -1,4 +1,5 @@
 import { invalidArgument } from "../errors/catalogue.js";
+import { resolveFlag } from "../gateway/config.js";
 import type { CallOptions, Transport } from "../gateway/transport.js";
 import * as wire from "../gateway/wire.js";
 import type { Keyspace } from "./keyspace.js";
@@ -47,9 +48,10 @@ export class TxnBuilder<Then extends readonly AnyOp[] = [], Else extends readonl
    */
   async commit(options: CallOptions & { idempotent?: boolean | undefined } = {}): Promise<TxnResult<Then, Else>> {
     const body = txnRequest(this.#keyspace, this.#compares, this.#then, this.#else);
+    const idempotent = resolveFlag(options.idempotent, "idempotent");
     const writes = [...this.#then, ...this.#else].some((o) => o.writes);
     const result = await this.#transport.unary(
-      { path: "/v3/kv/txn", body, schema: wire.txnResponse, retry: writes && !options.idempotent ? "write" : "idempotent", writes },
+      { path: "/v3/kv/txn", body, schema: wire.txnResponse, retry: writes && !idempotent ? "write" : "idempotent", writes },
       options,
     );
     return decodeTxn(this.#keyspace, result, this.#then as Then, this.#else as Else);

@@ -1,7 +1,7 @@
 import { countArg, leaseIdArg } from "./args.js";
 import { type Bytes, toBase64, toBytes } from "./bytes.js";
 import { decodeHeader, type LeaseId, type ResponseHeader } from "./codec.js";
-import { invalidArgument } from "../errors/catalogue.js";
+import { describe, invalidArgument } from "../errors/catalogue.js";
 import type { KeyRange, Keyspace } from "./keyspace.js";
 import {
   decodeDelete,
@@ -35,7 +35,8 @@ export class Compare {
     private readonly operator: CompareOperator,
     private readonly operand: Record<string, string>,
   ) {
-    if (!(operator in RESULT)) throw invalidArgument(`compare operator must be one of ==, !=, <, >; got ${String(operator)}`);
+    // Own keys only: "toString" is `in` every object, and its RESULT would have been sent as EQUAL.
+    if (typeof operator !== "string" || !Object.hasOwn(RESULT, operator)) throw invalidArgument(`compare operator must be one of ==, !=, <, >; got ${describe(operator)}`);
   }
 
   /** @internal */

@@ -25,7 +25,11 @@ export function invalidArgument(message: string): EtcdError {
 export function describe(value: unknown): string {
   if (value === null) return "null";
   if (Array.isArray(value)) return "an array";
-  return typeof value === "object" ? (value.constructor?.name ?? "an object") : `${typeof value} ${String(value)}`;
+  if (typeof value === "function") return "a function";
+  if (typeof value !== "object") return `${typeof value} ${String(value)}`;
+  // Any object, even one without a prototype or with a `constructor` that is not a class.
+  const name = (value as { constructor?: { name?: unknown } }).constructor?.name;
+  return typeof name === "string" && name.length > 0 ? name : "an object";
 }
 
 // --- calls: time, abort, network -------------------------------------------------------------------------
@@ -83,7 +87,7 @@ export function compacted(message: string, compactRevision: number | undefined, 
 
 /** Whatever answered was not etcd's gateway speaking its JSON. */
 export function badResponse(status: number, text: string, endpoint?: string, reason?: string): EtcdBadResponseError {
-  const body = text.length > BODY_PREVIEW ? `${text.slice(0, BODY_PREVIEW)}…` : text;
+  const body = preview(text, BODY_PREVIEW);
   const what = reason ?? (text.length === 0 ? "an empty body" : "a body that is not the gateway's JSON");
   return new EtcdBadResponseError(`unexpected response from ${endpoint ?? "etcd"}: HTTP ${status} with ${what}`, {
     status,
@@ -94,10 +98,34 @@ export function badResponse(status: number, text: string, endpoint?: string, rea
 
 /** A field of an answer that passed the schema but cannot be used (an integer beyond 2^53, say). */
 export function badField(field: string, value: unknown, problem: string): EtcdBadResponseError {
-  return new EtcdBadResponseError(`unexpected response from etcd: ${field} ${String(value)} ${problem}`, {
+  const shown = preview(String(value), 64);
+  return new EtcdBadResponseError(`unexpected response from etcd: ${field} ${shown} ${problem}`, {
     status: 200,
-    body: `${field}: ${String(value)}`,
+    body: `${field}: ${preview(String(value), BODY_PREVIEW)}`,
   });
+}
+
+function preview(text: string, length: number): string {
+  return text.length > length ? `${text.slice(0, length)}…` : text;
+}
+
+/** A 3xx (or a browser's opaque redirect, status 0): etcd never redirects, and following one would send the
+ * request, credentials and headers wherever the answer points. */
+export function redirected(status: number, endpoint?: string): EtcdBadResponseError {
+  return badResponse(status, "", endpoint, "a redirect, which the client never follows (etcd does not redirect)");
+}
+
+/**
+ * An answer (a unary body, a keepalive's first line, one watch message) larger than the client buffers.
+ * RESOURCE_EXHAUSTED as gRPC reports a message beyond a client's receive limit; the connection is closed.
+ */
+export function answerTooLarge(limit: number, what: string, endpoint?: string): EtcdError {
+  return new EtcdError(
+    "RESOURCE_EXHAUSTED",
+    `${what} from ${endpoint ?? "etcd"} exceeds maxResponseBytes (${limit} bytes); the connection was closed. ` +
+      "Narrow the request (a limit, keysOnly) or raise maxResponseBytes.",
+    { endpoint },
+  );
 }
 
 /** Something that cannot happen if etcd keeps its promises (a key vanishing inside one transaction). */
@@ -109,6 +137,19 @@ export function internal(message: string): EtcdError {
 
 export function noToken(): EtcdError {
   return new EtcdError("UNAUTHENTICATED", "etcd returned no token: is auth enabled on the cluster?");
+}
+
+/**
+ * etcd's gateway refuses, with a plain-text 400, every request over a client certificate that has a Common
+ * Name once auth is enabled with `--client-cert-auth` (embed/serve.go): the CN cannot name a user there.
+ */
+export function commonNameRefused(endpoint?: string): EtcdError {
+  return new EtcdError(
+    "UNAUTHENTICATED",
+    `${endpoint ?? "etcd"} refuses client certificates with a Common Name on its JSON gateway while auth is enabled: ` +
+      "use a client certificate without a CN (names in subjectAltName only) and authenticate with `auth`",
+    { endpoint },
+  );
 }
 
 // --- leases and sessions ---------------------------------------------------------------------------------

@@ -20,8 +20,19 @@ export interface GatewayOptions {
   retries?: number | undefined;
   /** Credentials for an etcd with auth enabled; the token is fetched and refreshed as needed. */
   auth?: { username: string; password: string } | undefined;
-  /** Extra headers on every request (for a proxy in front of etcd, say). */
+  /**
+   * Extra headers on every request (for a proxy in front of etcd, say). Checked once here: names must be
+   * HTTP tokens, values single-line Latin-1 text. Requests never follow redirects, so these never leave the
+   * endpoints' origins.
+   */
   headers?: Record<string, string> | undefined;
+  /**
+   * The most bytes the client buffers for one answer: a unary body, a keepalive's first line, or one watch
+   * message, counted after any content decoding (so a gzip bomb stops here too). Past it the call fails with
+   * RESOURCE_EXHAUSTED and the connection is closed. Default 16 MiB: well above what etcd sends for a
+   * lock or a bounded range (its requests are capped at 1.5 MiB), small enough for a Lambda or a Worker.
+   */
+  maxResponseBytes?: number | undefined;
   /**
    * Ask members without a raft leader to fail at once instead of after ~7 s, so calls move on to a
    * healthy member. Default true.
@@ -44,11 +55,13 @@ export interface GatewayConfig {
   readonly auth: { readonly username: string; readonly password: string } | undefined;
   readonly headers: Readonly<Record<string, string>>;
   readonly requireLeader: boolean;
+  readonly maxResponseBytes: number;
   readonly onEvent: EventHandler | undefined;
 }
 
 export const DEFAULT_TIMEOUT = 10_000;
 export const DEFAULT_RETRIES = 3;
+export const DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
 
 /** Checks the gateway options once, with messages that say what to fix, and fills in the defaults. */
 export function resolveGatewayConfig(options: GatewayOptions): GatewayConfig {
@@ -72,10 +85,59 @@ export function resolveGatewayConfig(options: GatewayOptions): GatewayConfig {
     attemptTimeout: resolveTimeout(options.attemptTimeout, "attemptTimeout") ?? timeout / 3,
     retries: resolveCount(options.retries, "retries") ?? DEFAULT_RETRIES,
     auth: auth === undefined ? undefined : { username: auth.username, password: auth.password },
-    headers: { ...options.headers },
-    requireLeader: options.requireLeader ?? true,
+    headers: resolveHeaders(options.headers),
+    requireLeader: resolveFlag(options.requireLeader, "requireLeader") ?? true,
+    maxResponseBytes: resolveSize(options.maxResponseBytes, "maxResponseBytes") ?? DEFAULT_MAX_RESPONSE_BYTES,
     onEvent: options.onEvent,
   };
+}
+
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+/** Visible Latin-1 and inner spaces or tabs: what a header value may hold without being rewritten or refused. */
+const FIELD_VALUE = /^(?:[\x21-\x7e\x80-\xff](?:[\t\x20-\x7e\x80-\xff]*[\x21-\x7e\x80-\xff])?)?$/;
+
+/** Headers that frame the message or the connection: set by fetch itself, and fatal to every call when given. */
+const FRAMING = new Set(["host", "content-length", "transfer-encoding", "connection", "keep-alive", "upgrade", "te", "trailer", "expect"]);
+
+/**
+ * Extra headers, checked now so that a bad one is a clear error at construction rather than every call
+ * failing in fetch (a CR or LF in a value) and being retried as if the network were down. Names are
+ * lowercased, so one name given twice in two cases is caught rather than sent twice.
+ */
+function resolveHeaders(input: unknown): Record<string, string> {
+  if (input === undefined) return {};
+  if (typeof input !== "object" || input === null || Array.isArray(input)) {
+    throw invalidArgument(`headers must be an object of header names to string values, got ${describe(input)}`);
+  }
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(input)) {
+    if (!TOKEN.test(name)) throw invalidArgument(`header name ${JSON.stringify(name)} is not a valid HTTP header name`);
+    if (typeof value !== "string" || !FIELD_VALUE.test(value)) {
+      throw invalidArgument(
+        `header ${name} must be a single-line string of Latin-1 characters without leading or trailing spaces, got ${describe(value)}`,
+      );
+    }
+    const lower = name.toLowerCase();
+    if (FRAMING.has(lower)) throw invalidArgument(`header ${lower} is set by the HTTP layer and cannot be given`);
+    if (Object.hasOwn(headers, lower)) throw invalidArgument(`header ${lower} is given twice`);
+    headers[lower] = value;
+  }
+  return headers;
+}
+
+/** A true/false option: anything else (the string "false", say) is refused rather than read as truthy. */
+export function resolveFlag(value: unknown, name: string): boolean | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== "boolean") throw invalidArgument(`${name} must be true or false, got ${describe(value)}`);
+  return value;
+}
+
+function resolveSize(value: unknown, name: string): number | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 1) {
+    throw invalidArgument(`${name} must be a whole number of bytes >= 1, got ${describe(value)}`);
+  }
+  return value;
 }
 
 function resolveEndpoints(input: GatewayOptions["endpoints"]): string[] {
@@ -84,9 +146,10 @@ function resolveEndpoints(input: GatewayOptions["endpoints"]): string[] {
     throw invalidArgument('endpoints must be a non-empty array of URLs, e.g. ["http://127.0.0.1:2379"]');
   }
   return list.map((endpoint: unknown) => {
+    if (typeof endpoint !== "string") throw invalidArgument(`an endpoint must be a URL string, got ${describe(endpoint)}`);
     let url: URL;
     try {
-      url = new URL(String(endpoint));
+      url = new URL(endpoint);
     } catch {
       throw invalidArgument(`endpoint ${JSON.stringify(endpoint)} is not a URL; write it as http://host:2379`);
     }
@@ -111,9 +174,18 @@ export function resolveTimeout(value: unknown, name: string): number | undefined
   return value;
 }
 
+/**
+ * A caller's signal: an AbortSignal or nothing. Anything else (a plain object, `null`) is refused here rather
+ * than failing later as a TypeError inside an event listener or `AbortSignal.any`.
+ */
+export function resolveSignal(value: unknown, name = "signal"): AbortSignal | undefined {
+  if (value === undefined || value instanceof AbortSignal) return value;
+  throw invalidArgument(`${name} must be an AbortSignal, got ${describe(value)}`);
+}
+
 function resolveCount(value: unknown, name: string): number | undefined {
   if (value === undefined) return undefined;
-  if (typeof value !== "number" || !Number.isInteger(value) || value < 0) {
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0) {
     throw invalidArgument(`${name} must be a whole number >= 0, got ${describe(value)}`);
   }
   return value;

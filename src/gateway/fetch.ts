@@ -12,6 +12,12 @@ export interface FetchInit {
   headers: Record<string, string>;
   body: string;
   signal: AbortSignal;
+  /**
+   * Always `"manual"`: etcd never redirects, and a followed redirect would carry the request (credentials
+   * on `/v3/auth/authenticate`, the `headers` option) to whatever origin the answer names. The SDK turns a
+   * 3xx into BAD_RESPONSE. A custom fetch must not follow redirects either.
+   */
+  redirect: "manual";
 }
 
 /** The response fields the SDK reads. */
@@ -20,6 +26,14 @@ export interface FetchResponse {
   readonly body: ReadableStream<Uint8Array> | null;
   text(): Promise<string>;
 }
+
+/**
+ * An optional fast path a fetch may put on its responses under this symbol (etcd-edge/node's does): the
+ * body's bytes up to `maxBytes`, or only up to its first newline with `firstLine`, and `undefined` once it
+ * proves longer (the body then dropped). It spares building a web stream just to bound a read.
+ */
+export const READ_BOUNDED = Symbol.for("etcd-edge.readBounded");
+export type ReadBounded = (maxBytes: number, firstLine: boolean) => Promise<Uint8Array | undefined>;
 
 /**
  * The injected fetch, or the global one looked up at call time (so msw, which patches the global after

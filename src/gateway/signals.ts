@@ -1,5 +1,6 @@
 import { aborted, timedOut } from "../errors/catalogue.js";
 import type { EtcdError } from "../errors/etcd-error.js";
+import { resolveSignal } from "./config.js";
 
 const MAX_TIMER_MS = 2_147_483_647;
 
@@ -19,6 +20,7 @@ export class CallSignal {
 
   /** Starts the clock and follows `parent`; `dispose()` stops both. */
   constructor(parent: AbortSignal | undefined, timeout: number | undefined) {
+    resolveSignal(parent);
     this.signal = this.#controller.signal;
     this.#parent = parent;
     this.#timeout = timeout;
@@ -89,13 +91,17 @@ export function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promi
 
 /** Aborts with whichever signal aborts first; AbortSignal.any holds its sources weakly, so nothing leaks. */
 export function anySignal(...signals: Array<AbortSignal | undefined>): AbortSignal {
-  const present = signals.filter((s): s is AbortSignal => s !== undefined);
+  const present = signals.filter((s): s is AbortSignal => resolveSignal(s) !== undefined);
   return present.length === 1 ? present[0]! : AbortSignal.any(present);
 }
 
-/** A timer that does not keep a Node or Bun process alive; elsewhere a plain timer. */
+/**
+ * A timer that does not keep a Node or Bun process alive; elsewhere a plain timer. The delay is clamped to
+ * [0, 2^31-1] ms (a longer one fires at once in every runtime), so a long lease renews every 24.8 days at
+ * most instead of in a tight loop; callers re-check their deadline when it fires.
+ */
 export function backgroundTimer(callback: () => void, ms: number): ReturnType<typeof setTimeout> {
-  const timer = setTimeout(callback, Math.max(0, ms));
+  const timer = setTimeout(callback, Math.min(MAX_TIMER_MS, Math.max(0, ms)));
   (timer as { unref?: () => void }).unref?.();
   return timer;
 }

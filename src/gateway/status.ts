@@ -1,4 +1,4 @@
-import { badResponse, compacted, serverError } from "../errors/catalogue.js";
+import { badResponse, commonNameRefused, compacted, serverError } from "../errors/catalogue.js";
 import { EtcdBadResponseError, type EtcdError, type EtcdErrorCode } from "../errors/etcd-error.js";
 import { streamError, unaryError, type WireStreamError } from "./wire.js";
 
@@ -21,6 +21,9 @@ const CODE_BY_GRPC: Record<number, EtcdErrorCode> = {
   15: "INTERNAL",
   16: "UNAUTHENTICATED",
 };
+
+/** The plain-text refusal of a client certificate with a CN (auth and --client-cert-auth on), 3.4 to 3.7. */
+const COMMON_NAME_REFUSED = "CommonName of client sending a request against gateway";
 
 /** Used only when a non-200 JSON body carries no gRPC code. */
 const CODE_BY_HTTP: Record<number, EtcdErrorCode> = {
@@ -61,6 +64,7 @@ export function statusError(grpcCode: number, message: string, httpStatus: numbe
 
 /** The error for a non-200 answer: etcd's JSON error body if it is one, else "that wasn't the gateway". */
 export function errorFromBody(status: number, text: string, endpoint?: string): EtcdError {
+  if (status === 400 && text.startsWith(COMMON_NAME_REFUSED)) return commonNameRefused(endpoint);
   const json = parseJson(text);
   // A stream that fails before its first result answers with the mapped status and an error line.
   const streamLine = json as { error?: unknown } | undefined;

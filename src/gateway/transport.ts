@@ -3,6 +3,7 @@ import { EventSink } from "../events/events.js";
 import { EtcdError, type EtcdErrorCode } from "../errors/etcd-error.js";
 import { VERSION } from "../version.js";
 import { AuthToken } from "./auth.js";
+import { readBody } from "./body.js";
 import { type GatewayConfig, resolveTimeout } from "./config.js";
 import { decodeAnswer, type Expected } from "./decode.js";
 import { type Fetch, type FetchResponse, resolveFetch } from "./fetch.js";
@@ -87,7 +88,8 @@ export class Transport {
       const writes = request.writes ?? request.retry === "write";
       return await this.#withRetries(request.path, request.retry, writes, call, options, async (attempt) => {
         const response = await this.#post(attempt, request.path, request.body);
-        return decodeAnswer(request, response.status, await untilAborted(response.text(), attempt.signal), attempt.endpoint);
+        const limits = { maxBytes: this.#config.maxResponseBytes, firstLine: request.firstLine };
+        return decodeAnswer(request, response.status, await untilAborted(readBody(response, limits, attempt.endpoint), attempt.signal), attempt.endpoint);
       });
     } finally {
       call.dispose();
@@ -118,7 +120,8 @@ export class Transport {
         try {
           const response = await this.#post(attempt, path, body, request.signal);
           if (response.status !== 200 || response.body === null) {
-            throw errorFromBody(response.status, await untilAborted(response.text(), attempt.signal), attempt.endpoint);
+            const text = readBody(response, { maxBytes: this.#config.maxResponseBytes }, attempt.endpoint);
+            throw errorFromBody(response.status, await untilAborted(text, attempt.signal), attempt.endpoint);
           }
           return { response, body: response.body, endpoint: attempt.endpoint, token };
         } catch (error) {
@@ -223,7 +226,8 @@ export class Transport {
    */
   async #post(attempt: Attempt, path: string, body: unknown, requestSignal = attempt.signal): Promise<FetchResponse> {
     const fetch: Fetch = resolveFetch(this.#config.fetch);
-    const pending = fetch(attempt.endpoint + path, { method: "POST", headers: attempt.headers, body: JSON.stringify(body), signal: requestSignal });
+    const init = { method: "POST", headers: attempt.headers, body: JSON.stringify(body), signal: requestSignal, redirect: "manual" } as const;
+    const pending = fetch(attempt.endpoint + path, init);
     attempt.sent = true;
     attempt.onSent?.();
     try {
@@ -263,7 +267,8 @@ export class Transport {
         {},
         async (attempt) => {
           const response = await this.#post(attempt, expected.path, { name, password });
-          return decodeAnswer(expected, response.status, await untilAborted(response.text(), attempt.signal), attempt.endpoint);
+          const text = readBody(response, { maxBytes: this.#config.maxResponseBytes }, attempt.endpoint);
+          return decodeAnswer(expected, response.status, await untilAborted(text, attempt.signal), attempt.endpoint);
         },
         false,
       );

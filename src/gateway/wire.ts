@@ -2,18 +2,26 @@ import * as z from "zod/mini";
 
 /**
  * Every response shape of etcd's gRPC-gateway (protojson), in one place, with field names as in the
- * apispec. Every field may be absent because protojson omits zero values; int64 fields arrive as decimal strings (numbers are accepted as well) and are converted by the codec.
+ * apispec. protojson omits zero values, so most fields may be absent; what etcd always sends is required,
+ * so that an empty or truncated answer (`{}` from a proxy, say) is BAD_RESPONSE rather than a success with
+ * zeros: a top-level response's header and its revision, a key-value's key, an event's key-value, a lease
+ * ID. int64 fields arrive as decimal strings (numbers are accepted as well); the codec checks their form.
  */
 
 const int64 = z.optional(z.union([z.string(), z.number()]));
+const requiredInt64 = z.union([z.string(), z.number()]);
 const text = z.optional(z.string());
 const flag = z.optional(z.boolean());
 const count = z.optional(z.number());
 
-export const header = z.optional(z.object({ cluster_id: int64, member_id: int64, revision: int64, raft_term: int64 }));
+/** Every top-level answer's header: etcd always sends all four fields, the store's revision among them. */
+export const header = z.object({ cluster_id: int64, member_id: int64, revision: requiredInt64, raft_term: int64 });
+
+/** Inside a txn a response's header has only its revision, and a nested txn's header is empty. */
+const nestedHeader = z.optional(z.object({ cluster_id: int64, member_id: int64, revision: int64, raft_term: int64 }));
 
 export const keyValue = z.object({
-  key: text,
+  key: z.string(),
   create_revision: int64,
   mod_revision: int64,
   version: int64,
@@ -21,11 +29,17 @@ export const keyValue = z.object({
   lease: int64,
 });
 
-export const rangeResponse = z.object({ header, kvs: z.optional(z.array(keyValue)), more: flag, count: int64 });
+const rangeFields = { kvs: z.optional(z.array(keyValue)), more: flag, count: int64 };
+const putFields = { prev_kv: z.optional(keyValue) };
+const deleteFields = { deleted: int64, prev_kvs: z.optional(z.array(keyValue)) };
 
-export const putResponse = z.object({ header, prev_kv: z.optional(keyValue) });
+export const rangeResponse = z.object({ header, ...rangeFields });
+export const putResponse = z.object({ header, ...putFields });
+export const deleteRangeResponse = z.object({ header, ...deleteFields });
 
-export const deleteRangeResponse = z.object({ header, deleted: int64, prev_kvs: z.optional(z.array(keyValue)) });
+const nestedRange = z.object({ header: nestedHeader, ...rangeFields });
+const nestedPut = z.object({ header: nestedHeader, ...putFields });
+const nestedDelete = z.object({ header: nestedHeader, ...deleteFields });
 
 export interface WireResponseOp {
   response_range?: WireRange | undefined;
@@ -43,39 +57,49 @@ export interface WireTxn {
 // A txn response holds txn responses: the recursion needs a declared type.
 const responseOp: z.ZodMiniType<WireResponseOp> = z.lazy(() =>
   z.object({
-    response_range: z.optional(rangeResponse),
-    response_put: z.optional(putResponse),
-    response_delete_range: z.optional(deleteRangeResponse),
-    response_txn: z.optional(txnResponse),
+    response_range: z.optional(nestedRange),
+    response_put: z.optional(nestedPut),
+    response_delete_range: z.optional(nestedDelete),
+    response_txn: z.optional(nestedTxn),
   }),
 );
 
-export const txnResponse: z.ZodMiniType<WireTxn> = z.object({ header, succeeded: flag, responses: z.optional(z.array(responseOp)) });
+const responses = z.optional(z.array(responseOp));
+const nestedTxn: z.ZodMiniType<WireTxn> = z.object({ header: nestedHeader, succeeded: flag, responses });
+export const txnResponse: z.ZodMiniType<WireTxn> = z.object({ header, succeeded: flag, responses });
 
 export const headerOnly = z.object({ header });
 
-export const leaseGrant = z.object({ header, ID: int64, TTL: int64, error: text });
+export const leaseGrant = z.object({ header, ID: requiredInt64, TTL: requiredInt64, error: text });
 
-export const leaseKeepAlive = z.object({ header, ID: int64, TTL: int64 });
+/** `TTL` is absent when the lease no longer exists. */
+export const leaseKeepAlive = z.object({ header, ID: requiredInt64, TTL: int64 });
 
-export const leaseTimeToLive = z.object({ header, ID: int64, TTL: int64, grantedTTL: int64, keys: z.optional(z.array(z.string())) });
+/** `TTL` is -1 when the lease does not exist, and absent (0) in its last second. */
+export const leaseTimeToLive = z.object({ header, ID: requiredInt64, TTL: int64, grantedTTL: int64, keys: z.optional(z.array(z.string())) });
 
-export const leaseLeases = z.object({ header, leases: z.optional(z.array(z.object({ ID: int64 }))) });
+export const leaseLeases = z.object({ header, leases: z.optional(z.array(z.object({ ID: requiredInt64 }))) });
 
 export const authenticate = z.object({ header, token: text });
 
-export const event = z.object({ type: z.optional(z.union([z.string(), z.number()])), kv: z.optional(keyValue), prev_kv: z.optional(keyValue) });
+export const event = z.object({ type: z.optional(z.union([z.string(), z.number()])), kv: keyValue, prev_kv: z.optional(keyValue) });
 
-export const watchResponse = z.object({
-  header,
-  watch_id: int64,
-  created: flag,
-  canceled: flag,
-  compact_revision: int64,
-  cancel_reason: text,
-  fragment: flag,
-  events: z.optional(z.array(event)),
-});
+/**
+ * One watch message. Only a cancellation may lack the header's revision (a compaction's does): a `created`
+ * without one would restart the watch from revision 1, and events or progress without one cannot resume.
+ */
+export const watchResponse = z
+  .object({
+    header: z.object({ cluster_id: int64, member_id: int64, revision: int64, raft_term: int64 }),
+    watch_id: int64,
+    created: flag,
+    canceled: flag,
+    compact_revision: int64,
+    cancel_reason: text,
+    fragment: flag,
+    events: z.optional(z.array(event)),
+  })
+  .check(z.refine((message) => message.canceled === true || message.header.revision !== undefined, "a watch message without a revision"));
 
 /** The error body of a unary call: 3.4/3.5 send `error` and `message`, 3.6 only `message`. */
 export const unaryError = z.object({ code: count, message: text, error: text });
@@ -86,10 +110,11 @@ export const streamError = z.object({ grpc_code: count, code: count, http_code: 
 /** A response schema as the transport uses it. */
 export type Schema<T> = z.ZodMiniType<T>;
 
-export type WireHeader = z.output<typeof header>;
+/** A header as the codec reads it: a top-level one, or a txn sub-response's partial (or absent) one. */
+export type WireHeader = z.output<typeof nestedHeader>;
 export type WireKeyValue = z.output<typeof keyValue>;
-export type WireRange = z.output<typeof rangeResponse>;
-export type WirePut = z.output<typeof putResponse>;
-export type WireDeleteRange = z.output<typeof deleteRangeResponse>;
+export type WireRange = z.output<typeof nestedRange>;
+export type WirePut = z.output<typeof nestedPut>;
+export type WireDeleteRange = z.output<typeof nestedDelete>;
 export type WireWatchResponse = z.output<typeof watchResponse>;
 export type WireStreamError = z.output<typeof streamError>;

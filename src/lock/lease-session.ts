@@ -1,7 +1,7 @@
-import { leaseIdArg } from "../api/args.js";
+import { leaseIdArg, ttlArg } from "../api/args.js";
 import type { EtcdClient } from "../api/client.js";
 import type { LeaseId } from "../api/codec.js";
-import { invalidArgument, sessionClosed, sessionExpired } from "../errors/catalogue.js";
+import { describe, invalidArgument, sessionClosed, sessionExpired } from "../errors/catalogue.js";
 import { type EtcdError, isEtcdError } from "../errors/etcd-error.js";
 import type { CallOptions } from "../gateway/transport.js";
 import { backgroundTimer } from "../gateway/signals.js";
@@ -41,8 +41,9 @@ export interface LeaseGrant {
 export async function openLease(client: EtcdClient, options: SessionOptions = {}): Promise<LeaseGrant> {
   const keepAlive = options.keepAlive ?? "auto";
   if (keepAlive !== "auto" && keepAlive !== "manual") {
-    throw invalidArgument(`keepAlive must be "auto" or "manual", got ${String(keepAlive)}`);
+    throw invalidArgument(`keepAlive must be "auto" or "manual", got ${describe(keepAlive)}`);
   }
+  if (options.ttl !== undefined) ttlArg(options.ttl);
   const sentAt = now();
   if (options.leaseId !== undefined) {
     const leaseId = leaseIdArg(options.leaseId, "leaseId");

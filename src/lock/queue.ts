@@ -1,8 +1,8 @@
-import { optionalCount } from "../api/args.js";
 import type { EtcdClient } from "../api/client.js";
 import type { KeyValue, ResponseHeader } from "../api/codec.js";
 import { cmp, op } from "../api/txn.js";
-import { internal, invalidArgument } from "../errors/catalogue.js";
+import { describe, internal, invalidArgument } from "../errors/catalogue.js";
+import { resolveTimeout } from "../gateway/config.js";
 import type { CallOptions } from "../gateway/transport.js";
 
 /**
@@ -16,9 +16,17 @@ export type WaitMode = "watch" | "poll";
 export interface WaitOptions {
   /** Follow the predecessor with a watch stream (default), or poll for runtimes that cannot hold one open. */
   wait?: WaitMode | undefined;
-  /** Poll interval in milliseconds with `wait: "poll"`. Default 500. */
+  /**
+   * Poll interval in milliseconds with `wait: "poll"`: from {@link MIN_POLL_INTERVAL} (50) to
+   * {@link MAX_POLL_INTERVAL} (60 000). Default 500. Each poll is one read per waiter.
+   */
   pollInterval?: number | undefined;
 }
+
+/** Below this a waiter's polls become a request flood (20 reads/s per waiter at most). */
+export const MIN_POLL_INTERVAL = 50;
+/** Above this a released lock could stay unnoticed for longer than any reasonable lease. */
+export const MAX_POLL_INTERVAL = 60_000;
 
 /** Options of every wait for a lock, permit or leadership. */
 export interface LockOptions extends WaitOptions {
@@ -31,11 +39,16 @@ export interface LockOptions extends WaitOptions {
   timeout?: number | undefined;
 }
 
-/** The wait mode and poll interval, checked before anything is sent. */
-export function waitSettings(options: WaitOptions): { mode: WaitMode; pollInterval: number } {
-  const pollInterval = optionalCount(options.pollInterval, "pollInterval") ?? 500;
-  const mode = options.wait ?? "watch";
-  if (mode !== "watch" && mode !== "poll") throw invalidArgument(`wait must be "watch" or "poll", got ${String(mode)}`);
+/** The wait mode, poll interval and time budget of a wait, checked before anything is sent. */
+export function waitSettings(options: LockOptions): { mode: WaitMode; pollInterval: number } {
+  const pollInterval = options.pollInterval === undefined ? 500 : options.pollInterval;
+  if (typeof pollInterval !== "number" || !(pollInterval >= MIN_POLL_INTERVAL && pollInterval <= MAX_POLL_INTERVAL)) {
+    throw invalidArgument(`pollInterval must be a number of milliseconds from ${MIN_POLL_INTERVAL} to ${MAX_POLL_INTERVAL}, got ${describe(pollInterval)}`);
+  }
+  // As the transport's: positive, or Infinity for no limit; 0 alone means "try once".
+  if (options.timeout !== 0) resolveTimeout(options.timeout, "timeout");
+  const mode = options.wait === undefined ? "watch" : options.wait;
+  if (mode !== "watch" && mode !== "poll") throw invalidArgument(`wait must be "watch" or "poll", got ${describe(mode)}`);
   return { mode, pollInterval };
 }
 

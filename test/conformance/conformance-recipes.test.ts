@@ -261,9 +261,9 @@ describe("semaphore", () => {
   it('wait: "poll" counts only the keys ahead, not those behind', async () => {
     const name = fresh("sem");
     const held = await Promise.all([session(), session()].map(async (s) => (await s).semaphore(name, { permits: 2 }).acquire()));
-    const waiting = (await session()).semaphore(name, { permits: 2 }).acquire({ wait: "poll", pollInterval: 20 });
+    const waiting = (await session()).semaphore(name, { permits: 2 }).acquire({ wait: "poll", pollInterval: 50 });
     await joined(`${name}/`, 3);
-    const behind = (await session()).semaphore(name, { permits: 2 }).acquire({ wait: "poll", pollInterval: 20 });
+    const behind = (await session()).semaphore(name, { permits: 2 }).acquire({ wait: "poll", pollInterval: 50 });
     await joined(`${name}/`, 4);
     expect(await stillPending(waiting, 100)).toBe(true);
     await held[1]!.release();

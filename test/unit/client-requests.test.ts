@@ -283,7 +283,7 @@ describe("HTTP request", () => {
     expect(prefixed[0]!.url).toBe("http://proxy.test/etcd/v3/kv/range");
   });
 
-  it("the injected fetch gets exactly { method, headers, body, signal } (no `cache`, which workerd rejects)", async () => {
+  it("the injected fetch gets exactly { method, headers, body, signal, redirect } (no `cache`, which workerd rejects)", async () => {
     route(server, "/v3/kv/range", () => json({ header: header(2) }));
     const inits: Array<Record<string, unknown>> = [];
     const fetch = async (input: string, init: any) => {
@@ -293,7 +293,8 @@ describe("HTTP request", () => {
     await client({ fetch }).get("k");
     expect(inits).toHaveLength(1);
     const init = inits[0]!;
-    expect(Object.keys(init).sort()).toEqual(["body", "headers", "method", "signal"]);
+    expect(Object.keys(init).sort()).toEqual(["body", "headers", "method", "redirect", "signal"]);
+    expect(init.redirect).toBe("manual");
     expect("cache" in init).toBe(false);
     expect(init.method).toBe("POST");
     expect(typeof init.body).toBe("string");
