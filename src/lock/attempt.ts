@@ -50,27 +50,42 @@ export async function attempt<T>(
 ): Promise<T> {
   const settings = waitSettings(options);
   const tryOnly = options.timeout === 0;
-  const call = new CallSignal(anySignal(options.signal, session.signal), tryOnly ? undefined : options.timeout);
+  // A signal of its own only when the caller brings a limit (a signal, a timeout) or the attempt must wait:
+  // an uncontended acquisition is bounded by the session's signal, which its join already carries.
+  let call: CallSignal | undefined =
+    options.signal !== undefined || (options.timeout !== undefined && !tryOnly)
+      ? new CallSignal(anySignal(options.signal, session.signal), tryOnly ? undefined : options.timeout)
+      : undefined;
+  const callSignal = (): CallSignal => (call ??= new CallSignal(session.signal, undefined));
   const expired = (cause?: unknown): EtcdError => sessionExpired(session.leaseId, cause ?? session.signal.reason, `waiting for ${subjectText(subject)}`);
   const events = session.client.transport.events;
   const startedAt = events.on ? performance.now() : 0;
   /** The join, once sent: in flight, landed or failed. */
   let joining: Promise<{ revision: number }> | undefined;
   let joinSettled = false;
+  const context: WaitContext = {
+    ...settings,
+    get signal() {
+      return callSignal().signal;
+    },
+    expired: () => expired(),
+  };
   const frame: Attempt = {
-    signal: call.signal,
+    get signal() {
+      return callSignal().signal;
+    },
     tryOnly,
-    context: { ...settings, signal: call.signal, expired: () => expired() },
+    context,
     join: (send) => {
       // Given up already (a signal aborted before the call, say): send nothing.
-      if (call.signal.aborted) return Promise.reject(call.signal.reason);
+      if (call?.aborted || session.signal.aborted) return Promise.reject(call?.signal.reason ?? session.signal.reason);
       const sent = send(session.signal);
       joining = sent;
       sent.then(
         () => (joinSettled = true),
         () => (joinSettled = true),
       );
-      return untilAborted(sent, call.signal);
+      return call === undefined ? sent : untilAborted(sent, call.signal);
     },
     local: undefined,
     waiting: (position) => events.on && events.emit({ type: "lock.waiting", ...subject, position }),
@@ -85,7 +100,7 @@ export async function attempt<T>(
     }
     return result;
   } catch (thrown) {
-    const error = waitFailure(session, call, thrown, expired);
+    const error = waitFailure(session, callSignal(), thrown, expired);
     const cleanup = joining !== undefined && !session.closed ? leaveAfter(joining, leave) : Promise.resolve();
     // The local turn stays taken until our key is gone, so this session's next caller cannot meet it.
     const handOn = () => frame.local?.();
@@ -99,7 +114,7 @@ export async function attempt<T>(
     }
     throw error;
   } finally {
-    call.dispose();
+    call?.dispose();
   }
 }
 

@@ -41,7 +41,7 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
     const leave = (revision: number | undefined) => deleteOwnKey(session.client, key, revision);
     return attempt(session, options, { kind: "lock", name }, leave, async (frame) => {
       // etcd sees one key per session and name, so this session's own contenders queue here first.
-      const turn = frame.tryOnly ? session.turns.tryTake(key) : await session.turns.take(key, frame.signal);
+      const turn = session.turns.tryTake(key) ?? (frame.tryOnly ? undefined : await session.turns.take(key, frame.signal));
       if (turn === undefined) throw locked(name, "another caller of this session");
       frame.local = turn;
       const line = await frame.join((signal) => enqueue(session.client, prefix, key, "", session.leaseId, signal));
