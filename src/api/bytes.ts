@@ -17,16 +17,20 @@ const wellFormed: (text: string) => boolean =
     ? (text) => (text as string & { isWellFormed(): boolean }).isWellFormed()
     : (text) => !LONE_SURROGATE.test(text);
 
-export function toBytes(input: Bytes): Uint8Array {
-  if (typeof input === "string") {
-    if (input.length === 0) return EMPTY;
-    // Otherwise "x\uD800" and "x\uDFFF" would both become "x\uFFFD": one key (one lock) for two names.
-    if (!wellFormed(input)) {
-      const at = input.search(LONE_SURROGATE);
-      throw invalidArgument(`a string with a lone surrogate (at index ${at}) is not well-formed UTF-16 and cannot be sent`);
-    }
-    return encoder.encode(input);
+/**
+ * `text` unchanged if it is well-formed UTF-16. Otherwise "x\uD800" and "x\uDFFF" would both become
+ * "x\uFFFD" on the wire: one key (one lock) for two names.
+ */
+export function wellFormedText(text: string): string {
+  if (!wellFormed(text)) {
+    const at = text.search(LONE_SURROGATE);
+    throw invalidArgument(`a string with a lone surrogate (at index ${at}) is not well-formed UTF-16 and cannot be sent`);
   }
+  return text;
+}
+
+export function toBytes(input: Bytes): Uint8Array {
+  if (typeof input === "string") return input.length === 0 ? EMPTY : encoder.encode(wellFormedText(input));
   if (input instanceof Uint8Array) return input;
   throw invalidArgument(`expected a string or Uint8Array, got ${describe(input)}`);
 }

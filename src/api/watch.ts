@@ -86,7 +86,7 @@ export async function* watch(transport: Transport, keyspace: Keyspace, query: Wa
       const opened = await transport.open("/v3/watch", body, stream.signal, { timeout: query.timeout, headers: WatchStream.serverTimeout(idle) });
       endpoint = opened.endpoint;
       stream.heard();
-      for await (const line of lines(opened.body)) {
+      for await (const line of lines(opened.body, transport.config.maxResponseBytes)) {
         stream.heard();
         const response = parseLine(line, opened.endpoint);
         // A refused watch answers `created` and `canceled` in one message: the cancellation wins.

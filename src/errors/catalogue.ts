@@ -195,6 +195,18 @@ export function heldLost(what: string, why = "its session's lease ended", cause?
   return new EtcdError("LOCK_LOST", `${what} was lost: ${why}`, { cause });
 }
 
+/**
+ * A key under a lock's (or election's) prefix that no contender can have made: no lease, a suffix that is not
+ * its lease in hex, a deeper path (another lock's or a recipe's key, or data stored under the lock's name).
+ * It would sort into the line and block it for good, so the call refuses to wait behind it.
+ */
+export function lockNameConflict(name: string, key: string): EtcdError {
+  return new EtcdError(
+    "LOCK_NAME_CONFLICT",
+    `key ${key} under lock ${name} is not a lock contender (keys under "${name}/" belong to the lock: keep data and other locks elsewhere)`,
+  );
+}
+
 export function notLeader(name: string): EtcdError {
   return new EtcdError("NOT_LEADER", `not the leader of election ${name}`);
 }

@@ -23,7 +23,8 @@ export type EtcdErrorCode =
   | "LOCK_RELEASED"
   | "LOCK_LOST"
   | "NOT_LEADER"
-  | "PERMITS_MISMATCH";
+  | "PERMITS_MISMATCH"
+  | "LOCK_NAME_CONFLICT";
 
 /** Context every error may carry. */
 export interface EtcdErrorDetails {

@@ -1,12 +1,13 @@
-import { type Bytes, toText } from "../api/bytes.js";
+import { type Bytes, toBytes, toText, wellFormedText } from "../api/bytes.js";
 import type { KeyValue, LeaseId, ResponseHeader } from "../api/codec.js";
 import { cmp, type Compare, op } from "../api/txn.js";
-import { invalidArgument, notLeader } from "../errors/catalogue.js";
+import { notLeader } from "../errors/catalogue.js";
 import type { CallOptions } from "../gateway/transport.js";
 import { attempt } from "./attempt.js";
 import type { LeaseSession } from "./lease-session.js";
-import { deleteOwnKey, enqueue, type LockOptions, OLDEST } from "./queue.js";
+import { deleteOwnKey, enqueue, type LockOptions, OLDEST, onlyContenders } from "./queue.js";
 import { waitInLine } from "./wait.js";
+import { nameArg } from "./names.js";
 
 export interface Leader {
   /** The leader's key, `<name>/<leaseIdHex>`. */
@@ -33,7 +34,7 @@ export class Election<S extends LeaseSession = LeaseSession> {
 
   /** `session.election(name)` is the same. Sends nothing. */
   constructor(session: S, name: string) {
-    if (typeof name !== "string" || name.length === 0) throw invalidArgument("an election name must be a non-empty string");
+    nameArg(name, "an election");
     this.session = session;
     this.name = name;
     this.prefix = `${name}/`;
@@ -67,10 +68,12 @@ export class Election<S extends LeaseSession = LeaseSession> {
   async campaign(value: Bytes, options: LockOptions = {}): Promise<void> {
     const { session, name, prefix } = this;
     const key = `${prefix}${session.leaseHex}`;
-    const text = typeof value === "string" ? value : toText(value);
+    // Checked like any value sent (bytes or well-formed text) before the candidacy is sent.
+    const text = typeof value === "string" ? wellFormedText(value) : toText(toBytes(value));
     const leave = (revision: number | undefined) => deleteOwnKey(session.client, key, revision);
     const revision = await attempt(session, options, { kind: "leadership", name }, leave, async (frame) => {
       const line = await frame.join((signal) => enqueue(session.client, prefix, key, text, session.leaseId, signal));
+      onlyContenders(prefix, line.seen);
       if (!line.created && line.own?.value !== text) {
         // Campaigning again with a new value: update our own key, whatever our place in the line.
         await session.client

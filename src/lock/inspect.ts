@@ -1,8 +1,10 @@
 import type { EtcdClient } from "../api/client.js";
 import type { KeyValue, LeaseId, ResponseHeader } from "../api/codec.js";
-import { invalidArgument, permitsMismatch } from "../errors/catalogue.js";
+import { permitsMismatch } from "../errors/catalogue.js";
 import { isEtcdError } from "../errors/etcd-error.js";
 import type { CallOptions } from "../gateway/transport.js";
+import { nameArg } from "./names.js";
+import { onlyContenders } from "./queue.js";
 
 /** One key in a line: a holder or a waiter. */
 export interface LineEntry {
@@ -46,8 +48,9 @@ const LINE_ORDER = { sort: { target: "createRevision", order: "ascend" } } as co
  * line, then the holder's lease), one when free. Reads the whole line: one entry per waiter.
  */
 export async function inspectLock(client: EtcdClient, name: string, options: CallOptions = {}): Promise<LockInfo> {
-  if (typeof name !== "string" || name.length === 0) throw invalidArgument("a lock name must be a non-empty string");
+  nameArg(name, "a lock");
   const { kvs, header } = await client.range({ prefix: `${name}/`, ...LINE_ORDER, keysOnly: true, ...options });
+  onlyContenders(`${name}/`, kvs);
   const [first, ...rest] = kvs.map(entry);
   if (first === undefined) return { holder: undefined, waiters: [], header };
   const ttl = await client.lease.timeToLive(first.leaseId, options).then(
@@ -65,7 +68,7 @@ export async function inspectLock(client: EtcdClient, name: string, options: Cal
  * PERMITS_MISMATCH if the keys in the line disagree on the number of permits (or are not a semaphore's).
  */
 export async function inspectSemaphore(client: EtcdClient, name: string, options: CallOptions = {}): Promise<SemaphoreInfo> {
-  if (typeof name !== "string" || name.length === 0) throw invalidArgument("a semaphore name must be a non-empty string");
+  nameArg(name, "a semaphore");
   const { kvs, header } = await client.range({ prefix: `${name}/`, ...LINE_ORDER, ...options });
   const oldest = kvs[0];
   if (oldest === undefined) return { permits: undefined, holders: [], waiters: [], header };

@@ -37,12 +37,16 @@ export interface LeaseGrant {
   keepAlive: KeepAliveMode;
 }
 
+/** `"auto"` (the default) or `"manual"`; anything else (null included) is refused. */
+export function keepAliveArg(value: unknown, fallback: KeepAliveMode = "auto"): KeepAliveMode {
+  if (value === undefined) return fallback;
+  if (value !== "auto" && value !== "manual") throw invalidArgument(`keepAlive must be "auto" or "manual", got ${describe(value)}`);
+  return value;
+}
+
 /** Grants a lease for a new session, or reads the one to adopt (`leaseId`). One request. */
 export async function openLease(client: EtcdClient, options: SessionOptions = {}): Promise<LeaseGrant> {
-  const keepAlive = options.keepAlive ?? "auto";
-  if (keepAlive !== "auto" && keepAlive !== "manual") {
-    throw invalidArgument(`keepAlive must be "auto" or "manual", got ${describe(keepAlive)}`);
-  }
+  const keepAlive = keepAliveArg(options.keepAlive);
   if (options.ttl !== undefined) ttlArg(options.ttl);
   const sentAt = now();
   if (options.leaseId !== undefined) {

@@ -6,7 +6,8 @@ import type { LocalTurns } from "./local-turns.js";
 import { MultiLock } from "./multi-lock.js";
 import { deleteOwnKeys, joinAll, type Line } from "./multi-queue.js";
 import type { LockOptions } from "./queue.js";
-import { readLine } from "./queue.js";
+import { onlyContenders, readLine } from "./queue.js";
+import { nameArg } from "./names.js";
 
 /** Two requests per lock in the join (put and read), within etcd's default --max-txn-ops of 128. */
 export const MAX_LOCKS = 64;
@@ -45,7 +46,7 @@ export async function lockAll<S extends LeaseSession>(session: S, names: readonl
       if (state.created && state.predecessor === undefined) continue;
       // A line whose join result is stale (we waited meanwhile) is read afresh.
       const start = waited ? { ...state, created: false } : state;
-      header = await waitAfterJoin(client, a, line.name, (signal) => readLine(client, line.prefix, joined.revision, signal), start);
+      header = await waitAfterJoin(client, a, line.name, (signal) => readLine(client, line.prefix, joined.revision, signal, onlyContenders), start);
       waited = true;
     }
     return new MultiLock({ session, names: checked, keys, revision: joined.revision, header, releaseLocal: a.local });
@@ -60,7 +61,7 @@ export function namesArg(names: unknown): string[] {
   if (!Array.isArray(names) || names.length === 0) throw invalidArgument(`lockAll needs a non-empty array of lock names, got ${describe(names)}`);
   if (names.length > MAX_LOCKS) throw invalidArgument(`lockAll takes at most ${MAX_LOCKS} locks in one transaction, got ${names.length}`);
   for (const name of names) {
-    if (typeof name !== "string" || name.length === 0) throw invalidArgument(`a lock name must be a non-empty string, got ${describe(name)}`);
+    nameArg(name, "a lock");
   }
   const sorted = [...(names as string[])].sort();
   for (let i = 1; i < sorted.length; i++) {

@@ -1,41 +1,78 @@
 import type { LeaseId } from "../api/codec.js";
+import { cmp, type Compare } from "../api/txn.js";
 import type { CallOptions } from "../gateway/transport.js";
 import { HeldKey, type HeldKeyState } from "./held.js";
 import type { LeaseSession } from "./lease-session.js";
+import { deleteIf } from "./queue.js";
 
-/** What another process or invocation needs to take over a held lock: small and JSON-serialisable. */
+/**
+ * What another process or invocation needs to take over a held lock: small and JSON-serialisable. It is a
+ * capability: `secret` (the lock key's value, which only the holder has read) lets whoever has the ticket
+ * take the lock over, once. Send it only over a channel you trust, and stop using the lock once sent.
+ */
 export interface LockTicket {
   name: string;
   key: string;
   leaseId: LeaseId;
+  /** The fencing token, as `lock.revision`. */
   revision: number;
+  secret: string;
 }
 
 /** What a held lock is made of. */
-export type LockState<S extends LeaseSession = LeaseSession> = HeldKeyState<S>;
+export interface LockState<S extends LeaseSession = LeaseSession> extends HeldKeyState<S> {
+  /** The key's mod revision when this handle got it: the handle's own version of the key. */
+  modRevision: number;
+  /** The key's value: a random secret, the proof of holding a ticket carries. */
+  secret: string;
+}
 
 /**
  * A held lock. `revision` (the key's create revision) is the fencing token: it strictly increases across
  * successive holders, so storage guarded by `ifHeld()` refuses a stale holder's write.
  */
 export class Lock<S extends LeaseSession = LeaseSession> extends HeldKey<S> {
+  /** The key's mod revision as this handle knows it; a resumed ticket rewrites the key and moves it on. */
+  readonly #modRevision: number;
+  readonly #secret: string;
+
   /** Made by `mutex.lock()` and `etcd.resumeLock()`; subscribes to nothing until `signal` is read. */
   constructor(state: LockState<S>) {
     super(state, { kind: "lock", name: state.name });
+    this.#modRevision = state.modRevision;
+    this.#secret = state.secret;
+  }
+
+  /**
+   * The compare "this handle still holds the lock", for fenced transactions: the key is still the very
+   * version this handle got (same create revision, not rewritten since). So once the lock is taken over
+   * with a ticket, the sender's fenced writes are refused too, not only a later holder's.
+   */
+  override ifHeld(): Compare {
+    return cmp.modRevision(this.key, "==", this.#modRevision);
   }
 
   /**
    * Releases the lock with one request (resent after a lost answer). LOCK_RELEASED if it was released
    * already; LOCK_LOST if the key had gone before the release (the lease expired under the work, which was
-   * then not protected to its end). If the call fails (TIMEOUT, UNAVAILABLE), the lock may still be held:
-   * call `unlock()` again; it removes the key.
+   * then not protected to its end) or was taken over with a ticket. If the call fails (TIMEOUT,
+   * UNAVAILABLE), the lock may still be held: call `unlock()` again; it removes the key.
    */
   unlock(options: CallOptions = {}): Promise<void> {
     return this.releaseHeld(options);
   }
 
-  /** The ticket `etcd.resumeLock()` takes to continue this lock elsewhere. */
+  /**
+   * The ticket `etcd.resumeLock()` takes to continue this lock elsewhere, once. It carries the lock's secret:
+   * treat it as a credential, and stop using this handle once it is sent (after the takeover its fenced
+   * writes and `unlock()` fail).
+   */
   toJSON(): LockTicket {
-    return { name: this.name, key: this.key, leaseId: this.leaseId, revision: this.revision };
+    return { name: this.name, key: this.key, leaseId: this.leaseId, revision: this.revision, secret: this.#secret };
+  }
+
+  /** @internal Guarded by this handle's version of the key, so a superseded handle deletes nothing. */
+  protected override deleteKeys(options: CallOptions): Promise<boolean> {
+    return deleteIf(this.session.client, this.key, cmp.modRevision(this.key, "==", this.#modRevision), options);
   }
 }

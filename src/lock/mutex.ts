@@ -1,11 +1,13 @@
-import { invalidArgument, locked } from "../errors/catalogue.js";
+import { locked } from "../errors/catalogue.js";
 import { isEtcdError } from "../errors/etcd-error.js";
 import type { CallOptions } from "../gateway/transport.js";
 import { attempt } from "./attempt.js";
 import type { LeaseSession } from "./lease-session.js";
 import { Lock } from "./lock.js";
-import { deleteOwnKey, enqueue, type LockOptions } from "./queue.js";
+import { deleteOwnKey, enqueue, type LockOptions, onlyContenders } from "./queue.js";
+import { randomHex } from "./unique-key.js";
 import { waitInLine } from "./wait.js";
+import { nameArg } from "./names.js";
 
 
 /**
@@ -22,7 +24,7 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
   readonly key: string;
 
   constructor(session: S, name: string) {
-    if (typeof name !== "string" || name.length === 0) throw invalidArgument("a lock name must be a non-empty string");
+    nameArg(name, "a lock");
     this.session = session;
     this.name = name;
     this.prefix = `${name}/`;
@@ -44,14 +46,20 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
       const turn = session.turns.tryTake(key) ?? (frame.tryOnly ? undefined : await session.turns.take(key, frame.signal));
       if (turn === undefined) throw locked(name, "another caller of this session");
       frame.local = turn;
-      const line = await frame.join((signal) => enqueue(session.client, prefix, key, "", session.leaseId, signal));
+      // The key's value is a secret only this caller reads back: the proof a ticket (`lock.toJSON()`) carries.
+      // Go's Mutex and etcdctl ignore the value.
+      const secret = randomHex(16);
+      const line = await frame.join((signal) => enqueue(session.client, prefix, key, secret, session.leaseId, signal));
+      onlyContenders(prefix, line.seen);
       let header = line.header;
       if (line.owner !== undefined && line.owner.createRevision !== line.revision) {
         if (frame.tryOnly) throw locked(name, line.owner.key);
         frame.waiting(line.ahead);
         header = await waitInLine(session.client, prefix, line, frame.context);
       }
-      return new Lock({ name, key, session, revision: line.revision, header, releaseLocal: turn });
+      // A key this session already had (a resent join) keeps its value and version.
+      const own = { modRevision: line.own?.modRevision ?? line.revision, secret: line.created ? secret : (line.own?.value ?? "") };
+      return new Lock({ name, key, session, revision: line.revision, header, releaseLocal: turn, ...own });
     });
   }
 

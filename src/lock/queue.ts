@@ -1,7 +1,7 @@
 import type { EtcdClient } from "../api/client.js";
 import type { KeyValue, ResponseHeader } from "../api/codec.js";
-import { cmp, op } from "../api/txn.js";
-import { describe, internal, invalidArgument } from "../errors/catalogue.js";
+import { cmp, type Compare, op } from "../api/txn.js";
+import { describe, internal, invalidArgument, lockNameConflict } from "../errors/catalogue.js";
 import { resolveTimeout } from "../gateway/config.js";
 import type { CallOptions } from "../gateway/transport.js";
 
@@ -85,7 +85,19 @@ function ownerOp(prefix: string) {
  */
 export type Enqueued = Awaited<ReturnType<typeof enqueue>>;
 
-export async function enqueue(client: EtcdClient, prefix: string, key: string, value: string, leaseId: string, signal: AbortSignal) {
+/** What a line's keys must be; a mutex's line holds only `<name>/<leaseHex>` keys (see `onlyContenders`). */
+export type LineCheck = (prefix: string, ...lists: KeyValue[][]) => void;
+
+const anyKeys: LineCheck = () => {};
+
+export async function enqueue(
+  client: EtcdClient,
+  prefix: string,
+  key: string,
+  value: string,
+  leaseId: string,
+  signal: AbortSignal,
+) {
   const result = await client
     .txn()
     .if(cmp.createRevision(key, "==", 0))
@@ -97,6 +109,8 @@ export async function enqueue(client: EtcdClient, prefix: string, key: string, v
     const [, owner, newest] = result.responses;
     const revision = result.header.revision;
     return {
+      /** Every key the join saw in the line, for the caller's LineCheck (after the join: our key is there). */
+      seen: [...owner.kvs, ...newest.kvs],
       header: result.header,
       revision,
       own: newest.kvs[0],
@@ -111,20 +125,46 @@ export async function enqueue(client: EtcdClient, prefix: string, key: string, v
   const [own, owner] = result.responses;
   const mine = own.kvs[0];
   if (mine === undefined) throw internal(`key ${key} vanished inside one transaction`);
-  return { header: result.header, revision: mine.createRevision, own: mine, owner: owner.kvs[0], predecessor: undefined, ahead: undefined, created: false };
+  return {
+    seen: owner.kvs,
+    header: result.header,
+    revision: mine.createRevision,
+    own: mine,
+    owner: owner.kvs[0],
+    predecessor: undefined,
+    ahead: undefined,
+    created: false,
+  };
 }
 
 /**
  * One read of the line up to our own key: ours (to check it still exists) and our predecessor. Our key
  * missing means our lease ended while we waited.
  */
-export async function readLine(client: EtcdClient, prefix: string, revision: number, signal: AbortSignal): Promise<LineState> {
+export async function readLine(client: EtcdClient, prefix: string, revision: number, signal: AbortSignal, check: LineCheck = anyKeys): Promise<LineState> {
   // Three newest up to ours: ours, our predecessor, and whether anyone is ahead of it (etcd's `count` ignores
   // the create-revision filter, so it cannot tell).
   const { header, kvs } = await client.range({ prefix, maxCreateRevision: revision, sort: NEWEST_FIRST, limit: 3, signal });
+  check(prefix, kvs);
   const ownExists = kvs[0]?.createRevision === revision;
   return { header, ownExists, predecessor: ownExists ? kvs[1] : undefined, predecessorIsFirst: ownExists && kvs.length === 2 };
 }
+
+/**
+ * LOCK_NAME_CONFLICT unless every key seen in the line is a contender's: `<name>/<hex of its own lease>`, as
+ * this SDK, Go's `concurrency`, etcdctl and the server's v3lock write it. Any other key there (data stored
+ * under the lock's name, a lock named `<name>/x`, a recipe's key) sorts into the line like a contender and,
+ * with no lease or one that lives on, would hold the lock for good. Every key that can reach the head of
+ * the line passes here first (as owner, predecessor or one of the newest), so it is caught before anyone
+ * waits behind it.
+ */
+export const onlyContenders: LineCheck = (prefix, ...lists) => {
+  for (const kvs of lists) {
+    for (const kv of kvs) {
+      if (kv.lease === "0" || kv.key !== prefix + BigInt(kv.lease).toString(16)) throw lockNameConflict(prefix.slice(0, -1), kv.key);
+    }
+  }
+};
 
 /**
  * Deletes our key, only if it is still the incarnation created at `revision` when that is known; safe to
@@ -132,6 +172,11 @@ export async function readLine(client: EtcdClient, prefix: string, revision: num
  */
 export async function deleteOwnKey(client: EtcdClient, key: string, revision: number | undefined, options: CallOptions = {}): Promise<boolean> {
   const guard = revision === undefined ? cmp.version(key, ">", 0) : cmp.createRevision(key, "==", revision);
+  return deleteIf(client, key, guard, options);
+}
+
+/** Deletes `key` only while `guard` holds; safe to resend. Returns whether it held (the key was deleted). */
+export async function deleteIf(client: EtcdClient, key: string, guard: Compare, options: CallOptions = {}): Promise<boolean> {
   const result = await client.txn().if(guard).then(op.delete(key)).commit({ ...options, idempotent: true });
   return result.succeeded;
 }

@@ -1,11 +1,11 @@
 import { enqueue, deleteOwnKey } from "./queue.js";
-import { invalidArgument } from "../errors/catalogue.js";
 import { attempt, waitAfterJoin } from "./attempt.js";
 import type { LeaseSession } from "./lease-session.js";
 import type { LockOptions } from "./queue.js";
 import { ReadLock, WriteLock } from "./rw-locks.js";
 import { joinAsReader, readerLine, type RWLine, writerLine } from "./rwlock-line.js";
 import { uniqueKey } from "./unique-key.js";
+import { nameArg } from "./names.js";
 
 /**
  * A read-write lock: readers share it, a writer excludes everyone. One line, in create-revision order, for
@@ -44,7 +44,7 @@ export class RWLock<S extends LeaseSession = LeaseSession> {
 
   /** `session.rwlock(name)` is the same. Sends nothing. */
   constructor(session: S, name: string) {
-    if (typeof name !== "string" || name.length === 0) throw invalidArgument("a read-write lock name must be a non-empty string");
+    nameArg(name, "a read-write lock");
     this.session = session;
     this.name = name;
     this.prefix = `${name}/`;

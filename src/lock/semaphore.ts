@@ -1,4 +1,4 @@
-import { invalidArgument, noPermit } from "../errors/catalogue.js";
+import { describe, invalidArgument, noPermit } from "../errors/catalogue.js";
 import { isEtcdError } from "../errors/etcd-error.js";
 import type { CallOptions } from "../gateway/transport.js";
 import { attempt } from "./attempt.js";
@@ -8,6 +8,7 @@ import { Permit } from "./permit.js";
 import { deleteOwnKey } from "./queue.js";
 import { checkPermits, joinSlots, type SlotLine, waitForSlot } from "./semaphore-line.js";
 import { uniqueKey } from "./unique-key.js";
+import { nameArg } from "./names.js";
 
 export interface SemaphoreOptions {
   /** How many holders at most. Every contender on the name must use the same number. */
@@ -58,7 +59,7 @@ export class Semaphore<S extends LeaseSession = LeaseSession> {
 
   /** `session.semaphore(name, { permits })` is the same. Sends nothing. */
   constructor(session: S, name: string, options: SemaphoreOptions) {
-    if (typeof name !== "string" || name.length === 0) throw invalidArgument("a semaphore name must be a non-empty string");
+    nameArg(name, "a semaphore");
     this.session = session;
     this.name = name;
     this.prefix = `${name}/`;
@@ -102,7 +103,7 @@ export class Semaphore<S extends LeaseSession = LeaseSession> {
 /** A semaphore's `permits`, checked before anything is sent. */
 export function permitsArg(permits: unknown): number {
   if (typeof permits !== "number" || !Number.isSafeInteger(permits) || permits < 1) {
-    throw invalidArgument(`permits must be a positive integer, got ${String(permits)}`);
+    throw invalidArgument(`permits must be a positive integer, got ${describe(permits)}`);
   }
   return permits;
 }

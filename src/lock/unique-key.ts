@@ -7,8 +7,12 @@
  * safe to resend.
  */
 export function uniqueKey(prefix: string, leaseHex: string): string {
-  const random = globalThis.crypto.getRandomValues(new Uint8Array(8));
+  return `${prefix}${leaseHex}-${randomHex(8)}`;
+}
+
+/** `bytes` random bytes from the runtime's CSPRNG, as lowercase hex. */
+export function randomHex(bytes: number): string {
   let hex = "";
-  for (const byte of random) hex += byte.toString(16).padStart(2, "0");
-  return `${prefix}${leaseHex}-${hex}`;
+  for (const byte of globalThis.crypto.getRandomValues(new Uint8Array(bytes))) hex += byte.toString(16).padStart(2, "0");
+  return hex;
 }

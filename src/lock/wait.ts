@@ -4,7 +4,7 @@ import type { EtcdError } from "../errors/etcd-error.js";
 import { isEtcdError } from "../errors/etcd-error.js";
 import { type CallSignal, delay } from "../gateway/signals.js";
 import type { LeaseSession } from "./lease-session.js";
-import { type Enqueued, type LineState, type QueueState, readLine, type WaitMode } from "./queue.js";
+import { type Enqueued, type LineState, type QueueState, onlyContenders, readLine, type WaitMode } from "./queue.js";
 
 /**
  * How a waiter waits for its turn: it watches only its immediate predecessor (the newest key created
@@ -35,7 +35,7 @@ export interface WaitContext {
  * read finds our predecessor first; our key gone by then means our lease ended.
  */
 export async function waitInLine(client: EtcdClient, prefix: string, line: Enqueued, context: WaitContext): Promise<ResponseHeader> {
-  const read: LineReader = (signal) => readLine(client, prefix, line.revision, signal);
+  const read: LineReader = (signal) => readLine(client, prefix, line.revision, signal, onlyContenders);
   let start: QueueState = line;
   if (!line.created) start = checked(await read(context.signal), context);
   return waitForTurn(client, read, start, context);

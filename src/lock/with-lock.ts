@@ -1,16 +1,18 @@
+import { ttlArg } from "../api/args.js";
 import type { EtcdClient } from "../api/client.js";
 import { describe, heldLost, invalidArgument, lockLost } from "../errors/catalogue.js";
 import { type EtcdError, isEtcdError } from "../errors/etcd-error.js";
 import type { Held } from "./held.js";
-import { DEFAULT_SESSION_TTL, type KeepAliveMode } from "./lease-session.js";
+import { DEFAULT_SESSION_TTL, type KeepAliveMode, keepAliveArg } from "./lease-session.js";
 import { namesArg } from "./lock-all.js";
 import type { Lock } from "./lock.js";
 import type { MultiLock } from "./multi-lock.js";
-import type { LockOptions } from "./queue.js";
+import { type LockOptions, waitSettings } from "./queue.js";
 import type { Permit } from "./permit.js";
 import { permitsArg } from "./semaphore.js";
 import { Session } from "./session.js";
 import type { SharedLeases } from "./shared-lease.js";
+import { nameArg } from "./names.js";
 
 /** Where a one-shot lock's lease comes from. */
 export type LeaseMode = "shared" | "per-call";
@@ -46,7 +48,7 @@ export interface LockClient {
  */
 export async function withLock<T>(on: LockClient, name: string, fn: (lock: Lock<Session>) => T | Promise<T>, options: WithLockOptions = {}): Promise<T> {
   // Refused before a lease is granted for nothing.
-  if (typeof name !== "string" || name.length === 0) throw invalidArgument("a lock name must be a non-empty string");
+  nameArg(name, "a lock");
   checkFn("withLock", fn);
   return withHeld(on, (session) => session.mutex(name).lock(options), fn, options, () => lockLost(name, "its lease had expired before it was released"));
 }
@@ -59,7 +61,7 @@ export async function withSemaphore<T>(
   fn: (permit: Permit<Session>) => T | Promise<T>,
   options: WithLockOptions = {},
 ): Promise<T> {
-  if (typeof name !== "string" || name.length === 0) throw invalidArgument("a semaphore name must be a non-empty string");
+  nameArg(name, "a semaphore");
   permitsArg(permits);
   checkFn("withSemaphore", fn);
   const lost = () => heldLost(`permit of semaphore ${name}`, "its lease had expired before it was released");
@@ -86,10 +88,12 @@ function withHeld<H extends Held<Session>, T>(
   options: WithLockOptions,
   lost: () => EtcdError,
 ): Promise<T> {
-  const mode = options.lease ?? "shared";
+  // Every option is checked before a lease is granted for nothing.
+  const mode = options.lease === undefined ? "shared" : options.lease;
   if (mode !== "shared" && mode !== "per-call") throw invalidArgument(`lease must be "shared" or "per-call", got ${describe(mode)}`);
-  const keepAlive = options.keepAlive ?? "auto";
-  if (keepAlive !== "auto" && keepAlive !== "manual") throw invalidArgument(`keepAlive must be "auto" or "manual", got ${describe(keepAlive)}`);
+  const keepAlive = keepAliveArg(options.keepAlive);
+  if (options.ttl !== undefined) ttlArg(options.ttl);
+  waitSettings(options);
   return mode === "shared" ? onSharedLease(on.shared, acquire, fn, options, keepAlive) : onOwnLease(on.client, acquire, fn, options, lost);
 }
 
@@ -124,7 +128,7 @@ async function onSharedLease<H extends Held<Session>, T>(
   options: WithLockOptions,
   keepAlive: KeepAliveMode,
 ): Promise<T> {
-  const ttl = options.ttl ?? DEFAULT_SESSION_TTL;
+  const ttl = options.ttl === undefined ? DEFAULT_SESSION_TTL : options.ttl;
   for (let grants = 0; ; grants++) {
     const session = await shared.use(ttl, options.signal);
     try {

@@ -270,7 +270,7 @@ describe.concurrent("tickets", () => {
   it("(i) a ticket resumed by another client can do a fenced write and unlock", async ({ expect }) => {
     const { name, lock } = await heldLock();
     const ticket = JSON.parse(JSON.stringify(lock));
-    expect(ticket).toEqual({ name, key: lock.key, leaseId: lock.leaseId, revision: lock.revision });
+    expect(ticket).toEqual({ name, key: lock.key, leaseId: lock.leaseId, revision: lock.revision, secret: expect.any(String) });
 
     const other = client();
     const resumed = await other.resumeLock(ticket);
@@ -279,11 +279,37 @@ describe.concurrent("tickets", () => {
     expect(resumed.held).toBe(true);
     const write = await other.txn().if(resumed.ifHeld()).then(op.put(`${name}-data`, "from the resumed lock")).commit();
     expect(write.succeeded).toBe(true);
+    // The sender's handle is superseded: its fenced writes are refused and its unlock deletes nothing.
+    const stale = await etcd.txn().if(lock.ifHeld()).then(op.put(`${name}-data`, "from the sender")).commit();
+    expect(stale.succeeded).toBe(false);
+    expect((await rejection(lock.unlock())).code).toBe("LOCK_LOST");
+    expect(await keysUnder(etcd, name)).toEqual([lock.key]);
     expect(await resumed.renew()).toBeGreaterThan(0);
     await resumed.unlock();
     expect(await keysUnder(etcd, name)).toEqual([]);
-    // The original handle now finds its key gone.
-    expect((await rejection(lock.unlock())).code).toBe("LOCK_LOST");
+    expect((await etcd.get(`${name}-data`))?.value).toBe("from the resumed lock");
+  });
+
+  it("(i) a ticket resumes once: a second resume of the same ticket is LOCK_LOST", async ({ expect }) => {
+    const { lock } = await heldLock();
+    const ticket = lock.toJSON();
+    const first = await client().resumeLock(ticket);
+    expect((await rejection(client().resumeLock(ticket))).code).toBe("LOCK_LOST");
+    expect(first.held).toBe(true);
+    await first.unlock();
+  });
+
+  it("(i) a ticket forged from inspectLock's output (no secret, or a guessed one) takes nothing over", async ({ expect }) => {
+    const { name, lock } = await heldLock();
+    const { holder } = await etcd.inspectLock(name);
+    expect(holder).not.toHaveProperty("secret");
+    const forged = { name, key: holder!.key, leaseId: holder!.leaseId, revision: holder!.revision };
+    expect((await rejection(client().resumeLock(forged as never))).code).toBe("INVALID_ARGUMENT");
+    expect((await rejection(client().resumeLock({ ...forged, secret: "0".repeat(32) }))).code).toBe("LOCK_LOST");
+    // The holder is untouched.
+    const write = await etcd.txn().if(lock.ifHeld()).then(op.put(`${name}-data`, "still mine")).commit();
+    expect(write.succeeded).toBe(true);
+    await lock.unlock();
   });
 
   it("(i) a stale ticket (lock released, lease alive) is LOCK_LOST", async ({ expect }) => {
