@@ -3,6 +3,7 @@ import type { EtcdClient } from "../api/client.js";
 import type { LeaseId } from "../api/codec.js";
 import { describe, invalidArgument, sessionClosed, sessionExpired } from "../errors/catalogue.js";
 import { type EtcdError, isEtcdError } from "../errors/etcd-error.js";
+import { resolveSignal, resolveTimeout } from "../gateway/config.js";
 import type { CallOptions } from "../gateway/transport.js";
 import { backgroundTimer } from "../gateway/signals.js";
 import { now } from "./clock.js";
@@ -199,6 +200,13 @@ export class LeaseSession {
    */
   close(options: CallOptions = {}): Promise<boolean> {
     if (this.#revoked) return Promise.resolve(false);
+    // Bad options are refused before anything changes: the session stays open.
+    try {
+      resolveTimeout(options.timeout, "timeout");
+      resolveSignal(options.signal);
+    } catch (error) {
+      return Promise.reject(error);
+    }
     this.#closed = true;
     this.#lose(sessionClosed(this.leaseId));
     this.#closing ??= this.#revoke(options).finally(() => (this.#closing = undefined));

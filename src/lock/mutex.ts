@@ -1,5 +1,7 @@
 import { locked } from "../errors/catalogue.js";
 import { isEtcdError } from "../errors/etcd-error.js";
+import { resolveTimeout } from "../gateway/config.js";
+import { CallSignal } from "../gateway/signals.js";
 import type { CallOptions } from "../gateway/transport.js";
 import { attempt } from "./attempt.js";
 import type { LeaseSession } from "./lease-session.js";
@@ -65,11 +67,16 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
 
   /** The lock if it is free now, else undefined; leaves no key behind when it fails. */
   async tryLock(options: CallOptions = {}): Promise<Lock<S> | undefined> {
+    // `timeout: 0` means "do not wait" to lock(); the caller's timeout bounds the one request instead.
+    const timeout = resolveTimeout(options.timeout, "timeout");
+    const limit = timeout === undefined ? undefined : new CallSignal(options.signal, timeout);
     try {
-      return await this.lock({ ...options, timeout: 0 });
+      return await this.lock({ signal: limit?.signal ?? options.signal, timeout: 0 });
     } catch (error) {
       if (isEtcdError(error, "LOCKED")) return undefined;
-      throw error;
+      throw limit?.timedOut ? limit.error() : error;
+    } finally {
+      limit?.dispose();
     }
   }
 }
