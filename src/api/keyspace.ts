@@ -31,6 +31,13 @@ export interface WireRange {
  * namespace applies to KV, txn compares, watch and locks alike.
  */
 export class Keyspace {
+  /**
+   * Text keys and prefixes encoded lately: a lock's key and prefix go out in every request it sends, and
+   * UTF-8 plus base64 cost more than the rest of building the request. Bounded: cleared when full.
+   */
+  readonly #keys = new Map<string, string>();
+  readonly #prefixes = new Map<string, WireRange>();
+
   constructor(readonly namespace: Uint8Array) {}
 
   /** A single key, which etcd requires to be non-empty. */
@@ -41,7 +48,10 @@ export class Keyspace {
   }
 
   encodeKey(key: Bytes, what?: string): string {
-    return toBase64(this.key(key, what));
+    if (typeof key !== "string") return toBase64(this.key(key, what));
+    let encoded = this.#keys.get(key);
+    if (encoded === undefined) remember(this.#keys, key, (encoded = toBase64(this.key(key, what))));
+    return encoded;
   }
 
   range(target: Bytes | KeyRange): WireRange {
@@ -55,9 +65,14 @@ export class Keyspace {
       if (start !== undefined || rangeEnd !== undefined) {
         throw invalidArgument("a range is { key, end? } or { prefix }, not both: `prefix` cannot be given with `key` or `end`");
       }
+      const cached = typeof under === "string" ? this.#prefixes.get(under) : undefined;
+      if (cached !== undefined) return cached;
       const prefix = concatBytes(this.namespace, toBytes(under));
-      if (prefix.length === 0) return { key: toBase64(ZERO_BYTE), range_end: toBase64(ZERO_BYTE) };
-      return { key: toBase64(prefix), range_end: toBase64(prefixEnd(prefix)) };
+      const range = Object.freeze(
+        prefix.length === 0 ? { key: toBase64(ZERO_BYTE), range_end: toBase64(ZERO_BYTE) } : { key: toBase64(prefix), range_end: toBase64(prefixEnd(prefix)) },
+      );
+      if (typeof under === "string") remember(this.#prefixes, under, range);
+      return range;
     }
     if (start === undefined) throw invalidArgument("expected a key, { key, end? } or { prefix }");
     const key = toBase64(this.key(start));
@@ -85,4 +100,11 @@ export class Keyspace {
     if (this.namespace.length === 0) return bytes;
     return startsWith(bytes, this.namespace) ? bytes.subarray(this.namespace.length) : undefined;
   }
+}
+
+const REMEMBERED = 256;
+
+function remember<V>(cache: Map<string, V>, text: string, value: V): void {
+  if (cache.size >= REMEMBERED) cache.clear();
+  cache.set(text, value);
 }
