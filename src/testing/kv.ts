@@ -1,6 +1,6 @@
-import { compareBytes } from "./bytes.js";
-import { encodeKv, setBool, setInt, setList, type Out } from "./encode.js";
-import { EtcdError, Errors } from "./errors.js";
+import { compareBytes } from "./wire/bytes.js";
+import { encodeKv, setBool, setInt, setList, type Out } from "./wire/encode.js";
+import { GrpcStatusError, Errors } from "./wire/errors.js";
 import type { Lessor } from "./lease.js";
 import { checkIntervals, isReadOnly, validateOp, type Compare, type DeleteOp, type Op, type PutOp, type RangeOp, type TxnOp } from "./ops.js";
 import { inRange, type KeyValue, type MvccStore, type WriteBatch } from "./store.js";
@@ -16,6 +16,12 @@ export interface KvResult {
   revision: number;
 }
 
+/**
+ * A write's raft proposal, made after the gRPC layer's checks and before anything is applied: it refuses a
+ * request that is too large, and numbers it.
+ */
+export type Propose = () => void;
+
 /** etcd's applierV3 for KV requests, over the MVCC store and the lessor. */
 export class KvApplier {
   constructor(
@@ -28,27 +34,32 @@ export class KvApplier {
     return { body: this.doRange(this.store, op), revision: this.store.revision };
   }
 
-  put(op: PutOp): KvResult {
+  put(op: PutOp, propose: Propose): KvResult {
     validateOp(op);
+    propose();
     this.checkPut(op);
     return this.store.write((w) => ({ body: this.doPut(w, op), revision: w.revision }));
   }
 
-  deleteRange(op: DeleteOp): KvResult {
+  deleteRange(op: DeleteOp, propose: Propose): KvResult {
     validateOp(op);
+    propose();
     return this.store.write((w) => {
       const body = this.doDelete(w, op);
       return { body, revision: w.readRevision };
     });
   }
 
-  txn(op: TxnOp): KvResult {
+  txn(op: TxnOp, propose: Propose): KvResult {
     validateOp(op);
     checkIntervals(op.success);
     checkIntervals(op.failure);
+    // A read-only txn is served without raft (etcd's isTxnReadonly), so no size check and no request ID.
+    const readOnly = isReadOnly(op);
+    if (!readOnly) propose();
     // Every compare, nested ones too, sees the state before the txn: etcd resolves the path first.
     const path = this.resolvePath(op);
-    if (isReadOnly(op)) {
+    if (readOnly) {
       const body = this.applyTxn(this.store, op, path, () => this.store.revision);
       return { body, revision: this.store.revision };
     }
@@ -87,7 +98,7 @@ export class KvApplier {
     for (const o of ops) {
       if (o.kind === "delete") deletes.push(o);
       if (o.kind === "put" && (o.ignoreValue || o.ignoreLease) && deletes.some((d) => inRange(o.key, d.key, d.end))) {
-        throw new EtcdError(13, "etcd-edge/testing: etcd 3.4 panics on this txn (unexpected error during txn: etcdserver: key not found)");
+        throw new GrpcStatusError(13, "etcd-edge/testing: etcd 3.4 panics on this txn (unexpected error during txn: etcdserver: key not found)");
       }
     }
     for (const o of ops) if (o.kind === "range") this.store.range(o.key, o.end, o.revision);

@@ -1,5 +1,5 @@
-import type { BinKey } from "./bytes.js";
-import { Errors } from "./errors.js";
+import type { BinKey } from "./wire/bytes.js";
+import { Errors } from "./wire/errors.js";
 
 export interface KeyValue {
   readonly key: BinKey;
@@ -42,7 +42,7 @@ export class MvccStore {
   /** Every key with any retained history, sorted bytewise. */
   private readonly sortedKeys: BinKey[] = [];
   /** Events by revision, for watchers replaying from a past revision. */
-  readonly log: { revision: number; events: StoreEvent[] }[] = [];
+  readonly log: { revision: number; events: readonly StoreEvent[] }[] = [];
 
   constructor(private readonly onCommit: (revision: number, events: readonly StoreEvent[]) => void) {}
 
@@ -68,6 +68,12 @@ export class MvccStore {
 
   get(key: BinKey): KeyValue | undefined {
     return this.at(key, this.revision);
+  }
+
+  /** The key as of `rev`, or undefined when that revision is compacted (how etcd's watch looks up prev_kv). */
+  getAt(key: BinKey, rev: number): KeyValue | undefined {
+    if (rev < this.compactRevision || rev > this.revision) return undefined;
+    return this.at(key, rev);
   }
 
   private at(key: BinKey, rev: number): KeyValue | undefined {
@@ -119,6 +125,13 @@ export class MvccStore {
     }
     const firstKept = this.log.findIndex((l) => l.revision >= rev);
     this.log.splice(0, firstKept < 0 ? this.log.length : firstKept);
+    // etcd keeps each key's newest version at the compact revision but drops tombstones: a watch from exactly
+    // that revision sees its puts, not its deletes.
+    const atRev = this.log[0];
+    if (atRev?.revision === rev) {
+      atRev.events = atRev.events.filter((ev) => ev.type === "PUT");
+      if (atRev.events.length === 0) this.log.shift();
+    }
   }
 }
 
