@@ -155,7 +155,7 @@ export async function serve(member: () => Member, faults: Faults, request: Reque
   }
 }
 
-/** The requests of a streaming body, decoded as each one completes. */
+/** The requests of a streaming body, decoded as they arrive. */
 class BodyMessages {
   private buffer: Uint8Array = new Uint8Array();
   private ended: boolean;
@@ -168,20 +168,26 @@ class BodyMessages {
     this.ended = reader === undefined;
   }
 
-  /** The next request; undefined at the end of the body. Throws when a request does not decode. */
-  async next(): Promise<Msg | undefined> {
+  /**
+   * Every request that arrived together: waits until at least one is complete, the body ends, or a request
+   * does not decode (`error`, after the requests before it). `done` once nothing more will come.
+   */
+  async batch(): Promise<{ msgs: Msg[]; error?: unknown; done: boolean }> {
+    const msgs: Msg[] = [];
     for (;;) {
       try {
         const decoded = decodeMessage(this.member, this.buffer, 0, this.type);
         if (decoded) {
           this.buffer = this.buffer.subarray(decoded.next);
-          return decoded.msg;
+          msgs.push(decoded.msg);
+          continue;
         }
-        if (this.ended) return undefined;
+        if (this.ended) return { msgs, done: true };
       } catch (err) {
-        const incomplete = err instanceof JsonSyntaxError && err.unexpectedEnd;
-        if (!incomplete || this.ended) throw err;
+        const incomplete = err instanceof JsonSyntaxError && err.unexpectedEnd && !this.ended;
+        if (!incomplete) return { msgs, error: err, done: true };
       }
+      if (msgs.length > 0) return { msgs, done: false };
       const { value, done } = await this.reader!.read();
       if (done) this.ended = true;
       else this.buffer = concat(this.buffer, value);
@@ -192,40 +198,32 @@ class BodyMessages {
 /**
  * Lease keepalive and watch: each JSON value of the body is one request. The first one is decoded before any
  * answer: 3.4 answers a bad first request with 500 code 2; any later bad request (and in 3.5 a first one) ends
- * the requests, as an end of body would. Answers start with the first line the server sends: a watch whose
- * requests produce no line never answers at all.
+ * the requests, as an end of body would. Requests that arrive together are handled together (etcd's watch syncs
+ * a watcher that starts in the past only after them). Answers start with the first line the server sends: a
+ * watch whose requests produce no line never answers at all.
  */
 async function serveBidi(member: Member, route: BidiRoute, request: Request, caller: { token: string | null }, signal: AbortSignal): Promise<Response> {
   const dialect = member.dialect;
   const messages = new BodyMessages(member, route.request(dialect), request.body?.getReader());
   const session = route.open(member, caller, signal);
+  const first = await messages.batch();
+  if (first.error instanceof DroppedConnection) throw first.error;
+  if (first.msgs.length === 0 && first.error !== undefined && dialect.firstStreamMessageErrorIsFatal) {
+    const message = first.error instanceof Error ? first.error.message : String(first.error);
+    return json(dialect.httpStatus(GrpcCode.Unknown), dialect.errorBody(GrpcCode.Unknown, message));
+  }
+  for (const msg of first.msgs) session.receive(msg);
   const rest = async () => {
-    try {
-      for (let msg = await messages.next(); msg; msg = await messages.next()) session.receive(msg);
-    } catch (err) {
-      if (err instanceof DroppedConnection) throw err;
+    for (let done = first.done; !done; ) {
+      const next = await messages.batch();
+      for (const msg of next.msgs) session.receive(msg);
+      done = next.done;
     }
     session.end();
   };
-  let first: Msg | undefined;
-  try {
-    first = await messages.next();
-  } catch (err) {
-    if (err instanceof DroppedConnection) throw err;
-    if (dialect.firstStreamMessageErrorIsFatal) {
-      const message = err instanceof Error ? err.message : String(err);
-      return json(dialect.httpStatus(GrpcCode.Unknown), dialect.errorBody(GrpcCode.Unknown, message));
-    }
-    session.end();
-  }
-  if (first) {
-    session.receive(first);
-    // A watch answers while its body still streams in; keepalive answers only once the body has ended.
-    if (route.incremental) void rest().catch(() => session.end());
-    else await rest();
-  } else {
-    session.end();
-  }
+  // A watch answers while its body still streams in; keepalive answers only once the body has ended.
+  if (route.incremental) void rest().catch(() => session.end());
+  else await rest().catch(() => session.end());
   return streamResponse(await firstLine(session.body, signal));
 }
 

@@ -59,11 +59,11 @@ export class KvApplier {
     if (!readOnly) propose();
     // Every compare, nested ones too, sees the state before the txn: etcd resolves the path first.
     const path = this.resolvePath(op);
+    this.checkPath(op, path, !readOnly);
     if (readOnly) {
       const body = this.applyTxn(this.store, op, path, () => this.store.revision);
       return { body, revision: this.store.revision };
     }
-    this.checkPath(op, path);
     return this.store.write((w) => {
       const body = this.applyTxn(w, op, path, () => w.readRevision);
       return { body, revision: w.readRevision };
@@ -79,8 +79,12 @@ export class KvApplier {
     return path;
   }
 
-  /** etcd's checkRequests: puts (lease, ignore_*) then ranges (revision bounds) on the taken path, before any write. */
-  private checkPath(op: TxnOp, path: boolean[]): void {
+  /**
+   * etcd's checkRequests on the taken path, before anything is applied: for a write txn the puts (lease,
+   * ignore_*), then for every txn the ranges' revisions (checkRequestRange: a revision below the first one kept,
+   * negative ones included, is compacted).
+   */
+  private checkPath(op: TxnOp, path: boolean[], isWrite: boolean): void {
     const ops: Op[] = [];
     const walk = (t: TxnOp, p: boolean[]): boolean[] => {
       let rest = p.slice(1);
@@ -91,7 +95,7 @@ export class KvApplier {
       return rest;
     };
     walk(op, path);
-    for (const o of ops) if (o.kind === "put") this.checkPut(o, true);
+    for (const o of ops) if (isWrite && o.kind === "put") this.checkPut(o, true);
     // 3.4 passes the checks above against the pre-txn state, then panics applying an ignore_* put whose key an
     // earlier delete in the same txn removed (a from-key "\0" delete escapes the duplicate-key check).
     const deletes: DeleteOp[] = [];
@@ -101,7 +105,11 @@ export class KvApplier {
         throw new GrpcStatusError(13, "etcd-edge/testing: etcd 3.4 panics on this txn (unexpected error during txn: etcdserver: key not found)");
       }
     }
-    for (const o of ops) if (o.kind === "range") this.store.range(o.key, o.end, o.revision);
+    for (const o of ops) {
+      if (o.kind !== "range" || o.revision === 0) continue;
+      if (o.revision > this.store.revision) throw Errors.futureRev();
+      if (o.revision < this.store.compactRevision) throw Errors.compacted();
+    }
   }
 
   /** 3.4 checks the lease first for a plain put, but the key first inside a txn (checkRequestPut). */
@@ -147,6 +155,10 @@ export class KvApplier {
   private doRange(r: Reader, op: RangeOp): Out {
     let kvs = r.range(op.key, op.end, op.revision);
     const count = kvs.length;
+    // etcd reads only limit+1 keys (in key order) unless it must sort or filter everything first; a sort by a
+    // target other than KEY with no order given then sorts just those.
+    const readsAll = op.sortOrder !== 0 || op.minMod !== 0 || op.maxMod !== 0 || op.minCreate !== 0 || op.maxCreate !== 0;
+    if (!readsAll && op.limit > 0) kvs = kvs.slice(0, op.limit + 1);
     if (op.maxMod) kvs = kvs.filter((kv) => kv.modRevision <= op.maxMod);
     if (op.minMod) kvs = kvs.filter((kv) => kv.modRevision >= op.minMod);
     if (op.maxCreate) kvs = kvs.filter((kv) => kv.createRevision <= op.maxCreate);

@@ -25,6 +25,8 @@ export interface MockEtcdOptions {
   name?: string | undefined;
   /** The member's client URLs in /v3/cluster/member/list (the HTTP server entry fills in its own). */
   clientUrls?: readonly string[] | undefined;
+  /** The member's peer URLs in /v3/cluster/member/list. */
+  peerUrls?: readonly string[] | undefined;
   /** etcd's --max-request-bytes (default 1.5 MiB): larger proposals fail with "request is too large". */
   maxRequestBytes?: number | undefined;
 }
@@ -106,7 +108,7 @@ export function createMockEtcd(options: MockEtcdOptions = {}): MockEtcd {
     clusterId: BigInt(options.clusterId ?? "14841639068965178418"),
     memberId: BigInt(options.memberId ?? "10276657743932975437"),
     name: options.name ?? "default",
-    peerUrls: ["http://localhost:2380"],
+    peerUrls: options.peerUrls ?? ["http://localhost:2380"],
     clientUrls: options.clientUrls ?? ["http://localhost:2379"],
     maxRequestBytes: options.maxRequestBytes ?? MAX_REQUEST_BYTES,
   };

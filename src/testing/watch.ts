@@ -26,6 +26,8 @@ class Watcher {
   synced: boolean;
   /** etcd's per-watch progress flag: a periodic notification goes out only if no events went out since the last one. */
   progressDue = true;
+  /** Canceled for compaction: sends nothing more, but keeps its ID until a cancel_request, as in etcd. */
+  compacted = false;
 
   constructor(
     readonly id: bigint,
@@ -117,7 +119,8 @@ export class WatchStream {
    */
   progressRequest(needsSynced: boolean): void {
     const watchers = [...this.watchers.values()];
-    if (needsSynced && (watchers.length === 0 || watchers.some((w) => !w.synced))) return;
+    // A watcher canceled for compaction has left etcd's synced group for good.
+    if (needsSynced && (watchers.length === 0 || watchers.some((w) => !w.synced || w.compacted))) return;
     this.send({ header: this.hub.header(), watch_id: "-1" });
   }
 
@@ -142,7 +145,8 @@ export class WatchStream {
       out["canceled"] = true;
       setInt(out, "compact_revision", hub.store.compactRevision);
       this.send(out);
-      this.watchers.delete(w.id);
+      w.compacted = true;
+      w.synced = true;
       return;
     }
     let batch: Out[] = [];
@@ -157,6 +161,8 @@ export class WatchStream {
       revs = 0;
     };
     for (const entry of hub.store.log) {
+      // etcd reads history from the start revision as an unsigned key: a negative one reads nothing.
+      if (w.nextRevision < 0) break;
       if (entry.revision < w.nextRevision || entry.revision > current) continue;
       const events = hub.select(w.spec, entry.events);
       if (events.length === 0) continue;
@@ -219,7 +225,7 @@ export class WatchHub {
     queueMicrotask(() => {
       for (const stream of this.streams) {
         for (const w of stream.watchers.values()) {
-          if (!w.synced || revision < w.nextRevision) continue;
+          if (!w.synced || w.compacted || revision < w.nextRevision) continue;
           w.nextRevision = revision + 1;
           stream.deliver(w, events, revision);
         }
@@ -238,7 +244,7 @@ export class WatchHub {
   progressTick(): void {
     for (const stream of this.streams) {
       for (const w of stream.watchers.values()) {
-        if (!w.spec.progressNotify) continue;
+        if (!w.spec.progressNotify || w.compacted) continue;
         if (w.progressDue && w.synced) {
           const out: Out = { header: this.header() };
           setInt(out, "watch_id", w.id);

@@ -34,11 +34,14 @@ export async function bridge(mock: MockEtcd, req: IncomingMessage, res: ServerRe
     // Node chunks a body of unknown length by itself.
     if (name !== "transfer-encoding") headers[name] = value;
   });
-  res.writeHead(response.status, headers);
-  if (!response.body) {
-    res.end();
+  if (!response.body || response.headers.get("transfer-encoding") !== "chunked") {
+    // A unary answer in one write, with its length: no chunking, no second packet.
+    const body = new Uint8Array(await response.arrayBuffer());
+    res.writeHead(response.status, { ...headers, "content-length": String(body.length) });
+    res.end(body);
     return;
   }
+  res.writeHead(response.status, headers);
   const reader = response.body.getReader();
   try {
     for (;;) {

@@ -15,6 +15,12 @@ export function decodeProtojson(text: Uint8Array, node: JsonNode, type: MessageD
 }
 
 const utf8 = new TextDecoder();
+
+/**
+ * protobuf-go prefixes its errors with "proto:" and a space it picks per binary, to discourage matching on error
+ * text: Debian's etcd 3.5.16 build uses a no-break space (U+00A0), so the mock does.
+ */
+const PROTO = "proto:\u00a0";
 const INT64_MIN = -(2n ** 63n);
 const INT64_MAX = 2n ** 63n - 1n;
 const INT32_MIN = -(2n ** 31n);
@@ -63,12 +69,12 @@ class ProtojsonDecoder {
   }
 
   private unexpected(node: JsonNode): DecodeError {
-    return new DecodeError(`proto: syntax error ${this.at(node)}: unexpected token ${tokenText(this.text, node)}`);
+    return new DecodeError(`${PROTO}syntax error ${this.at(node)}: unexpected token ${tokenText(this.text, node)}`);
   }
 
   private invalid(node: JsonNode, f: FieldDesc): DecodeError {
     const kind = f.kind === "message" ? "message" : f.kind;
-    return new DecodeError(`proto: ${this.at(node)}: invalid value for ${kind} field ${f.json}: ${tokenText(this.text, node)}`);
+    return new DecodeError(`${PROTO}${this.at(node)}: invalid value for ${kind} field ${f.json}: ${tokenText(this.text, node)}`);
   }
 
   message(node: JsonNode, type: MessageDesc): Msg {
@@ -81,12 +87,12 @@ class ProtojsonDecoder {
       const f = type.fields.find((x) => x.json === name) ?? type.fields.find((x) => x.name === name);
       if (!f) continue;
       const nameText = rawText(this.text, member.name);
-      if (seen.has(f.number)) throw new DecodeError(`proto: ${this.at(member.name)}: duplicate field ${nameText}`);
+      if (seen.has(f.number)) throw new DecodeError(`${PROTO}${this.at(member.name)}: duplicate field ${nameText}`);
       seen.add(f.number);
       if (member.value.kind === "null") continue;
       if (f.oneof) {
         if (seenOneofs.has(f.oneof)) {
-          throw new DecodeError(`proto: ${this.at(member.name)}: error parsing ${nameText}, oneof ${f.oneof} is already set`);
+          throw new DecodeError(`${PROTO}${this.at(member.name)}: error parsing ${nameText}, oneof ${f.oneof} is already set`);
         }
         seenOneofs.add(f.oneof);
       }
