@@ -57,7 +57,7 @@ export class Member {
   constructor(readonly options: MemberOptions) {
     this.dialect = DIALECTS[options.version];
     this.clock = createClock(options.clock);
-    this.store = new MvccStore((rev, events) => this.watch.notify(rev, events));
+    this.store = new MvccStore((rev, events) => this.watch.notify(rev, events), options.version !== "3.4");
     this.lessor = new Lessor(() => this.clock.now());
     this.watch = new WatchHub(this.store, (rev) => this.header(rev));
     this.kv = new KvApplier(this.store, this.lessor);

@@ -44,7 +44,11 @@ export class MvccStore {
   /** Events by revision, for watchers replaying from a past revision. */
   readonly log: { revision: number; events: readonly StoreEvent[] }[] = [];
 
-  constructor(private readonly onCommit: (revision: number, events: readonly StoreEvent[]) => void) {}
+  constructor(
+    private readonly onCommit: (revision: number, events: readonly StoreEvent[]) => void,
+    /** etcd 3.5 keeps a tombstone at exactly the compact revision (so a watch from there sees the delete); 3.4 drops it. */
+    private readonly keepsTombstoneAtCompactRevision = false,
+  ) {}
 
   /** Keys in [key, end) as of `rev` (0 = current), in key order. Throws etcd's compacted/future errors. */
   range(key: BinKey, end: BinKey, rev = 0, current = this.revision): KeyValue[] {
@@ -116,7 +120,8 @@ export class MvccStore {
     for (const [key, entries] of this.history) {
       let keep = -1;
       while (keep + 1 < entries.length && (entries[keep + 1] as Entry).revision <= rev) keep++;
-      if (keep >= 0 && (entries[keep] as Entry).kv === undefined) keep += 1;
+      const tombstone = keep >= 0 && (entries[keep] as Entry).kv === undefined;
+      if (tombstone && !(this.keepsTombstoneAtCompactRevision && (entries[keep] as Entry).revision === rev)) keep += 1;
       if (keep > 0) entries.splice(0, keep);
       if (entries.length === 0) {
         this.history.delete(key);
@@ -125,10 +130,10 @@ export class MvccStore {
     }
     const firstKept = this.log.findIndex((l) => l.revision >= rev);
     this.log.splice(0, firstKept < 0 ? this.log.length : firstKept);
-    // etcd keeps each key's newest version at the compact revision but drops tombstones: a watch from exactly
+    // etcd 3.4 keeps each key's newest version at the compact revision but drops tombstones: a watch from exactly
     // that revision sees its puts, not its deletes.
     const atRev = this.log[0];
-    if (atRev?.revision === rev) {
+    if (atRev?.revision === rev && !this.keepsTombstoneAtCompactRevision) {
       atRev.events = atRev.events.filter((ev) => ev.type === "PUT");
       if (atRev.events.length === 0) this.log.shift();
     }

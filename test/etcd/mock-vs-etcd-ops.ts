@@ -247,7 +247,7 @@ export const ops = (version: "3.4" | "3.5"): fc.Arbitrary<Op> => fc.oneof(
   { weight: 150, arbitrary: rangeReq.map(unaryOp("/v3/kv/range")) },
   { weight: 75, arbitrary: deleteReq.map(unaryOp("/v3/kv/deleterange")) },
   { weight: 200, arbitrary: txnReq.map(unaryOp("/v3/kv/txn")) },
-  { weight: 10, arbitrary: fc.integer({ min: -4, max: 0 }).map((d) => unaryOp("/v3/kv/compaction")({ revision: { $rev: d - 1 } })) },
+  { weight: 10, arbitrary: fc.record({ d: fc.integer({ min: -4, max: 0 }), physical: bool }).map(({ d, physical }) => unaryOp("/v3/kv/compaction")({ revision: { $rev: d - 1 }, physical })) },
   { weight: 40, arbitrary: fc.record({ ID: fc.oneof(leaseRef, fc.constant<Tpl>(0)), TTL: ttl }).map(unaryOp("/v3/lease/grant")) },
   { weight: 30, arbitrary: leaseRef.map((ID) => unaryOp("/v3/lease/revoke")({ ID })) },
   { weight: 30, arbitrary: fc.array(leaseRef, { minLength: 1, maxLength: 3 }).map((ids): Op => ({ kind: "keepalive", path: "/v3/lease/keepalive", body: ids.map((ID) => ({ ID })) })) },

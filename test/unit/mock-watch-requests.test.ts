@@ -90,23 +90,28 @@ describe("start revisions", () => {
     older.abort();
   });
 
-  it("from exactly the compact revision: its puts are replayed, its deletes are not", async () => {
-    const mock = createMockEtcd();
-    mock.put("a", "1"); // 2
-    await mock.fetch(`${BASE}/v3/kv/txn`, {
-      method: "POST",
-      body: JSON.stringify({ success: [{ request_delete_range: { key: b64("a") } }, { request_put: { key: b64("b"), value: b64("x") } }] }),
-    }); // 3: delete a, put b
-    mock.put("b", "y"); // 4
-    mock.compact(3);
-    const w = await watch(mock, create("a", { range_end: b64("c"), start_revision: "3", prev_kv: true }));
-    const [, replay] = await w.lines();
-    expect(replay.events.map((e: any) => [e.type ?? "PUT", atob(e.kv.key), e.kv.mod_revision, e.prev_kv?.mod_revision])).toEqual([
-      ["PUT", "b", "3", undefined],
-      // prev_kv is read at revision 3: kept.
-      ["PUT", "b", "4", "3"],
-    ]);
-    w.abort();
+  it("from exactly the compact revision: 3.4 replays its puts but not its deletes; 3.5 keeps both", async () => {
+    for (const version of ["3.4", "3.5"] as const) {
+      const mock = createMockEtcd({ version });
+      mock.put("a", "1"); // 2
+      await mock.fetch(`${BASE}/v3/kv/txn`, {
+        method: "POST",
+        body: JSON.stringify({ success: [{ request_delete_range: { key: b64("a") } }, { request_put: { key: b64("b"), value: b64("x") } }] }),
+      }); // 3: delete a, put b
+      mock.put("b", "y"); // 4
+      mock.compact(3);
+      const w = await watch(mock, create("a", { range_end: b64("c"), start_revision: "3", prev_kv: true }));
+      const [, replay] = await w.lines();
+      const deleteAt3 = version === "3.5" ? [["DELETE", "a", "3", undefined]] : [];
+      expect(replay.events.map((e: any) => [e.type ?? "PUT", atob(e.kv.key), e.kv.mod_revision, e.prev_kv?.mod_revision])).toEqual([
+        // prev_kv of the delete would be read at revision 2: compacted, so none.
+        ...deleteAt3,
+        ["PUT", "b", "3", undefined],
+        // prev_kv is read at revision 3: kept.
+        ["PUT", "b", "4", "3"],
+      ]);
+      w.abort();
+    }
   });
 
   it("prev_kv is read at the revision before the event: none once that revision is compacted", async () => {

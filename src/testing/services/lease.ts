@@ -14,6 +14,7 @@ export function grantLease(member: Member, requestedId: bigint, ttl: number, cal
   const size = messageSize({ type: LeaseGrantRequest, fields: new Map<string, bigint>([["TTL", BigInt(ttl)], ["ID", id]]) });
   member.propose(size, RaftField.leaseGrant, caller);
   const lease = member.lessor.grant(id, ttl);
+  // Granted inside a lock that may wait for long: arm the wall clock now, not when the request ends.
   member.rearm();
   return { id: lease.id, ttl: lease.ttl };
 }
@@ -38,7 +39,6 @@ const keepAlive: BidiRoute = {
       receive(msg) {
         member.user(caller);
         out.result(keepAliveOnce(member, msg));
-        member.rearm();
       },
       end: () => out.close(),
       body: out.body,
