@@ -124,6 +124,9 @@ export async function serve(member: () => Member, faults: Faults, request: Reque
     if (method !== "GET") return text(405, "Method Not Allowed");
     return json(200, path === "/health" ? { health: "true" } : dialect.versions);
   }
+  // Outside /v3/ the request never reaches the gateway: Go's ServeMux answers (and redirects "/v3" to "/v3/").
+  if (path === "/v3") return new Response(null, { status: 301, headers: { ...CORS, location: "/v3/" } });
+  if (!path.startsWith("/v3/")) return text(404, "404 page not found");
   const route = ROUTES[path];
   if (!route) return plainOrJson(dialect.notFound);
   if (method !== "POST") return plainOrJson(dialect.methodNotAllowed);
@@ -140,7 +143,9 @@ export async function serve(member: () => Member, faults: Faults, request: Reque
     try {
       msg = decodeMessage(m, bytes, 0, type)?.msg ?? newMsg(type);
     } catch (err) {
-      if (err instanceof DecodeError || err instanceof JsonSyntaxError) throw GrpcStatusError.invalidArgument(err.message);
+      // The gateway refuses a body it cannot decode before any call, streaming or not: a plain error answer.
+      if (err instanceof DecodeError || err instanceof JsonSyntaxError) return errorResponse(dialect, GrpcStatusError.invalidArgument(err.message));
+      if (err instanceof GrpcStatusError) return errorResponse(dialect, err);
       throw err;
     }
     const call: Call = { msg, token: caller.token, signal };

@@ -213,11 +213,21 @@ const INVALID: Record<string, string[]> = {
   "/v3/watch": ['{"create_request":', "[1]", '{"create_request":{"key":"YQ","start_revision":1e2}}', '{"create_request":{"key":"YQ==","start_revision":1e0}}{"progress_request":{}}'],
   "/v3/lock/unlock": ['{"key":[97]}', '{"key":"!!"}', "{}"],
   "/v3/election/leader": ['{"name":"RTE"}', '{"name":[69,49]}', "{}"],
+  "/v3/election/observe": ['{"name":"!!"}', "[1]"],
   "/v3/election/proclaim": ['{"value":"eA=="}', '{"leader":{"name":"RTE=","key":"RTEvMQ==","rev":"x"}}', '{"leader":null}'],
   "/v3/election/resign": ["{}", '{"leader":{"name":"RTE=","key":"RTEvMQ==","rev":1.5}}'],
   "/v3/maintenance/status": ["[1]", "null", '{"x":1}'],
   "/v3/cluster/member/list": ["[1]", '{"linearizable":"yes"}', '{"linearizable":true}'],
+  // Paths: unknown under /v3/ (the gateway's 404), outside it (Go's mux), /v3beta/ (rewritten), /v3 (redirected).
+  "/v3/kv/nope": ["{}"],
+  "/v3/": ["{}"],
+  "/v3": ["{}"],
+  "/foo": ["{}"],
+  "/v3beta/kv/range": ['{"key":"YQ=="}'],
+  "/v3beta/lease/leases": ["{}"],
 };
+
+const STREAM_KINDS: Record<string, OpKind> = { "/v3/watch": "watch", "/v3/lease/keepalive": "keepalive", "/v3/election/observe": "observe" };
 
 /** Two members of one oneof: 3.4 keeps one at random (a Go map walk), so only 3.5's refusal is compared. */
 const RANDOM_ON_34 = new Set([
@@ -229,7 +239,7 @@ function invalid(version: "3.4" | "3.5"): fc.Arbitrary<Op> {
   const cases = Object.entries(INVALID).flatMap(([path, bodies]) => bodies.map((b) => [path, b] as const));
   return fc
     .constantFrom(...cases.filter(([, b]) => version === "3.5" || !RANDOM_ON_34.has(b)))
-    .map(([path, text]) => ({ kind: path === "/v3/watch" ? "watch" : path === "/v3/lease/keepalive" ? "keepalive" : "unary", path, body: { $text: text } }));
+    .map(([path, text]) => ({ kind: STREAM_KINDS[path] ?? "unary", path, body: { $text: text } }));
 }
 
 /** A put near etcd's limits: 1.5 MiB for a proposal (400), 2 MiB for a gRPC message (429). */
