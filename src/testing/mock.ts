@@ -199,3 +199,10 @@ export function createMockEtcd(options: MockEtcdOptions = {}): MockEtcd {
     auth: { expireTokens: () => member.auth?.expireTokens() },
   };
 }
+
+/**
+ * The name the repository's tests import from this module (from when the public entry needed msw): the same
+ * function as createMockEtcd. Not exported by etcd-edge/testing.
+ * @deprecated use createMockEtcd.
+ */
+export const createMockEtcdCore = createMockEtcd;

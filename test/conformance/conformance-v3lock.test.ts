@@ -2,24 +2,20 @@
 // one line (`<name>/<lease hex>`, oldest create revision first), so each waits for the other, in order.
 // v3lock callers here are plain gateway requests (the public API has no v3lock client): a lock request stays open
 // until the lock is acquired.
-import { inject } from "vitest";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Etcd, Session } from "../../src/index.js";
-import { type Backend, openBackend, stillPending, until, within } from "./backend.js";
+import { afterAll, describe, expect, it } from "vitest";
+import type { Session } from "../../src/index.js";
+import { stillPending, until, within } from "../support/async.js";
+import { sharedEndpoint } from "../support/etcd.js";
+import { useBackend } from "./backend.js";
 
-let backend: Backend;
-let etcd: Etcd;
+const { backend, etcd } = useBackend();
 const sessions: Session[] = [];
 const aborts: AbortController[] = [];
 
-beforeAll(async () => {
-  backend = await openBackend();
-  etcd = backend.client();
-});
+// Registered after useBackend's, so it runs before the backend closes.
 afterAll(async () => {
   for (const a of aborts) a.abort();
   await Promise.all(sessions.map((s) => s.close().catch(() => {})));
-  await backend?.close();
 });
 
 const utf8 = new TextEncoder();
@@ -29,7 +25,7 @@ const fresh = () => `v3lock${++n}`;
 
 /** The gateway the backend's clients talk to (the mock answers any host). */
 function endpoint(): string {
-  return backend.name === "mock" ? "http://etcd.test:2379" : inject("etcdEndpoint");
+  return backend.name === "mock" ? "http://etcd.test:2379" : sharedEndpoint();
 }
 
 /** Raw HTTP to the gateway: the mock's own fetch, or the runtime's. */
@@ -88,7 +84,7 @@ describe("v3lock and the SDK's mutex share one line", () => {
     await lineLength(name, 2);
     expect(await stillPending(server, 200)).toBe(true);
     const line = await etcd.inspectLock(name);
-    expect(line).toMatchObject({ holder: { key: holder.key, revision: holder.revision }, waiters: 1 });
+    expect(line).toMatchObject({ holder: { key: holder.key, revision: holder.revision }, waiters: [{ key: `${name}/${BigInt(lease).toString(16)}`, leaseId: lease }] });
 
     await holder.unlock();
     const held = await within(5_000, "v3lock acquires after the SDK unlocks", server);

@@ -5,7 +5,7 @@
 // member and a mock of its own with seed MOCK_DIFF_SEED + lane. Reproduce one lane with MOCK_DIFF_LANES=1,
 // MOCK_DIFF_SEED=<its seed> and MOCK_DIFF_OPS=<its request count>.
 //
-// The member runs the version of the project's etcd (inject("etcdEndpoint")), and the mock speaks that version's
+// The member runs the version of the project's etcd (inject("etcdVersion")), and the mock speaks that version's
 // wire. The mock copies the member's cluster ID, member ID and name, so headers and the lease IDs etcd picks share
 // their prefix. What may legitimately differ is compared loosely, each with its reason (docs/testing.md):
 // - lease IDs etcd picks itself: any bijection (the low bits count milliseconds since each member started);
@@ -503,8 +503,8 @@ async function openLane(seed: number, projectVersion: string): Promise<Lane> {
 }
 
 beforeAll(async () => {
-  const projectVersion = await etcdVersion(inject("etcdEndpoint"));
-  version = projectVersion.startsWith("3.4.") ? "3.4" : "3.5";
+  const projectVersion = inject("etcdRelease");
+  version = inject("etcdVersion");
   for (let i = 0; i < LANES; i++) lanes.push(await openLane(SEED + i, projectVersion));
 });
 
