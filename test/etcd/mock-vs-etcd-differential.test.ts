@@ -35,6 +35,9 @@ interface Answer {
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
+/** How long one side may lag behind the other's answer (generous: 2 busy cores, several members). */
+const OTHER_SIDE_MS = 10_000;
+
 async function etcdVersion(url: string): Promise<string> {
   const v = (await (await fetch(`${url}/version`)).json()) as { etcdserver: string };
   return v.etcdserver;
@@ -363,14 +366,14 @@ class Differential {
     // The mock answers at once unless it waits; etcd takes a few ms more.
     await Promise.race([mock, sleep(40)]);
     if (p.answers.mock) {
-      await Promise.race([real, sleep(3_000)]);
+      await Promise.race([real, sleep(OTHER_SIDE_MS)]);
       if (!p.answers.real) throw new Error(`seed ${this.seed} step ${step}: ${op.path} ${text.real} answered on the mock only`);
       return this.finish(p, false);
     }
     // Waiting on the mock: etcd must be waiting too, once its key has joined the line.
     await this.joined(text);
     if (p.answers.real) {
-      await Promise.race([mock, sleep(3_000)]);
+      await Promise.race([mock, sleep(OTHER_SIDE_MS)]);
       if (!p.answers.mock) throw new Error(`seed ${this.seed} step ${step}: ${op.path} ${text.real} answered on etcd only: ${JSON.stringify(p.answers.real)}`);
       return this.finish(p, false);
     }
@@ -414,11 +417,11 @@ class Differential {
     while (lineMoved && Date.now() < deadline && !this.pending.some((p) => p.answers.mock)) await sleep(2);
     for (const p of [...this.pending]) {
       if (!p.answers.real && !p.answers.mock) continue;
-      await Promise.race([p.settled, sleep(3_000)]);
+      await Promise.race([p.settled, sleep(OTHER_SIDE_MS)]);
       this.pending.splice(this.pending.indexOf(p), 1);
       if (!p.answers.real || !p.answers.mock) {
         const answer = JSON.stringify(p.answers.real ?? p.answers.mock);
-        throw new Error(`seed ${this.seed} step ${p.step}: ${p.op.path} ${p.text.real} answered on ${p.answers.real ? "etcd" : "the mock"} only: ${answer}`);
+        throw new Error(`seed ${this.seed} step ${p.step}: ${p.op.path} ${p.text.real} answered on ${p.answers.real ? "etcd" : "the mock"} only (${OTHER_SIDE_MS} ms later): ${answer}`);
       }
       this.finish(p, true);
     }
