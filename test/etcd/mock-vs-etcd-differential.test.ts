@@ -103,6 +103,8 @@ interface Pending {
   abort: Record<Side, AbortController>;
   answers: Partial<Record<Side, Answer>>;
   settled: Promise<unknown>;
+  /** The revision once the waiter joined its line (its key's create revision). */
+  joinedAt: number;
 }
 
 class Differential {
@@ -119,6 +121,8 @@ class Differential {
   compared = 0;
   /** Answers per path and status, for the run's summary. */
   readonly seen = new Map<string, number>();
+  /** Waiters etcd left waiting with an empty line (see settle). */
+  readonly stalled: string[] = [];
 
   constructor(
     private readonly base: Record<Side, string>,
@@ -307,6 +311,14 @@ class Differential {
     await this.settle(before !== this.waitedOnKeys());
   }
 
+  /** Whether no key older than the waiter's is left in its line on etcd. */
+  private async lineEmptyOnEtcd(p: Pending): Promise<boolean> {
+    const name = atob((JSON.parse(p.text.mock) as { name: string }).name);
+    const query = JSON.stringify({ key: btoa(`${name}/`), range_end: btoa(`${name}0`), max_create_revision: String(p.joinedAt - 1), count_only: true });
+    const res = (await (await fetch(`${this.base.real}/v3/kv/range`, { method: "POST", body: query })).json()) as { count?: string };
+    return Number(res.count ?? 0) === 0;
+  }
+
   /** The keys under the names that waiting locks and campaigns wait on (mock side). */
   private waitedOnKeys(): string {
     const names = new Set(this.pending.map((p) => atob((JSON.parse(p.text.mock) as { name: string }).name)));
@@ -353,7 +365,7 @@ class Differential {
    */
   private async blocking(step: number, op: Op, text: Record<Side, string>): Promise<void> {
     const abort = { real: new AbortController(), mock: new AbortController() };
-    const p: Pending = { step, op, text, abort, answers: {}, settled: Promise.resolve() };
+    const p: Pending = { step, op, text, abort, answers: {}, settled: Promise.resolve(), joinedAt: 0 };
     const [real, mock] = SIDES.map((s) =>
       this.send(s, op.path, text[s], abort[s].signal).then(
         (a) => {
@@ -377,6 +389,7 @@ class Differential {
       if (!p.answers.mock) throw new Error(`seed ${this.seed} step ${step}: ${op.path} ${text.real} answered on etcd only: ${JSON.stringify(p.answers.real)}`);
       return this.finish(p, false);
     }
+    p.joinedAt = this.server.mock.revision;
     this.pending.push(p);
   }
 
@@ -419,6 +432,13 @@ class Differential {
       if (!p.answers.real && !p.answers.mock) continue;
       await Promise.race([p.settled, sleep(OTHER_SIDE_MS)]);
       this.pending.splice(this.pending.indexOf(p), 1);
+      if (p.answers.mock && !p.answers.real && (await this.lineEmptyOnEtcd(p))) {
+        // etcd's waiter has nothing left to wait for, yet does not answer (seen in about one run in 15): that is
+        // etcd's own watcher stalling, not a difference on the wire. Counted, not compared (docs/testing.md).
+        this.stalled.push(`seed ${this.seed} step ${p.step}: ${p.op.path} ${p.text.real}`);
+        p.abort.real.abort();
+        continue;
+      }
       if (!p.answers.real || !p.answers.mock) {
         const answer = JSON.stringify(p.answers.real ?? p.answers.mock);
         throw new Error(`seed ${this.seed} step ${p.step}: ${p.op.path} ${p.text.real} answered on ${p.answers.real ? "etcd" : "the mock"} only (${OTHER_SIDE_MS} ms later): ${answer}`);
@@ -533,8 +553,12 @@ it(`random requests over HTTP: the mock answers as etcd does (seed ${SEED}, ${OP
   const seen = new Map<string, number>();
   for (const d of diffs) for (const [tag, n] of d.seen) seen.set(tag, (seen.get(tag) ?? 0) + n);
   const compared = diffs.reduce((n, d) => n + d.compared, 0);
+  const stalled = diffs.flatMap((d) => d.stalled);
+  if (stalled.length > 0) console.warn(`etcd left ${stalled.length} waiter(s) waiting on an empty line:\n  ${stalled.join("\n  ")}`);
   const summary = [...seen].sort().map(([tag, n]) => `  ${tag}: ${n}`).join("\n");
   const seconds = Math.round((performance.now() - started) / 1000);
   console.info(`mock-vs-etcd ${version}: ${compared} answers compared, ${perLane * LANES} requests, seeds ${SEED}..${SEED + LANES - 1}, ${seconds} s\n${summary}`);
   expect(compared).toBeGreaterThanOrEqual(perLane * LANES * 0.95);
+  // Rare by nature: more than a couple means the mock answers waiters etcd rightly keeps waiting.
+  expect(stalled.length).toBeLessThanOrEqual(2);
 }, 900_000);
