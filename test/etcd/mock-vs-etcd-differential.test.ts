@@ -419,8 +419,11 @@ class Differential {
       mock: new Collector(fetch(`${this.base.mock}${op.path}`, { method: "POST", body: text.mock, signal: abort.signal })),
     };
     this.streams.push({ step, op, text, abort, collectors, diverged: false });
-    // etcd syncs a watcher that starts in the past on a 100 ms loop: let it, before anything else is written.
+    // etcd syncs a watcher that starts in the past on a 100 ms loop: let it catch up with the mock (which syncs
+    // at once) before anything else is written, or its catch-up would batch later writes too.
     await sleep(150);
+    const deadline = Date.now() + 3_000;
+    while (collectors.real.lines.length < collectors.mock.lines.length && Date.now() < deadline) await sleep(5);
   }
 
   /** After each request: waiting locks and campaigns that answered on one side get time to answer on the other; streams catch up. */
@@ -458,14 +461,43 @@ class Differential {
     await sleep(500);
     for (const s of this.streams) {
       s.abort.abort();
-      const real: Answer = { status: s.collectors.real.status, body: this.streamShape(s.op, s.collectors.real.lines) };
-      const mock: Answer = { status: s.collectors.mock.status, body: this.streamShape(s.op, s.collectors.mock.lines) };
+      const realLines = s.collectors.real.lines;
+      const mockLines = s.op.kind === "observe" ? this.observedAlso(realLines, s.collectors.mock.lines) : s.collectors.mock.lines;
+      const real: Answer = { status: s.collectors.real.status, body: this.streamShape(s.op, realLines) };
+      const mock: Answer = { status: s.collectors.mock.status, body: this.streamShape(s.op, mockLines) };
       this.compare(s.step, s.op, s.text, real, mock, s.op.kind === "observe" ? ["revision"] : []);
     }
     for (const p of this.pending) {
       for (const side of SIDES) p.abort[side].abort();
       if (p.answers.real || p.answers.mock) this.finish(p, true);
     }
+  }
+
+  /**
+   * An observer reads the new leader on its own schedule after each change, so etcd's may skip a candidate that
+   * led only briefly (the test revokes a session lease at once) where the mock's, which reads at once, reports
+   * it. The mock's lines that etcd's skipped are left out, provided etcd's lines come in the mock's order and
+   * both end on the same leader; anything else still differs.
+   */
+  private observedAlso(real: Json[], mock: Json[]): Json[] {
+    const same = (a: Json, b: Json) => {
+      try {
+        this.eq(a, b, "", new Set(["revision"]));
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    const kept: Json[] = [];
+    let i = 0;
+    for (const line of mock) {
+      if (i < real.length && same(real[i]!, line)) {
+        kept.push(line);
+        i++;
+      }
+    }
+    const endsAlike = real.length > 0 && mock.length > 0 && kept[kept.length - 1] === mock[mock.length - 1];
+    return i === real.length && endsAlike ? kept : mock;
   }
 
   private streamShape(op: Op, lines: Json[]): Json {
