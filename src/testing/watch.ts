@@ -142,7 +142,9 @@ export class WatchStream {
     if (w.nextRevision < hub.store.compactRevision) {
       const out: Out = { header: hub.header(0) };
       setInt(out, "watch_id", w.id);
-      out["canceled"] = true;
+      // etcd marks the answer canceled by its compact revision being non-zero: after a compaction at revision 0
+      // (a fresh member), a watch from before it gets a bare header and nothing more.
+      if (hub.store.compactRevision !== 0) out["canceled"] = true;
       setInt(out, "compact_revision", hub.store.compactRevision);
       this.send(out);
       w.compacted = true;
