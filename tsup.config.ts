@@ -13,8 +13,23 @@ const shared: Options = {
 };
 
 export default defineConfig([
-  // Platform-neutral ESM: the same files load in Node, Deno, Bun, workerd and bundlers.
-  { ...shared, entry: { index: "src/index.ts", testing: "src/testing/index.ts" }, platform: "neutral", splitting: true },
+  // Platform-neutral ESM: the same files load in Node, Deno, Bun, workerd and bundlers. The msw handlers are an
+  // entry of their own, so the testing kit loads without msw. The mock over real HTTP and its command
+  // (etcd-edge-mock) are Node-only entries built here too, so they share the mock's chunk instead of copying it;
+  // only they import node: modules.
+  {
+    ...shared,
+    entry: {
+      index: "src/index.ts",
+      testing: "src/testing/index.ts",
+      "testing-msw": "src/testing/msw.ts",
+      "testing-server": "src/testing/server/index.ts",
+      "etcd-edge-mock": "src/testing/server/cli.ts",
+    },
+    external: [...(shared.external ?? []), /^node:/],
+    platform: "neutral",
+    splitting: true,
+  },
   // Node-only speedups, behind their own entry so edge bundles never see them.
   { ...shared, entry: { node: "src/node/index.ts" }, platform: "node", splitting: false },
 ]);

@@ -10,6 +10,8 @@ const root = new URL("../", import.meta.url);
 const entries = {
   "etcd-edge": { file: "dist/index.js", platform: "neutral" },
   "etcd-edge/testing": { file: "dist/testing.js", platform: "neutral" },
+  "etcd-edge/testing/msw": { file: "dist/testing-msw.js", platform: "neutral" },
+  "etcd-edge/testing/server": { file: "dist/testing-server.js", platform: "node" },
   "etcd-edge/node": { file: "dist/node.js", platform: "node" },
 };
 

@@ -5,13 +5,14 @@ import { setupServer } from "msw/node";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { Etcd } from "../../src/index.js";
 import { createMockEtcd } from "../../src/testing/index.js";
+import { mswHandlers } from "../../src/testing/msw.js";
 
 // The handler imports the package by name, which resolves to the build (dist/); unit tests run the source.
 vi.mock("etcd-edge", () => import("../../src/index.js"));
 
 const BASE = "http://etcd.test:2379";
 const mock = createMockEtcd();
-const server = setupServer(...mock.handlers(BASE));
+const server = setupServer(...mswHandlers(mock, BASE));
 
 interface Result {
   ok: boolean;

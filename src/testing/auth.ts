@@ -1,5 +1,5 @@
-import { prefixEnd, toBin, type BinKey } from "./bytes.js";
-import { Errors } from "./errors.js";
+import { prefixEnd, toBin, type BinKey } from "./wire/bytes.js";
+import { Errors } from "./wire/errors.js";
 
 export interface Permission {
   /** The key, or with `prefix` every key starting with it. */

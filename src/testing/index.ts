@@ -1,16 +1,14 @@
-import type { HttpHandler } from "msw";
-import { mswHandlers } from "./handlers.js";
-import { createMockEtcdCore, type MockEtcd, type MockEtcdOptions } from "./mock.js";
-
-export type { AuthOptions, MockEtcdOptions, MockFetch, MockKeyValue, MockLease, Permission } from "./mock.js";
-export { Faults, MIN_LEASE_TTL, PROGRESS_NOTIFY_INTERVAL_MS } from "./mock.js";
-export type MockEtcdServer = MockEtcd<HttpHandler>;
-
 /**
- * An in-memory etcd 3.4 member speaking the gRPC-gateway JSON API, for unit tests:
- * `setupServer(...mock.handlers("http://etcd.test:2379"))` with msw, or `fetch: mock.fetch` without it.
- * Time is virtual: leases expire only when the test calls `mock.advance(ms)`.
+ * `etcd-edge/testing`: an in-memory etcd member speaking the gRPC-gateway JSON API of etcd 3.4 or 3.5, for
+ * tests. Use its `fetch` (`new Etcd({ endpoints, fetch: mock.fetch })`), msw handlers from
+ * `etcd-edge/testing/msw`, or real HTTP from `etcd-edge/testing/server` (Node). Platform-neutral, no
+ * dependency on msw.
  */
-export function createMockEtcd(options?: MockEtcdOptions): MockEtcdServer {
-  return createMockEtcdCore(options, mswHandlers);
-}
+export { createMockEtcd } from "./mock.js";
+export type { MockEtcd, MockEtcdOptions, MockFetch, MockKeyValue, MockLease } from "./mock.js";
+export type { AuthOptions, Permission } from "./auth.js";
+export type { ClockMode } from "./clock.js";
+export type { EtcdVersion } from "./wire/dialect.js";
+export { Faults } from "./faults.js";
+export { MIN_LEASE_TTL } from "./lease.js";
+export { MAX_REQUEST_BYTES, PROGRESS_NOTIFY_INTERVAL_MS } from "./member.js";

@@ -1,6 +1,6 @@
-import { compareBytes } from "./bytes.js";
-import { encodeKv, setBool, setInt, setList, type Out } from "./encode.js";
-import { EtcdError, Errors } from "./errors.js";
+import { compareBytes } from "./wire/bytes.js";
+import { encodeKv, setBool, setInt, setList, type Out } from "./wire/encode.js";
+import { GrpcStatusError, Errors } from "./wire/errors.js";
 import type { Lessor } from "./lease.js";
 import { checkIntervals, isReadOnly, validateOp, type Compare, type DeleteOp, type Op, type PutOp, type RangeOp, type TxnOp } from "./ops.js";
 import { inRange, type KeyValue, type MvccStore, type WriteBatch } from "./store.js";
@@ -16,6 +16,12 @@ export interface KvResult {
   revision: number;
 }
 
+/**
+ * A write's raft proposal, made after the gRPC layer's checks and before anything is applied: it refuses a
+ * request that is too large, and numbers it.
+ */
+export type Propose = () => void;
+
 /** etcd's applierV3 for KV requests, over the MVCC store and the lessor. */
 export class KvApplier {
   constructor(
@@ -28,31 +34,36 @@ export class KvApplier {
     return { body: this.doRange(this.store, op), revision: this.store.revision };
   }
 
-  put(op: PutOp): KvResult {
+  put(op: PutOp, propose: Propose): KvResult {
     validateOp(op);
+    propose();
     this.checkPut(op);
     return this.store.write((w) => ({ body: this.doPut(w, op), revision: w.revision }));
   }
 
-  deleteRange(op: DeleteOp): KvResult {
+  deleteRange(op: DeleteOp, propose: Propose): KvResult {
     validateOp(op);
+    propose();
     return this.store.write((w) => {
       const body = this.doDelete(w, op);
       return { body, revision: w.readRevision };
     });
   }
 
-  txn(op: TxnOp): KvResult {
+  txn(op: TxnOp, propose: Propose): KvResult {
     validateOp(op);
     checkIntervals(op.success);
     checkIntervals(op.failure);
+    // A read-only txn is served without raft (etcd's isTxnReadonly), so no size check and no request ID.
+    const readOnly = isReadOnly(op);
+    if (!readOnly) propose();
     // Every compare, nested ones too, sees the state before the txn: etcd resolves the path first.
     const path = this.resolvePath(op);
-    if (isReadOnly(op)) {
+    this.checkPath(op, path, !readOnly);
+    if (readOnly) {
       const body = this.applyTxn(this.store, op, path, () => this.store.revision);
       return { body, revision: this.store.revision };
     }
-    this.checkPath(op, path);
     return this.store.write((w) => {
       const body = this.applyTxn(w, op, path, () => w.readRevision);
       return { body, revision: w.readRevision };
@@ -68,8 +79,12 @@ export class KvApplier {
     return path;
   }
 
-  /** etcd's checkRequests: puts (lease, ignore_*) then ranges (revision bounds) on the taken path, before any write. */
-  private checkPath(op: TxnOp, path: boolean[]): void {
+  /**
+   * etcd's checkRequests on the taken path, before anything is applied: for a write txn the puts (lease,
+   * ignore_*), then for every txn the ranges' revisions (checkRequestRange: a revision below the first one kept,
+   * negative ones included, is compacted).
+   */
+  private checkPath(op: TxnOp, path: boolean[], isWrite: boolean): void {
     const ops: Op[] = [];
     const walk = (t: TxnOp, p: boolean[]): boolean[] => {
       let rest = p.slice(1);
@@ -80,17 +95,21 @@ export class KvApplier {
       return rest;
     };
     walk(op, path);
-    for (const o of ops) if (o.kind === "put") this.checkPut(o, true);
+    for (const o of ops) if (isWrite && o.kind === "put") this.checkPut(o, true);
     // 3.4 passes the checks above against the pre-txn state, then panics applying an ignore_* put whose key an
     // earlier delete in the same txn removed (a from-key "\0" delete escapes the duplicate-key check).
     const deletes: DeleteOp[] = [];
     for (const o of ops) {
       if (o.kind === "delete") deletes.push(o);
       if (o.kind === "put" && (o.ignoreValue || o.ignoreLease) && deletes.some((d) => inRange(o.key, d.key, d.end))) {
-        throw new EtcdError(13, "etcd-edge/testing: etcd 3.4 panics on this txn (unexpected error during txn: etcdserver: key not found)");
+        throw new GrpcStatusError(13, "etcd-edge/testing: etcd 3.4 panics on this txn (unexpected error during txn: etcdserver: key not found)");
       }
     }
-    for (const o of ops) if (o.kind === "range") this.store.range(o.key, o.end, o.revision);
+    for (const o of ops) {
+      if (o.kind !== "range" || o.revision === 0) continue;
+      if (o.revision > this.store.revision) throw Errors.futureRev();
+      if (o.revision < this.store.compactRevision) throw Errors.compacted();
+    }
   }
 
   /** 3.4 checks the lease first for a plain put, but the key first inside a txn (checkRequestPut). */
@@ -136,6 +155,10 @@ export class KvApplier {
   private doRange(r: Reader, op: RangeOp): Out {
     let kvs = r.range(op.key, op.end, op.revision);
     const count = kvs.length;
+    // etcd reads only limit+1 keys (in key order) unless it must sort or filter everything first; a sort by a
+    // target other than KEY with no order given then sorts just those.
+    const readsAll = op.sortOrder !== 0 || op.minMod !== 0 || op.maxMod !== 0 || op.minCreate !== 0 || op.maxCreate !== 0;
+    if (!readsAll && op.limit > 0) kvs = kvs.slice(0, op.limit + 1);
     if (op.maxMod) kvs = kvs.filter((kv) => kv.modRevision <= op.maxMod);
     if (op.minMod) kvs = kvs.filter((kv) => kv.modRevision >= op.minMod);
     if (op.maxCreate) kvs = kvs.filter((kv) => kv.createRevision <= op.maxCreate);

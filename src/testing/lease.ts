@@ -1,5 +1,5 @@
-import type { BinKey } from "./bytes.js";
-import { Errors } from "./errors.js";
+import type { BinKey } from "./wire/bytes.js";
+import { Errors } from "./wire/errors.js";
 
 /** etcd's minimum TTL with the default 1 s election timeout: ceil(1.5 × election timeout). */
 export const MIN_LEASE_TTL = 2;
@@ -17,30 +17,17 @@ export interface Lease {
   readonly seq: number;
 }
 
-/** Random positive 63-bit IDs, built from 32-bit halves so they never pass through a lossy Number. */
-function randomLeaseId(): bigint {
-  const words = new Uint32Array(2);
-  crypto.getRandomValues(words);
-  const id = ((BigInt(words[0] as number) & 0x7fffffffn) << 32n) | BigInt(words[1] as number);
-  return id === 0n ? 1n : id;
-}
-
-/** Leases on the mock's virtual clock. Key deletion on expiry/revoke is the caller's job (it owns the store). */
+/** Leases on the member's clock. Key deletion on expiry/revoke is the caller's job (it owns the store). */
 export class Lessor {
   private readonly leases = new Map<bigint, Lease>();
   private seq = 0;
 
   constructor(private readonly now: () => number) {}
 
-  grant(requestedId: bigint, requestedTtl: number): Lease {
+  /** `id` 0 is not allowed here: the member picks one from its request ID generator, as etcd's server does. */
+  grant(id: bigint, requestedTtl: number): Lease {
     if (requestedTtl > MAX_LEASE_TTL) throw Errors.leaseTTLTooLarge();
-    let id = requestedId;
-    if (id === 0n) {
-      do id = randomLeaseId();
-      while (this.leases.has(id));
-    } else if (this.leases.has(id)) {
-      throw Errors.leaseExists();
-    }
+    if (this.leases.has(id)) throw Errors.leaseExists();
     const ttl = Math.max(requestedTtl, MIN_LEASE_TTL);
     const lease: Lease = { id, ttl, expiry: this.now() + ttl * 1000, keys: new Set(), seq: this.seq++ };
     this.leases.set(id, lease);
@@ -67,9 +54,12 @@ export class Lessor {
     return lease;
   }
 
-  /** Seconds left, truncated as etcd's TimeToLive does. */
+  /**
+   * Seconds left, as etcd's TimeToLive truncates them. Some time always passes between two requests to a real
+   * member, so a 60 s lease asked right after its grant says 59: the mock counts a whole second as just begun.
+   */
   remaining(lease: Lease): number {
-    return Math.max(0, Math.trunc((lease.expiry - this.now()) / 1000));
+    return Math.max(0, Math.ceil((lease.expiry - this.now()) / 1000) - 1);
   }
 
   /** etcd refreshes every lease on a new leader (Promote): a dead holder gets its full TTL again. */

@@ -1,21 +1,34 @@
-import { binToBytes, toBin } from "./bytes.js";
+import type { AuthOptions } from "./auth.js";
+import type { ClockMode } from "./clock.js";
 import { Faults } from "./faults.js";
 import { serve } from "./http.js";
-import { EtcdState, type ServerOptions } from "./server.js";
-import type { AuthOptions } from "./auth.js";
-
-export type { AuthOptions, Permission } from "./auth.js";
-export { Faults } from "./faults.js";
-export { PROGRESS_NOTIFY_INTERVAL_MS } from "./server.js";
-export { MIN_LEASE_TTL } from "./lease.js";
+import { MAX_REQUEST_BYTES, Member, type MemberOptions } from "./member.js";
+import { binToBytes, prefixEnd, toBin } from "./wire/bytes.js";
+import type { EtcdVersion } from "./wire/dialect.js";
+import { DroppedConnection } from "./wire/errors.js";
 
 export interface MockEtcdOptions {
+  /** Whose gateway to speak on the wire: etcd "3.4" (3.4.23, the default) or "3.5" (3.5.16). */
+  version?: EtcdVersion | undefined;
+  /**
+   * "virtual" (the default): time stands still until the test calls advance(). "wall": time follows the clock,
+   * so leases expire by themselves, for clients the test does not drive (another process, another language).
+   */
+  clock?: ClockMode | undefined;
   /** Turns auth on (as after `etcdctl auth enable`) with these users. Off by default. */
   auth?: AuthOptions | undefined;
   /** Header cluster_id, a uint64 as a decimal string or bigint. */
   clusterId?: string | bigint | undefined;
-  /** Header member_id, a uint64 as a decimal string or bigint. */
+  /** Header member_id, a uint64 as a decimal string or bigint. Its low 16 bits start every lease ID etcd picks. */
   memberId?: string | bigint | undefined;
+  /** The member's name in /v3/cluster/member/list (default "default", as etcd's). */
+  name?: string | undefined;
+  /** The member's client URLs in /v3/cluster/member/list (the HTTP server entry fills in its own). */
+  clientUrls?: readonly string[] | undefined;
+  /** The member's peer URLs in /v3/cluster/member/list. */
+  peerUrls?: readonly string[] | undefined;
+  /** etcd's --max-request-bytes (default 1.5 MiB): larger proposals fail with "request is too large". */
+  maxRequestBytes?: number | undefined;
 }
 
 export interface MockKeyValue {
@@ -35,21 +48,26 @@ export interface MockLease {
   id: bigint;
   /** Granted TTL in seconds (after raising to the 2 s minimum). */
   ttl: number;
-  /** Whole seconds left on the virtual clock. */
+  /** Whole seconds left, as etcd's timetolive reports them. */
   remaining: number;
   keys: string[];
 }
 
 export type MockFetch = (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
 
-export interface MockEtcd<H = never> {
+export interface MockEtcd {
+  /** Which etcd's wire the mock speaks. */
+  readonly version: EtcdVersion;
   /** A fetch that serves any URL's path from this mock. Needs no receiver and no msw. */
   readonly fetch: MockFetch;
-  /** msw handlers answering every request under baseUrl (e.g. "http://etcd.test:2379"). */
-  handlers(baseUrl: string): H[];
-  /** Moves the virtual clock: leases expire (their keys deleted in one revision each), progress notifications fire. */
+  /**
+   * Serves one Request (for msw handlers, servers, service workers). `signal` is the client's, when it has one
+   * that outlives the Request object. A request etcd would drop rejects with a TypeError.
+   */
+  handle(request: Request, signal?: AbortSignal): Promise<Response>;
+  /** Moves the clock: leases expire (their keys deleted in one revision each), progress notifications fire. */
   advance(ms: number): void;
-  /** Virtual ms since creation (or the last reset). */
+  /** Ms since creation (or the last reset), including advance(). */
   now(): number;
   readonly revision: number;
   readonly compactRevision: number;
@@ -64,8 +82,12 @@ export interface MockEtcd<H = never> {
   leases(): MockLease[];
   /** Watch streams whose body is still open. */
   readonly openWatchStreams: number;
+  /** Sets the client URLs /v3/cluster/member/list reports. */
+  advertise(clientUrls: readonly string[]): void;
   /** Back to a fresh member: revision 1, no keys or leases or tokens, clock 0, faults off, open streams cut. */
   reset(): void;
+  /** Cuts open streams and stops the wall clock's timer; the mock still answers, on a stopped clock. */
+  close(): void;
   readonly faults: Faults;
   readonly auth: {
     /** Invalidates every issued token, as a server restart or token TTL would; clients must authenticate again. */
@@ -75,27 +97,41 @@ export interface MockEtcd<H = never> {
 
 const decoder = new TextDecoder();
 const encoder = new TextEncoder();
+const terminated = () => new TypeError("terminated");
 
-/**
- * The msw-free core. `handlers` comes from a factory so that only handlers.ts imports msw.
- * Without a factory, handlers() throws.
- */
-export function createMockEtcdCore<H>(
-  options: MockEtcdOptions = {},
-  handlerFactory?: (baseUrl: string, fetch: (request: Request) => Promise<Response>) => H[],
-): MockEtcd<H> {
-  const serverOptions: ServerOptions = options;
-  let state = new EtcdState(serverOptions);
+/** An in-memory etcd member speaking the gRPC-gateway JSON API of etcd 3.4 or 3.5. */
+export function createMockEtcd(options: MockEtcdOptions = {}): MockEtcd {
+  const memberOptions: MemberOptions = {
+    version: options.version ?? "3.4",
+    clock: options.clock ?? "virtual",
+    auth: options.auth,
+    clusterId: BigInt(options.clusterId ?? "14841639068965178418"),
+    memberId: BigInt(options.memberId ?? "10276657743932975437"),
+    name: options.name ?? "default",
+    peerUrls: options.peerUrls ?? ["http://localhost:2380"],
+    clientUrls: options.clientUrls ?? ["http://localhost:2379"],
+    maxRequestBytes: options.maxRequestBytes ?? MAX_REQUEST_BYTES,
+  };
+  if (!["3.4", "3.5"].includes(memberOptions.version)) throw new TypeError(`etcd-edge/testing: unknown version ${String(options.version)}`);
+  if (!["virtual", "wall"].includes(memberOptions.clock)) throw new TypeError(`etcd-edge/testing: unknown clock ${String(options.clock)}`);
+  let member = new Member(memberOptions);
   const faults = new Faults({
-    cutStreams: () => state.watch.failAll(() => new TypeError("terminated")),
-    leaderChange: () => state.leaderChange(),
+    cutStreams: () => member.watch.failAll(terminated),
+    leaderChange: () => member.leaderChange(),
   });
-  const handle = (request: Request) => serve(() => state, faults, request);
 
-  const fetch: MockFetch = async (input, init) =>
-    serve(() => state, faults, new Request(input, init), init?.signal ?? (input instanceof Request ? input.signal : undefined));
+  const handle = async (request: Request, signal?: AbortSignal): Promise<Response> => {
+    try {
+      return await serve(() => member, faults, request, signal ?? request.signal);
+    } catch (err) {
+      if (err instanceof DroppedConnection) throw new TypeError("fetch failed", { cause: err });
+      throw err;
+    }
+  };
+  const fetch: MockFetch = (input, init) =>
+    handle(new Request(input, init), init?.signal ?? (input instanceof Request ? input.signal : undefined));
 
-  const toKeyValue = (kv: ReturnType<EtcdState["get"]>): MockKeyValue | undefined => {
+  const toKeyValue = (kv: ReturnType<Member["store"]["get"]>): MockKeyValue | undefined => {
     if (!kv) return undefined;
     const keyBytes = binToBytes(kv.key);
     return {
@@ -109,47 +145,64 @@ export function createMockEtcdCore<H>(
       lease: kv.lease,
     };
   };
+  const keys = (prefix: string | Uint8Array): string[] => {
+    const bin = toBin(prefix);
+    return member.store
+      .range(bin === "" ? "\0" : bin, bin === "" ? "\0" : prefixEnd(bin))
+      .map((kv) => decoder.decode(binToBytes(kv.key)));
+  };
 
   return {
+    version: memberOptions.version,
     fetch,
-    handlers(baseUrl) {
-      if (!handlerFactory) throw new Error("handlers() needs msw: import createMockEtcd from etcd-edge/testing");
-      return handlerFactory(baseUrl, handle);
-    },
-    advance: (ms) => state.advance(ms),
-    now: () => state.clock,
+    handle,
+    advance: (ms) => member.advance(ms),
+    now: () => member.clock.now(),
     get revision() {
-      return state.store.revision;
+      return member.store.revision;
     },
     get compactRevision() {
-      return Math.max(0, state.store.compactRevision);
+      return Math.max(0, member.store.compactRevision);
     },
     get raftTerm() {
-      return state.raftTerm;
+      return member.raftTerm;
     },
-    get: (key) => toKeyValue(state.get(toBin(key))),
-    keys: (prefix = "") => state.keys(toBin(prefix)).map((k) => decoder.decode(binToBytes(k))),
-    put: (key, value, opts) =>
-      state.putDirect(toBin(key), typeof value === "string" ? encoder.encode(value) : value, BigInt(opts?.lease ?? 0)),
-    compact: (revision) => state.store.compact(revision),
+    get: (key) => toKeyValue(member.store.get(toBin(key))),
+    keys: (prefix = "") => keys(prefix),
+    put: (key, value, opts) => {
+      const op = { kind: "put", key: toBin(key), value: typeof value === "string" ? encoder.encode(value) : value, lease: BigInt(opts?.lease ?? 0), prevKv: false, ignoreValue: false, ignoreLease: false } as const;
+      return member.kv.put(op, () => {}).revision;
+    },
+    compact: (revision) => member.store.compact(revision),
     leases: () =>
-      state.lessor.list().map((l) => ({
+      member.lessor.list().map((l) => ({
         id: l.id,
         ttl: l.ttl,
-        remaining: state.lessor.remaining(l),
+        remaining: member.lessor.remaining(l),
         keys: [...l.keys].sort().map((k) => decoder.decode(binToBytes(k))),
       })),
     get openWatchStreams() {
-      return state.watch.openStreams;
+      return member.watch.openStreams;
+    },
+    advertise(clientUrls) {
+      memberOptions.clientUrls = [...clientUrls];
     },
     reset() {
-      state.watch.failAll(() => new TypeError("terminated"));
-      state = new EtcdState(serverOptions);
+      member.dispose(terminated);
+      member = new Member(memberOptions);
       faults.clear();
     },
+    close() {
+      member.dispose(terminated);
+    },
     faults,
-    auth: { expireTokens: () => state.auth?.expireTokens() },
+    auth: { expireTokens: () => member.auth?.expireTokens() },
   };
 }
 
-
+/**
+ * The name the repository's tests import from this module (from when the public entry needed msw): the same
+ * function as createMockEtcd. Not exported by etcd-edge/testing.
+ * @deprecated use createMockEtcd.
+ */
+export const createMockEtcdCore = createMockEtcd;

@@ -1,16 +1,6 @@
-import type { BinKey } from "./bytes.js";
-import {
-  boolField,
-  bytesField,
-  enumField,
-  int64Field,
-  keyField,
-  numField,
-  objectArrayField,
-  objectField,
-  type Json,
-} from "./decode.js";
-import { Errors } from "./errors.js";
+import type { BinKey } from "./wire/bytes.js";
+import { bin, bool, bytes, enumValue, int, msgList, num, oneofCase, sub, type Msg } from "./wire/message.js";
+import { Errors } from "./wire/errors.js";
 
 /** Decoded KV requests. Keys are binary strings; `end` "" = single key, "\0" = every key >= key. */
 export interface RangeOp {
@@ -70,80 +60,77 @@ export interface EmptyOp {
 
 export type Op = RangeOp | PutOp | DeleteOp | TxnOp | EmptyOp;
 
-export const SORT_ORDER = ["NONE", "ASCEND", "DESCEND"] as const;
-export const SORT_TARGET = ["KEY", "VERSION", "CREATE", "MOD", "VALUE"] as const;
-export const COMPARE_TARGET = ["VERSION", "CREATE", "MOD", "VALUE", "LEASE"] as const;
-export const COMPARE_RESULT = ["EQUAL", "GREATER", "LESS", "NOT_EQUAL"] as const;
-export const FILTER_TYPE = ["NOPUT", "NODELETE"] as const;
-
 const COMPARE_UNION = ["version", "create_revision", "mod_revision", "value", "lease"] as const;
 
-export function parseRange(j: Json): RangeOp {
+export function parseRange(m: Msg): RangeOp {
   return {
     kind: "range",
-    key: keyField(j, "key"),
-    end: keyField(j, "range_end"),
-    limit: numField(j, "limit"),
-    revision: numField(j, "revision"),
-    sortOrder: enumField(j, "sort_order", SORT_ORDER, "etcdserverpb.RangeRequest_SortOrder"),
-    sortTarget: enumField(j, "sort_target", SORT_TARGET, "etcdserverpb.RangeRequest_SortTarget"),
-    keysOnly: boolField(j, "keys_only"),
-    countOnly: boolField(j, "count_only"),
-    minMod: numField(j, "min_mod_revision"),
-    maxMod: numField(j, "max_mod_revision"),
-    minCreate: numField(j, "min_create_revision"),
-    maxCreate: numField(j, "max_create_revision"),
+    key: bin(m, "key"),
+    end: bin(m, "range_end"),
+    limit: num(m, "limit"),
+    revision: num(m, "revision"),
+    sortOrder: enumValue(m, "sort_order"),
+    sortTarget: enumValue(m, "sort_target"),
+    keysOnly: bool(m, "keys_only"),
+    countOnly: bool(m, "count_only"),
+    minMod: num(m, "min_mod_revision"),
+    maxMod: num(m, "max_mod_revision"),
+    minCreate: num(m, "min_create_revision"),
+    maxCreate: num(m, "max_create_revision"),
   };
 }
 
-export function parsePut(j: Json): PutOp {
+export function parsePut(m: Msg): PutOp {
   return {
     kind: "put",
-    key: keyField(j, "key"),
-    value: bytesField(j, "value"),
-    lease: int64Field(j, "lease"),
-    prevKv: boolField(j, "prev_kv"),
-    ignoreValue: boolField(j, "ignore_value"),
-    ignoreLease: boolField(j, "ignore_lease"),
+    key: bin(m, "key"),
+    value: bytes(m, "value"),
+    lease: int(m, "lease"),
+    prevKv: bool(m, "prev_kv"),
+    ignoreValue: bool(m, "ignore_value"),
+    ignoreLease: bool(m, "ignore_lease"),
   };
 }
 
-export function parseDelete(j: Json): DeleteOp {
-  return { kind: "delete", key: keyField(j, "key"), end: keyField(j, "range_end"), prevKv: boolField(j, "prev_kv") };
+export function parseDelete(m: Msg): DeleteOp {
+  return { kind: "delete", key: bin(m, "key"), end: bin(m, "range_end"), prevKv: bool(m, "prev_kv") };
 }
 
-function parseCompare(j: Json): Compare {
-  const target = enumField(j, "target", COMPARE_TARGET, "etcdserverpb.Compare_CompareTarget");
+function parseCompare(m: Msg): Compare {
+  const target = enumValue(m, "target");
   const field = COMPARE_UNION[target];
   return {
-    key: keyField(j, "key"),
-    end: keyField(j, "range_end"),
+    key: bin(m, "key"),
+    end: bin(m, "range_end"),
     target,
-    result: enumField(j, "result", COMPARE_RESULT, "etcdserverpb.Compare_CompareResult"),
-    number: field && field !== "value" ? int64Field(j, field) : 0n,
-    value: field === "value" ? bytesField(j, "value") : new Uint8Array(),
+    result: enumValue(m, "result"),
+    number: field && field !== "value" ? int(m, field) : 0n,
+    value: field === "value" ? bytes(m, "value") : new Uint8Array(),
   };
 }
 
-export function parseTxn(j: Json): TxnOp {
+export function parseTxn(m: Msg): TxnOp {
   return {
     kind: "txn",
-    compare: objectArrayField(j, "compare").map(parseCompare),
-    success: objectArrayField(j, "success").map(parseRequestOp),
-    failure: objectArrayField(j, "failure").map(parseRequestOp),
+    compare: msgList(m, "compare").map(parseCompare),
+    success: msgList(m, "success").map(parseRequestOp),
+    failure: msgList(m, "failure").map(parseRequestOp),
   };
 }
 
-function parseRequestOp(j: Json): Op {
-  const range = objectField(j, "request_range");
-  if (range) return parseRange(range);
-  const put = objectField(j, "request_put");
-  if (put) return parsePut(put);
-  const del = objectField(j, "request_delete_range");
-  if (del) return parseDelete(del);
-  const txn = objectField(j, "request_txn");
-  if (txn) return parseTxn(txn);
-  return { kind: "empty" };
+function parseRequestOp(m: Msg): Op {
+  switch (oneofCase(m, "etcdserverpb.RequestOp.request")) {
+    case "request_range":
+      return parseRange(sub(m, "request_range")!);
+    case "request_put":
+      return parsePut(sub(m, "request_put")!);
+    case "request_delete_range":
+      return parseDelete(sub(m, "request_delete_range")!);
+    case "request_txn":
+      return parseTxn(sub(m, "request_txn")!);
+    default:
+      return { kind: "empty" };
+  }
 }
 
 /** etcd's --max-txn-ops default. */

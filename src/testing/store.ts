@@ -1,5 +1,5 @@
-import type { BinKey } from "./bytes.js";
-import { Errors } from "./errors.js";
+import type { BinKey } from "./wire/bytes.js";
+import { Errors } from "./wire/errors.js";
 
 export interface KeyValue {
   readonly key: BinKey;
@@ -42,9 +42,13 @@ export class MvccStore {
   /** Every key with any retained history, sorted bytewise. */
   private readonly sortedKeys: BinKey[] = [];
   /** Events by revision, for watchers replaying from a past revision. */
-  readonly log: { revision: number; events: StoreEvent[] }[] = [];
+  readonly log: { revision: number; events: readonly StoreEvent[] }[] = [];
 
-  constructor(private readonly onCommit: (revision: number, events: readonly StoreEvent[]) => void) {}
+  constructor(
+    private readonly onCommit: (revision: number, events: readonly StoreEvent[]) => void,
+    /** etcd 3.5 keeps a tombstone at exactly the compact revision (so a watch from there sees the delete); 3.4 drops it. */
+    private readonly keepsTombstoneAtCompactRevision = false,
+  ) {}
 
   /** Keys in [key, end) as of `rev` (0 = current), in key order. Throws etcd's compacted/future errors. */
   range(key: BinKey, end: BinKey, rev = 0, current = this.revision): KeyValue[] {
@@ -68,6 +72,12 @@ export class MvccStore {
 
   get(key: BinKey): KeyValue | undefined {
     return this.at(key, this.revision);
+  }
+
+  /** The key as of `rev`, or undefined when that revision is compacted (how etcd's watch looks up prev_kv). */
+  getAt(key: BinKey, rev: number): KeyValue | undefined {
+    if (rev < this.compactRevision || rev > this.revision) return undefined;
+    return this.at(key, rev);
   }
 
   private at(key: BinKey, rev: number): KeyValue | undefined {
@@ -110,7 +120,8 @@ export class MvccStore {
     for (const [key, entries] of this.history) {
       let keep = -1;
       while (keep + 1 < entries.length && (entries[keep + 1] as Entry).revision <= rev) keep++;
-      if (keep >= 0 && (entries[keep] as Entry).kv === undefined) keep += 1;
+      const tombstone = keep >= 0 && (entries[keep] as Entry).kv === undefined;
+      if (tombstone && !(this.keepsTombstoneAtCompactRevision && (entries[keep] as Entry).revision === rev)) keep += 1;
       if (keep > 0) entries.splice(0, keep);
       if (entries.length === 0) {
         this.history.delete(key);
@@ -119,6 +130,13 @@ export class MvccStore {
     }
     const firstKept = this.log.findIndex((l) => l.revision >= rev);
     this.log.splice(0, firstKept < 0 ? this.log.length : firstKept);
+    // etcd 3.4 keeps each key's newest version at the compact revision but drops tombstones: a watch from exactly
+    // that revision sees its puts, not its deletes.
+    const atRev = this.log[0];
+    if (atRev?.revision === rev && !this.keepsTombstoneAtCompactRevision) {
+      atRev.events = atRev.events.filter((ev) => ev.type === "PUT");
+      if (atRev.events.length === 0) this.log.shift();
+    }
   }
 }
 

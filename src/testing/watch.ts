@@ -1,6 +1,6 @@
-import type { BinKey } from "./bytes.js";
-import { encodeEvent, setInt, type Out } from "./encode.js";
-import { inRange, type MvccStore, type StoreEvent } from "./store.js";
+import type { BinKey } from "./wire/bytes.js";
+import { encodeKv, setInt, type Out } from "./wire/encode.js";
+import { inRange, type KeyValue, type MvccStore, type StoreEvent } from "./store.js";
 
 export interface WatchSpec {
   key: BinKey;
@@ -10,6 +10,8 @@ export interface WatchSpec {
   noPut: boolean;
   noDelete: boolean;
   progressNotify: boolean;
+  /** 0 = let the stream pick the next free ID. */
+  watchId: bigint;
 }
 
 /** etcd sends at most this many revisions per catch-up message (watchBatchMaxRevs). */
@@ -17,22 +19,48 @@ const MAX_REVS_PER_BATCH = 1000;
 
 const encoder = new TextEncoder();
 
-/** One HTTP watch stream: the gateway's NDJSON body. A stream stays open after its watch is canceled, as etcd's does. */
-class WatchStream {
+class Watcher {
+  /** Events below this revision were sent already (or predate the watch). */
+  nextRevision: number;
+  /** Caught up with the store; until then live events wait for the catch-up (etcd's unsynced watcher group). */
+  synced: boolean;
+  /** etcd's per-watch progress flag: a periodic notification goes out only if no events went out since the last one. */
+  progressDue = true;
+  /** Canceled for compaction: sends nothing more, but keeps its ID until a cancel_request, as in etcd. */
+  compacted = false;
+
+  constructor(
+    readonly id: bigint,
+    readonly spec: WatchSpec,
+    current: number,
+  ) {
+    this.synced = spec.startRevision === 0 || spec.startRevision > current;
+    this.nextRevision = spec.startRevision === 0 ? current + 1 : spec.startRevision;
+  }
+}
+
+/** One HTTP watch stream: the gateway's NDJSON body, and the watchers created on it. */
+export class WatchStream {
   private controller!: ReadableStreamDefaultController<Uint8Array>;
   private closed = false;
+  private nextId = 0n;
+  readonly watchers = new Map<bigint, Watcher>();
   readonly body: ReadableStream<Uint8Array>;
-  /** Events with a revision below this were already sent (or predate the watch). */
-  nextRevision = 0;
-  spec: WatchSpec | undefined;
 
-  constructor(private readonly onClose: (s: WatchStream) => void) {
+  constructor(
+    private readonly hub: WatchHub,
+    private readonly onClose: (s: WatchStream) => void,
+  ) {
     this.body = new ReadableStream<Uint8Array>({
       start: (c) => {
         this.controller = c;
       },
       cancel: () => this.finish(),
     });
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
   }
 
   send(result: Out): void {
@@ -48,92 +76,184 @@ class WatchStream {
 
   private finish(): void {
     this.closed = true;
+    this.watchers.clear();
     this.onClose(this);
+  }
+
+  /** A create_request; `refusal` is the auth check's cancel reason, if it failed. */
+  create(spec: WatchSpec, refusal: string | undefined): void {
+    const hub = this.hub;
+    const wsrev = hub.store.revision;
+    const refuse = (reason: string) =>
+      this.send({ header: hub.header(wsrev), watch_id: "-1", created: true, canceled: true, cancel_reason: reason });
+    if (refusal !== undefined) return refuse(refusal);
+    if (spec.end !== "" && spec.end !== "\0" && spec.key >= spec.end) return refuse("mvcc: watcher range is empty");
+    let id = spec.watchId;
+    if (id === 0n) {
+      while (this.watchers.has(this.nextId)) this.nextId++;
+      id = this.nextId++;
+    } else if (this.watchers.has(id)) {
+      return refuse("mvcc: duplicate watch ID provided on the WatchStream");
+    }
+    const watcher = new Watcher(id, spec, wsrev);
+    this.watchers.set(id, watcher);
+    const created: Out = { header: hub.header(wsrev) };
+    setInt(created, "watch_id", id);
+    created["created"] = true;
+    this.send(created);
+    if (!watcher.synced) hub.scheduleSync();
+  }
+
+  /** A cancel_request: answered only when the watch exists. */
+  cancel(id: bigint): void {
+    if (!this.watchers.delete(id)) return;
+    const out: Out = { header: this.hub.header() };
+    setInt(out, "watch_id", id);
+    out["canceled"] = true;
+    this.send(out);
+  }
+
+  /**
+   * A progress_request: the current revision, for no watch in particular (watch_id -1). 3.5 answers only when
+   * the stream has watchers and every one is synced.
+   */
+  progressRequest(needsSynced: boolean): void {
+    const watchers = [...this.watchers.values()];
+    // A watcher canceled for compaction has left etcd's synced group for good.
+    if (needsSynced && (watchers.length === 0 || watchers.some((w) => !w.synced || w.compacted))) return;
+    this.send({ header: this.hub.header(), watch_id: "-1" });
+  }
+
+  /** Sends one revision's events to a watcher (filtered; nothing when every event was filtered out). */
+  deliver(w: Watcher, events: readonly StoreEvent[], headerRevision: number): void {
+    const selected = this.hub.select(w.spec, events);
+    if (selected.length === 0) return;
+    const out: Out = { header: this.hub.header(headerRevision) };
+    setInt(out, "watch_id", w.id);
+    out["events"] = selected;
+    this.send(out);
+    w.progressDue = false;
+  }
+
+  /** Catch-up for an unsynced watcher: compacted → canceled; else history in batches of 1000 revisions. */
+  sync(w: Watcher): void {
+    const hub = this.hub;
+    const current = hub.store.revision;
+    if (w.nextRevision < hub.store.compactRevision) {
+      const out: Out = { header: hub.header(0) };
+      setInt(out, "watch_id", w.id);
+      // etcd marks the answer canceled by its compact revision being non-zero: after a compaction at revision 0
+      // (a fresh member), a watch from before it gets a bare header and nothing more.
+      if (hub.store.compactRevision !== 0) out["canceled"] = true;
+      setInt(out, "compact_revision", hub.store.compactRevision);
+      this.send(out);
+      w.compacted = true;
+      w.synced = true;
+      return;
+    }
+    let batch: Out[] = [];
+    let revs = 0;
+    const flush = () => {
+      const out: Out = { header: hub.header(current) };
+      setInt(out, "watch_id", w.id);
+      out["events"] = batch;
+      this.send(out);
+      w.progressDue = false;
+      batch = [];
+      revs = 0;
+    };
+    for (const entry of hub.store.log) {
+      // etcd reads history from the start revision as an unsigned key: a negative one reads nothing.
+      if (w.nextRevision < 0) break;
+      if (entry.revision < w.nextRevision || entry.revision > current) continue;
+      const events = hub.select(w.spec, entry.events);
+      if (events.length === 0) continue;
+      batch.push(...events);
+      if (++revs === MAX_REVS_PER_BATCH) flush();
+    }
+    if (batch.length > 0) flush();
+    w.nextRevision = current + 1;
+    w.synced = true;
   }
 }
 
+/** A server-internal watcher (v3lock, v3election): every commit, after the watch streams got theirs. */
+export type CommitListener = (revision: number, events: readonly StoreEvent[]) => void;
+
 export class WatchHub {
   private readonly streams = new Set<WatchStream>();
+  private readonly listeners = new Set<CommitListener>();
+  private syncQueued = false;
 
   constructor(
-    private readonly store: MvccStore,
+    readonly store: MvccStore,
     /** The full response header, at `revision` (default current; 0 = omitted, as on a compaction cancel). */
-    private readonly header: (revision?: number) => Out,
+    readonly header: (revision?: number) => Out,
   ) {}
 
   get openStreams(): number {
     return this.streams.size;
   }
 
-  /** Opens a stream whose first line is `created` (or a refusal), replaying history from start_revision. */
-  open(spec: WatchSpec, signal: AbortSignal | undefined, refusal: string | undefined): ReadableStream<Uint8Array> {
-    const stream = new WatchStream((s) => this.streams.delete(s));
+  /** A new HTTP watch stream; it ends when the client goes away (signal) or the body is canceled. */
+  open(signal: AbortSignal | undefined): WatchStream {
+    const stream = new WatchStream(this, (s) => this.streams.delete(s));
     this.streams.add(stream);
     if (signal) {
       const onAbort = () => stream.fail(signal.reason ?? new DOMException("This operation was aborted", "AbortError"));
       if (signal.aborted) queueMicrotask(onAbort);
       else signal.addEventListener("abort", onAbort, { once: true });
     }
-    const emptyRange = spec.end !== "" && spec.end !== "\0" && spec.key >= spec.end;
-    const cancelReason = refusal ?? (emptyRange ? "mvcc: watcher range is empty" : undefined);
-    if (cancelReason !== undefined) {
-      stream.send({ ...this.headerOut(), watch_id: "-1", created: true, canceled: true, cancel_reason: cancelReason });
-      return stream.body;
-    }
-    stream.send({ ...this.headerOut(), created: true });
-    const current = this.store.revision;
-    if (spec.startRevision > 0 && spec.startRevision < this.store.compactRevision) {
-      const out: Out = { header: this.header(0), canceled: true };
-      setInt(out, "compact_revision", this.store.compactRevision);
-      stream.send(out);
-      return stream.body;
-    }
-    stream.spec = spec;
-    stream.nextRevision = spec.startRevision > 0 ? spec.startRevision : current + 1;
-    if (stream.nextRevision <= current) this.replay(stream, current);
-    return stream.body;
+    return stream;
   }
 
-  private headerOut(revision?: number): Out {
-    return { header: this.header(revision) };
-  }
-
-  /** Catch-up: all past events in one message (up to 1000 revisions each), headed by the current revision. */
-  private replay(stream: WatchStream, current: number): void {
-    let batch: Out[] = [];
-    let revs = 0;
-    for (const entry of this.store.log) {
-      if (entry.revision < stream.nextRevision) continue;
-      const events = this.select(stream.spec!, entry.events);
-      if (events.length === 0) continue;
-      batch.push(...events);
-      if (++revs === MAX_REVS_PER_BATCH) {
-        stream.send({ ...this.headerOut(current), events: batch });
-        batch = [];
-        revs = 0;
+  /**
+   * etcd syncs watchers that start in the past on a background loop, after the create response and after any
+   * control response already queued; the mock does it once the current request (or body) has been handled.
+   */
+  scheduleSync(): void {
+    if (this.syncQueued) return;
+    this.syncQueued = true;
+    queueMicrotask(() => {
+      this.syncQueued = false;
+      for (const stream of this.streams) {
+        for (const w of [...stream.watchers.values()]) if (!w.synced) stream.sync(w);
       }
-    }
-    if (batch.length > 0) stream.send({ ...this.headerOut(current), events: batch });
-    stream.nextRevision = current + 1;
+    });
   }
 
   /** Called on every commit. Delivery waits for a microtask, so it never happens inside the writer's request. */
   notify(revision: number, events: readonly StoreEvent[]): void {
     queueMicrotask(() => {
       for (const stream of this.streams) {
-        if (!stream.spec || revision < stream.nextRevision) continue;
-        stream.nextRevision = revision + 1;
-        const selected = this.select(stream.spec, events);
-        // etcd sends nothing when filters removed every event.
-        if (selected.length > 0) stream.send({ ...this.headerOut(revision), events: selected });
+        for (const w of stream.watchers.values()) {
+          if (!w.synced || w.compacted || revision < w.nextRevision) continue;
+          w.nextRevision = revision + 1;
+          stream.deliver(w, events, revision);
+        }
       }
+      for (const listener of [...this.listeners]) listener(revision, events);
     });
   }
 
-  /** A progress notification: header only, at the current revision. */
-  progress(): void {
+  /** Subscribes to commits; returns the unsubscribe. */
+  listen(listener: CommitListener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** The periodic progress notification (etcd's progress report interval) to each synced watch that asked for it. */
+  progressTick(): void {
     for (const stream of this.streams) {
-      if (stream.spec?.progressNotify) stream.send(this.headerOut());
+      for (const w of stream.watchers.values()) {
+        if (!w.spec.progressNotify || w.compacted) continue;
+        if (w.progressDue && w.synced) {
+          const out: Out = { header: this.header() };
+          setInt(out, "watch_id", w.id);
+          stream.send(out);
+        }
+        w.progressDue = true;
+      }
     }
   }
 
@@ -141,10 +261,21 @@ export class WatchHub {
     for (const stream of [...this.streams]) stream.fail(reason());
   }
 
-  private select(spec: WatchSpec, events: readonly StoreEvent[]): Out[] {
+  /** Filters, then encodes; prev_kv is the key at the revision before the event, as etcd reads it (none if compacted). */
+  select(spec: WatchSpec, events: readonly StoreEvent[]): Out[] {
     return events
       .filter((ev) => inRange(ev.kv.key, spec.key, spec.end))
       .filter((ev) => !(ev.type === "PUT" ? spec.noPut : spec.noDelete))
-      .map((ev) => encodeEvent(ev, spec.prevKv));
+      .map((ev) => {
+        const out: Out = {};
+        if (ev.type === "DELETE") out["type"] = "DELETE";
+        out["kv"] = encodeKv(ev.kv);
+        const isCreate = ev.type === "PUT" && ev.kv.version === 1;
+        if (spec.prevKv && !isCreate) {
+          const prev: KeyValue | undefined = this.store.getAt(ev.kv.key, ev.kv.modRevision - 1);
+          if (prev) out["prev_kv"] = encodeKv(prev);
+        }
+        return out;
+      });
   }
 }

@@ -3,13 +3,12 @@
 // in-memory mock (vitest project `unit`) and on a real member of each etcd version (projects `etcd-3.4`,
 // `etcd-3.5`). A file says `const { backend, etcd } = useBackend();` and nothing else about setup.
 //
-// msw must never be loaded in the etcd projects, and this file must not need it in `unit` either: the mock is
-// built with the msw-free core (src/testing/mock.ts) and used through its own `fetch`. Each backend's modules
-// are loaded lazily, so the mock path never starts etcd and the etcd path never loads the mock.
+// The mock is used through its own `fetch` (no msw). Each backend's modules are loaded lazily, so the mock path
+// never starts etcd and the etcd path never loads the mock.
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, inject } from "vitest";
 import type { Etcd, EtcdOptions, Fetch } from "../../src/index.js";
-import type { AuthOptions, MockEtcd } from "../../src/testing/mock.js";
+import type { AuthOptions, MockEtcd } from "../../src/testing/index.js";
 import { client, sharedEndpoint } from "../support/etcd.js";
 import type { EtcdVersion } from "../support/etcd-versions.js";
 
@@ -22,7 +21,7 @@ export interface Backend {
   /** The transport clients use by default: the mock's fetch, or the runtime's global fetch. Wrap it to count requests. */
   readonly fetch: Fetch;
   /** The mock itself, for inspection (mock backend only). */
-  readonly mock: MockEtcd<unknown> | undefined;
+  readonly mock: MockEtcd | undefined;
   /** The key namespace every client of this backend uses ("" on a dedicated member and on the mock). */
   readonly namespace: string;
   /** A client. On the shared member every client of one backend shares a namespace unique to it. */
@@ -84,7 +83,7 @@ export function openBackend(options: BackendOptions = {}): Promise<Backend> {
 const MOCK_ENDPOINT = "http://etcd.test:2379";
 
 async function openMock(options: BackendOptions): Promise<Backend> {
-  const { createMockEtcdCore } = await import("../../src/testing/mock.js");
+  const { createMockEtcd } = await import("../../src/testing/index.js");
   let auth: AuthOptions | undefined;
   if (options.auth) {
     const users: Record<string, string> = { root: options.auth.rootPassword };
@@ -95,7 +94,7 @@ async function openMock(options: BackendOptions): Promise<Backend> {
     }
     auth = { users, permissions };
   }
-  const mock = createMockEtcdCore(auth ? { auth } : {});
+  const mock = createMockEtcd(auth ? { auth } : {});
   const fetch = mock.fetch as unknown as Fetch;
   return {
     name: "mock",

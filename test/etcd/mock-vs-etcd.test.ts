@@ -1,12 +1,21 @@
 /// <reference path="./provided.d.ts" />
-// Sends the same raw gateway requests to a real etcd 3.4 member and to the mock, and compares answers.
+// Sends the same raw gateway requests to a real etcd member and to the mock speaking that member's version
+// (3.4 or 3.5), and compares answers.
 //
 // A private member (not the shared one from global-setup): vitest runs files in parallel, so the shared
 // member's revision moves under us, and the auth scenario must enable auth. A fresh member and a fresh mock both
 // start at revision 1 and stay in lockstep, so revisions are compared exactly, not as deltas.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createMockEtcd, type MockEtcdServer } from "../../src/testing/index.js";
+import { createMockEtcd, type MockEtcd } from "../../src/testing/index.js";
 import { addUser, enableAuth, startEtcd, type EtcdMember } from "./harness.js";
+
+/** The gateway dialect of a member, from its /version. */
+async function versionOf(member: EtcdMember): Promise<"3.4" | "3.5"> {
+  const { etcdserver } = (await (await fetch(`${member.clientUrl}/version`)).json()) as { etcdserver: string };
+  if (etcdserver.startsWith("3.4.")) return "3.4";
+  if (etcdserver.startsWith("3.5.")) return "3.5";
+  throw new Error(`the mock speaks etcd 3.4 and 3.5, not ${etcdserver}`);
+}
 
 type Step = [path: string, body: unknown];
 interface Answer {
@@ -40,9 +49,9 @@ async function answer(res: Response): Promise<Answer> {
   }
 }
 
-describe("mock vs real etcd 3.4 (same raw requests)", () => {
+describe("mock vs real etcd (same raw requests)", () => {
   let member: EtcdMember;
-  let mock: MockEtcdServer;
+  let mock: MockEtcd;
   const real = (path: string, init?: RequestInit) => fetch(`${member.clientUrl}${path}`, init);
   const fake = (path: string, init?: RequestInit) => mock.fetch(`http://etcd.test:2379${path}`, init);
 
@@ -62,7 +71,7 @@ describe("mock vs real etcd 3.4 (same raw requests)", () => {
 
   beforeAll(async () => {
     member = await startEtcd();
-    mock = createMockEtcd();
+    mock = createMockEtcd({ version: await versionOf(member) });
   });
   afterAll(async () => {
     await member?.stop();
@@ -272,9 +281,9 @@ describe("mock vs real etcd 3.4 (same raw requests)", () => {
   });
 });
 
-describe("mock vs real etcd 3.4 with auth enabled", () => {
+describe("mock vs real etcd with auth enabled", () => {
   let member: EtcdMember;
-  let mock: MockEtcdServer;
+  let mock: MockEtcd;
 
   beforeAll(async () => {
     member = await startEtcd();
@@ -282,6 +291,7 @@ describe("mock vs real etcd 3.4 with auth enabled", () => {
     await addUser(member, { rootPassword: "rootpw", user: "app", password: "apppw", prefix: "app/" });
     await addUser(member, { rootPassword: "rootpw", user: "reader", password: "rpw", prefix: "app/", readOnly: true });
     mock = createMockEtcd({
+      version: await versionOf(member),
       auth: {
         users: { root: "rootpw", app: "apppw", reader: "rpw" },
         permissions: {

@@ -1,11 +1,12 @@
 import { setupServer } from "msw/node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createMockEtcd, type MockEtcdServer } from "../../src/testing/index.js";
+import { createMockEtcd, type MockEtcd } from "../../src/testing/index.js";
+import { mswHandlers } from "../../src/testing/msw.js";
 
 const BASE = "http://etcd.test:2379";
 const b64 = (s: string) => btoa(s);
 
-async function call(mock: MockEtcdServer, path: string, body: unknown, token?: string) {
+async function call(mock: MockEtcd, path: string, body: unknown, token?: string) {
   const res = await mock.fetch(`${BASE}${path}`, {
     method: "POST",
     body: JSON.stringify(body),
@@ -123,7 +124,7 @@ describe("faults", () => {
 
 describe("through msw setupServer", () => {
   const mock = createMockEtcd();
-  const server = setupServer(...mock.handlers(BASE));
+  const server = setupServer(...mswHandlers(mock, BASE));
   beforeAll(() => server.listen({ onUnhandledFrame: "error" }));
   afterAll(() => server.close());
 

@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { createMockEtcd, type MockEtcdServer } from "../../src/testing/index.js";
+import { createMockEtcd, type MockEtcd } from "../../src/testing/index.js";
 
 const b64 = (s: string) => btoa(s);
 
-async function txn(mock: MockEtcdServer, body: unknown) {
+async function txn(mock: MockEtcd, body: unknown) {
   const res = await mock.fetch("http://etcd.test:2379/v3/kv/txn", { method: "POST", body: JSON.stringify(body) });
   return { status: res.status, body: (await res.json()) as Record<string, any> };
 }

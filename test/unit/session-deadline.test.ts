@@ -1,9 +1,9 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { Etcd } from "../../src/index.js";
-import { createMockEtcdCore } from "../../src/testing/mock.js";
+import { createMockEtcd } from "../../src/testing/index.js";
 
 function client() {
-  const mock = createMockEtcdCore();
+  const mock = createMockEtcd();
   return { mock, etcd: new Etcd({ endpoints: "http://etcd.test:2379", fetch: mock.fetch as never }) };
 }
 

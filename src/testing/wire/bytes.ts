@@ -1,25 +1,10 @@
-import { fromByteArray, toByteArray } from "base64-js";
-import { EtcdError } from "./errors.js";
+import { fromByteArray } from "base64-js";
 
 /**
  * Keys are held as "binary strings": one char per byte (0..255). JavaScript compares strings by UTF-16 code
  * unit, which for such strings is exactly etcd's bytewise order, and they work as Map keys.
  */
 export type BinKey = string;
-
-const STD_BASE64 = /^[A-Za-z0-9+/]*$/;
-
-/** Decodes standard padded base64 as Go's encoding/base64.StdEncoding does (the gateway's bytes codec). */
-export function decodeBase64(text: string): Uint8Array {
-  const body = text.replace(/={1,2}$/, "");
-  const bad = body.search(/[^A-Za-z0-9+/]/);
-  if (bad >= 0) throw EtcdError.invalidArgument(`illegal base64 data at input byte ${bad}`);
-  if (text.length % 4 !== 0 || !STD_BASE64.test(body) || text.length - body.length > 2 || body.length % 4 === 1) {
-    // Go reports the offset of the quantum that could not be completed.
-    throw EtcdError.invalidArgument(`illegal base64 data at input byte ${body.length - (body.length % 4)}`);
-  }
-  return toByteArray(text);
-}
 
 export function encodeBase64(bytes: Uint8Array): string {
   return fromByteArray(bytes);

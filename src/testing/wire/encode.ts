@@ -1,5 +1,4 @@
 import { binToBase64, encodeBase64 } from "./bytes.js";
-import type { KeyValue, StoreEvent } from "./store.js";
 
 /**
  * Protojson as the 3.4 gateway writes it: proto field names, int64 as strings, zero values omitted.
@@ -39,7 +38,17 @@ export function header(h: HeaderFields): Out {
   return out;
 }
 
-export function encodeKv(kv: KeyValue, keysOnly = false): Out {
+/** A stored key-value, as mvccpb.KeyValue encodes it (keys as binary strings). */
+export interface KvFields {
+  readonly key: string;
+  readonly createRevision: number;
+  readonly modRevision: number;
+  readonly version: number;
+  readonly value: Uint8Array;
+  readonly lease: bigint;
+}
+
+export function encodeKv(kv: KvFields, keysOnly = false): Out {
   const out: Out = {};
   if (kv.key !== "") out["key"] = binToBase64(kv.key);
   setInt(out, "create_revision", kv.createRevision);
@@ -47,13 +56,5 @@ export function encodeKv(kv: KeyValue, keysOnly = false): Out {
   setInt(out, "version", kv.version);
   if (!keysOnly && kv.value.length > 0) out["value"] = encodeBase64(kv.value);
   setInt(out, "lease", kv.lease);
-  return out;
-}
-
-export function encodeEvent(ev: StoreEvent, withPrev: boolean): Out {
-  const out: Out = {};
-  if (ev.type === "DELETE") out["type"] = "DELETE";
-  out["kv"] = encodeKv(ev.kv);
-  if (withPrev && ev.prevKv) out["prev_kv"] = encodeKv(ev.prevKv);
   return out;
 }
