@@ -2,12 +2,12 @@
 // helper that expects a typed rejection.
 import { expect } from "vitest";
 import { Etcd, EtcdError, type EtcdOptions, type Fetch } from "../../src/index.js";
-import { createMockEtcd, type MockEtcdServer } from "../../src/testing/index.js";
+import { createMockEtcd, type MockEtcd } from "../../src/testing/index.js";
 
 export const ENDPOINT = "http://etcd.test:2379";
 
 export interface Counted {
-  mock: MockEtcdServer;
+  mock: MockEtcd;
   /** Paths of every request that reached the in-memory member, in order. */
   calls: string[];
   etcd: Etcd;
