@@ -2,13 +2,16 @@ import type { EtcdClient } from "../api/client.js";
 import type { ResponseHeader } from "../api/codec.js";
 import { locked, sessionExpired } from "../errors/catalogue.js";
 import { type EtcdError, isEtcdError } from "../errors/etcd-error.js";
-import { anySignal, CallSignal, untilAborted } from "../gateway/signals.js";
+import { anySignal, CallSignal, delay, untilAborted } from "../gateway/signals.js";
 import { Held } from "./held.js";
 import type { LeaseSession } from "./lease-session.js";
 import { type Subject, subjectText } from "./subject.js";
 import type { LockOptions } from "./queue.js";
 import { type LineState, waitSettings } from "./queue.js";
 import { type LineReader, type WaitContext, waitFailure, waitForTurn } from "./wait.js";
+
+/** How long a failed acquisition waits for its join's answer before leaving the cleanup to run on its own. */
+const JOIN_GRACE_MS = 500;
 
 /** One acquisition in progress, as its steps see it. */
 export interface Attempt {
@@ -104,12 +107,19 @@ export async function attempt<T>(
     const cleanup = joining !== undefined && !session.closed ? leaveAfter(joining, leave) : Promise.resolve();
     // The local turn stays taken until our key is gone, so this session's next caller cannot meet it.
     const handOn = () => frame.local?.();
+    // A join still on the wire usually answers within a round trip: wait for it a little, so that the
+    // failed call leaves no key behind. One that takes longer (a member gone silent) settles within the
+    // client's own call timeout; the caller's budget is spent, so it gets its error now and the key is
+    // removed once the join has landed or failed.
+    if (joining !== undefined && !joinSettled) {
+      const grace = new AbortController();
+      await Promise.race([joining.catch(() => {}), delay(JOIN_GRACE_MS, grace.signal).catch(() => {})]);
+      grace.abort();
+    }
     if (joining === undefined || joinSettled) {
       await cleanup;
       handOn();
     } else {
-      // A join still in flight settles within the client's own call timeout; the caller's budget is spent,
-      // so it gets its error now and the key is removed once the join has landed or failed.
       void cleanup.finally(handOn);
     }
     throw error;
