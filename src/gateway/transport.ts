@@ -1,15 +1,15 @@
-import { noToken, unavailable, undecided } from "../errors/catalogue.js";
+import { aborted, noToken, timedOut, unavailable, undecided } from "../errors/catalogue.js";
 import { EventSink } from "../events/events.js";
 import { EtcdError, type EtcdErrorCode } from "../errors/etcd-error.js";
 import { VERSION } from "../version.js";
 import { AuthToken } from "./auth.js";
 import { readBody } from "./body.js";
-import { type GatewayConfig, resolveTimeout } from "./config.js";
+import { type GatewayConfig, resolveSignal, resolveTimeout } from "./config.js";
 import { decodeAnswer, type Expected } from "./decode.js";
 import { type Fetch, type FetchResponse, resolveFetch } from "./fetch.js";
 import { backoff, mayRetry, outcomeUnknown, type RetryPolicy } from "./retry-policy.js";
 import { errorFromBody } from "./status.js";
-import { CallSignal, delay, untilAborted } from "./signals.js";
+import { CallSignal, delay } from "./signals.js";
 import { authenticate } from "./wire.js";
 
 /** Per-call options every method takes. */
@@ -46,6 +46,8 @@ interface Attempt {
   endpoint: string;
   headers: Record<string, string>;
   signal: AbortSignal;
+  /** `promise`, or the attempt's abort reason as soon as its signal fires, whichever comes first. */
+  bounded<T>(promise: Promise<T>): Promise<T>;
   sent: boolean;
   onSent: (() => void) | undefined;
   /** The answer's HTTP status, once one came. */
@@ -82,18 +84,16 @@ export class Transport {
   }
 
   /** One request/response call, parsed and validated against its schema. */
-  async unary<T>(request: Unary<T>, options: CallOptions = {}): Promise<T> {
-    const call = new CallSignal(options.signal, this.#timeout(options.timeout));
-    try {
-      const writes = request.writes ?? request.retry === "write";
-      return await this.#withRetries(request.path, request.retry, writes, call, options, async (attempt) => {
-        const response = await this.#post(attempt, request.path, request.body);
-        const limits = { maxBytes: this.#config.maxResponseBytes, firstLine: request.firstLine };
-        return decodeAnswer(request, response.status, await untilAborted(readBody(response, limits, attempt.endpoint), attempt.signal), attempt.endpoint);
-      });
-    } finally {
-      call.dispose();
-    }
+  unary<T>(request: Unary<T>, options: CallOptions = {}): Promise<T> {
+    const budget = new Budget(resolveSignal(options.signal), this.#timeout(options.timeout));
+    const writes = request.writes ?? request.retry === "write";
+    // Serialised once, whatever the number of attempts.
+    const body = JSON.stringify(request.body);
+    const limits = { maxBytes: this.#config.maxResponseBytes, firstLine: request.firstLine };
+    return this.#withRetries(request.path, request.retry, writes, budget, options, async (attempt) => {
+      const response = await this.#post(attempt, request.path, body);
+      return decodeAnswer(request, response.status, await attempt.bounded(readBody(response, limits, attempt.endpoint)), attempt.endpoint);
+    });
   }
 
   /**
@@ -107,9 +107,9 @@ export class Transport {
     signal: AbortSignal,
     options: { timeout?: number | undefined; headers?: Record<string, string> | undefined } = {},
   ): Promise<OpenStream> {
-    const call = new CallSignal(signal, this.#timeout(options.timeout));
-    try {
-      return await this.#withRetries(path, "idempotent", false, call, {}, async (attempt) => {
+    const budget = new Budget(signal, this.#timeout(options.timeout));
+    const text = JSON.stringify(body);
+    return this.#withRetries(path, "idempotent", false, budget, {}, async (attempt) => {
         const token = attempt.headers.authorization;
         if (options.headers !== undefined) attempt.headers = { ...attempt.headers, ...options.headers };
         // The stream outlives this attempt: once open it is bound to the caller's signal alone, but a failed
@@ -118,10 +118,10 @@ export class Transport {
         const follow = () => request.abort(signal.reason);
         signal.addEventListener("abort", follow, { once: true });
         try {
-          const response = await this.#post(attempt, path, body, request.signal);
+          const response = await this.#post(attempt, path, text, request.signal);
           if (response.status !== 200 || response.body === null) {
-            const text = readBody(response, { maxBytes: this.#config.maxResponseBytes }, attempt.endpoint);
-            throw errorFromBody(response.status, await untilAborted(text, attempt.signal), attempt.endpoint);
+            const answer = readBody(response, { maxBytes: this.#config.maxResponseBytes }, attempt.endpoint);
+            throw errorFromBody(response.status, await attempt.bounded(answer), attempt.endpoint);
           }
           return { response, body: response.body, endpoint: attempt.endpoint, token };
         } catch (error) {
@@ -129,10 +129,7 @@ export class Transport {
           request.abort();
           throw error;
         }
-      });
-    } finally {
-      call.dispose();
-    }
+    });
   }
 
   /** A stream was cancelled for this token: the next request authenticates again. */
@@ -160,7 +157,7 @@ export class Transport {
     path: string,
     policy: RetryPolicy,
     writes: boolean,
-    call: CallSignal,
+    budget: Budget,
     options: Pick<CallOptions, "attemptTimeout" | "onSent">,
     run: (attempt: Attempt) => Promise<T>,
     withToken = true,
@@ -172,30 +169,34 @@ export class Transport {
     for (let tries = 0; ; tries++) {
       const index = this.#current;
       const endpoint = this.#config.endpoints[index]!;
-      // A timer of its own only when the attempt must end before the call does.
-      const step = perAttempt !== undefined && perAttempt < call.remaining() ? new CallSignal(call.signal, perAttempt) : undefined;
-      const attempt: Attempt = { endpoint, headers: this.#baseHeaders, signal: step?.signal ?? call.signal, sent: false, onSent: options.onSent };
+      const left = budget.remaining();
+      // One timer per attempt: at the attempt's own limit when that comes first, else at the call's end.
+      const attemptOnly = perAttempt !== undefined && perAttempt < left;
+      const step = new CallSignal(budget.signal, Math.max(0, attemptOnly ? perAttempt : left));
+      const attempt = newAttempt(endpoint, this.#baseHeaders, step.signal, options.onSent);
       const startedAt = this.events.on ? performance.now() : 0;
       try {
-        if (call.aborted) throw call.error(endpoint);
+        if (budget.signal?.aborted) throw aborted(budget.signal.reason, endpoint);
+        if (left <= 0) throw timedOut(budget.timeout, { endpoint });
         const pending = withToken ? this.#token?.get() : undefined;
-        if (pending !== undefined) attempt.headers = { ...this.#baseHeaders, authorization: await untilAborted(pending, attempt.signal) };
+        if (pending !== undefined) attempt.headers = { ...this.#baseHeaders, authorization: await attempt.bounded(pending) };
         const result = await run(attempt);
         if (this.events.on) this.#requestEvent(path, attempt, tries, startedAt);
         return result;
       } catch (thrown) {
         // Cut off after the request left (abort, timeout), or failed in a way that leaves it open.
-        const cutOff = call.aborted || step?.timedOut === true;
+        const cutOff = step.aborted;
         undecided ||= writes && attempt.sent && (cutOff || outcomeUnknown(thrown));
         const unknown = undecided;
-        if (call.aborted) {
-          const error = call.error(endpoint, unknown);
+        if (budget.signal?.aborted || (step.timedOut && !attemptOnly) || (thrown instanceof EtcdError && thrown.code === "TIMEOUT" && left <= 0)) {
+          // The caller's signal, or the call's whole budget: nothing more is tried.
+          const error = budget.signal?.aborted ? aborted(budget.signal.reason, endpoint, unknown) : timedOut(budget.timeout, { endpoint, indeterminate: unknown });
           if (this.events.on && attempt.sent) this.#requestEvent(path, attempt, tries, startedAt, error.code);
           // An endpoint that lets a call time out is no place for the next call either.
-          if (call.timedOut) this.#failedOver(index, error.code);
+          if (error.code === "TIMEOUT") this.#failedOver(index, error.code);
           throw error;
         }
-        const timedOutHere = step?.timedOut === true;
+        const timedOutHere = step.timedOut;
         const error = timedOutHere ? step.error(endpoint, unknown) : toEtcdError(thrown, endpoint, unknown);
         if (this.events.on && attempt.sent) this.#requestEvent(path, attempt, tries, startedAt, error.code);
         const token = attempt.headers.authorization;
@@ -208,13 +209,13 @@ export class Transport {
         }
         if (tries >= this.#config.retries || !(timedOutHere ? policy === "idempotent" : mayRetry(error, thrown, policy))) throw error;
         this.#failedOver(index, error.code);
-        const wait = backoff(tries);
+        const wait = Math.min(backoff(tries), Math.max(0, budget.remaining()));
         if (this.events.on) this.events.emit({ type: "retry", path, endpoint: this.#config.endpoints[this.#current]!, attempt: tries + 1, code: error.code, delayMs: wait });
-        await delay(wait, call.signal).catch(() => {
-          throw call.error(endpoint);
+        await delay(wait, budget.signal).catch(() => {
+          throw aborted(budget.signal?.reason, endpoint);
         });
       } finally {
-        step?.dispose();
+        step.dispose();
       }
     }
   }
@@ -224,14 +225,14 @@ export class Transport {
    * the fetch implementation queues the request and ignores the signal meanwhile. `requestSignal` is what
    * the request itself is bound to (a stream outlives its attempt).
    */
-  async #post(attempt: Attempt, path: string, body: unknown, requestSignal = attempt.signal): Promise<FetchResponse> {
+  async #post(attempt: Attempt, path: string, body: string, requestSignal = attempt.signal): Promise<FetchResponse> {
     const fetch: Fetch = resolveFetch(this.#config.fetch);
-    const init = { method: "POST", headers: attempt.headers, body: JSON.stringify(body), signal: requestSignal, redirect: "manual" } as const;
+    const init = { method: "POST", headers: attempt.headers, body, signal: requestSignal, redirect: "manual" } as const;
     const pending = fetch(attempt.endpoint + path, init);
     attempt.sent = true;
     attempt.onSent?.();
     try {
-      const response = await untilAborted(pending, attempt.signal);
+      const response = await attempt.bounded(pending);
       attempt.status = response.status;
       return response;
     } catch (error) {
@@ -256,28 +257,58 @@ export class Transport {
 
   /** Not bound to any one caller's signal: concurrent callers share it, each waiting with its own. */
   async #authenticate(name: string, password: string): Promise<string> {
-    const call = new CallSignal(undefined, this.#config.timeout);
     const expected = { path: "/v3/auth/authenticate", schema: authenticate };
-    try {
-      const result = await this.#withRetries(
-        expected.path,
-        "idempotent",
-        false,
-        call,
-        {},
-        async (attempt) => {
-          const response = await this.#post(attempt, expected.path, { name, password });
-          const text = readBody(response, { maxBytes: this.#config.maxResponseBytes }, attempt.endpoint);
-          return decodeAnswer(expected, response.status, await untilAborted(text, attempt.signal), attempt.endpoint);
-        },
-        false,
-      );
-      if (!result.token) throw noToken();
-      return result.token;
-    } finally {
-      call.dispose();
-    }
+    const body = JSON.stringify({ name, password });
+    const result = await this.#withRetries(
+      expected.path,
+      "idempotent",
+      false,
+      new Budget(undefined, this.#config.timeout),
+      {},
+      async (attempt) => {
+        const response = await this.#post(attempt, expected.path, body);
+        const text = readBody(response, { maxBytes: this.#config.maxResponseBytes }, attempt.endpoint);
+        return decodeAnswer(expected, response.status, await attempt.bounded(text), attempt.endpoint);
+      },
+      false,
+    );
+    if (!result.token) throw noToken();
+    return result.token;
   }
+}
+
+/** A call's time budget and the caller's signal, with no timer of its own: each attempt arms one. */
+class Budget {
+  readonly #startedAt = performance.now();
+
+  constructor(
+    readonly signal: AbortSignal | undefined,
+    /** Milliseconds, Infinity for none. */
+    readonly timeout: number,
+  ) {}
+
+  /** Milliseconds left of the budget. */
+  remaining(): number {
+    return this.timeout - (performance.now() - this.#startedAt);
+  }
+}
+
+function newAttempt(endpoint: string, headers: Record<string, string>, signal: AbortSignal, onSent: (() => void) | undefined): Attempt {
+  let cut: Promise<never> | undefined;
+  return {
+    endpoint,
+    headers,
+    signal,
+    sent: false,
+    onSent,
+    // One listener for every wait of the attempt, and a fetch that queues a request and ignores the signal
+    // still cannot hold the attempt past its limit.
+    bounded<T>(promise: Promise<T>): Promise<T> {
+      if (signal.aborted) return Promise.reject(signal.reason as unknown);
+      cut ??= new Promise<never>((_, reject) => signal.addEventListener("abort", () => reject(signal.reason as unknown), { once: true }));
+      return Promise.race([promise, cut]);
+    },
+  };
 }
 
 function toEtcdError(thrown: unknown, endpoint: string, indeterminate: boolean): EtcdError {
