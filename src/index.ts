@@ -20,7 +20,7 @@ export type {
 } from "./api/kv.js";
 export { cmp, Compare, op, Op } from "./api/txn.js";
 export type { AnyOp, CompareOperator, OpResults, TxnResult } from "./api/txn.js";
-export { TxnBuilder } from "./api/txn-builder.js";
+export { PreparedTxn, TxnBuilder } from "./api/txn-builder.js";
 export { LeaseClient } from "./api/lease.js";
 export type { LeaseGrantResult, LeaseKeepAliveResult, LeaseListResult, LeaseTimeToLiveResult } from "./api/lease.js";
 export type { WatchBatch, WatchEvent, WatchOptions, WatchQuery } from "./api/watch.js";

@@ -9,6 +9,40 @@ import { type AnyOp, type Compare, decodeTxn, type TxnResult, txnRequest } from 
  * `txn().if(...).then(...).else(...).commit()`: all conditions hold, then the `then` operations run,
  * else the `else` ones, atomically in one revision. Each part may be given once, in that order.
  */
+/** A transaction built once by `txn()...prepare()`, committed as often as needed. */
+export class PreparedTxn<Then extends readonly AnyOp[] = [], Else extends readonly AnyOp[] = []> {
+  readonly #transport: Transport;
+  readonly #keyspace: Keyspace;
+  readonly #json: string;
+  readonly #then: Then;
+  readonly #else: Else;
+  readonly #writes: boolean;
+
+  /** @internal Made by `TxnBuilder.prepare()`. */
+  constructor(transport: Transport, keyspace: Keyspace, json: string, then: Then, otherwise: Else) {
+    this.#transport = transport;
+    this.#keyspace = keyspace;
+    this.#json = json;
+    this.#then = then;
+    this.#else = otherwise;
+    this.#writes = [...then, ...otherwise].some((o) => o.writes);
+  }
+
+  /**
+   * Sends the transaction. It is resent after a failure only when it has no writes, or when the caller
+   * says `idempotent: true` because its compares make a repeat a no-op (a delete guarded by the key's
+   * create revision, say).
+   */
+  async commit(options: CallOptions & { idempotent?: boolean | undefined } = {}): Promise<TxnResult<Then, Else>> {
+    const idempotent = resolveFlag(options.idempotent, "idempotent");
+    const result = await this.#transport.unary(
+      { path: "/v3/kv/txn", body: undefined, json: this.#json, schema: wire.txnResponse, retry: this.#writes && !idempotent ? "write" : "idempotent", writes: this.#writes },
+      options,
+    );
+    return decodeTxn(this.#keyspace, result, this.#then, this.#else);
+  }
+}
+
 export class TxnBuilder<Then extends readonly AnyOp[] = [], Else extends readonly AnyOp[] = []> {
   readonly #transport: Transport;
   readonly #keyspace: Keyspace;
@@ -46,15 +80,17 @@ export class TxnBuilder<Then extends readonly AnyOp[] = [], Else extends readonl
    * says `idempotent: true` because its compares make a repeat a no-op (a delete guarded by the key's
    * create revision, say).
    */
-  async commit(options: CallOptions & { idempotent?: boolean | undefined } = {}): Promise<TxnResult<Then, Else>> {
+  commit(options: CallOptions & { idempotent?: boolean | undefined } = {}): Promise<TxnResult<Then, Else>> {
+    return this.prepare().commit(options);
+  }
+
+  /**
+   * The transaction built and serialised once, to send again and again (a lock's join, a guarded update
+   * in a loop): each `commit()` of the result sends the same request without building it anew.
+   */
+  prepare(): PreparedTxn<Then, Else> {
     const body = txnRequest(this.#keyspace, this.#compares, this.#then, this.#else);
-    const idempotent = resolveFlag(options.idempotent, "idempotent");
-    const writes = [...this.#then, ...this.#else].some((o) => o.writes);
-    const result = await this.#transport.unary(
-      { path: "/v3/kv/txn", body, schema: wire.txnResponse, retry: writes && !idempotent ? "write" : "idempotent", writes },
-      options,
-    );
-    return decodeTxn(this.#keyspace, result, this.#then as Then, this.#else as Else);
+    return new PreparedTxn(this.#transport, this.#keyspace, JSON.stringify(body), this.#then as Then, this.#else as Else);
   }
 
   #advance(stage: number, name: string): void {

@@ -27,6 +27,8 @@ export interface CallOptions {
 /** One request/response call. */
 export interface Unary<T> extends Expected<T> {
   body: unknown;
+  /** The body already serialised (a prepared request): sent as is, `body` is not looked at. */
+  json?: string | undefined;
   retry: RetryPolicy;
   /** Whether the call changes the store, so that a lost answer leaves its outcome unknown. Default: `retry === "write"`. */
   writes?: boolean | undefined;
@@ -88,7 +90,7 @@ export class Transport {
     const budget = new Budget(resolveSignal(options.signal), this.#timeout(options.timeout));
     const writes = request.writes ?? request.retry === "write";
     // Serialised once, whatever the number of attempts.
-    const body = JSON.stringify(request.body);
+    const body = request.json ?? JSON.stringify(request.body);
     const limits = { maxBytes: this.#config.maxResponseBytes, firstLine: request.firstLine };
     return this.#withRetries(request.path, request.retry, writes, budget, options, async (attempt) => {
       const response = await this.#post(attempt, request.path, body);

@@ -5,7 +5,7 @@ import { notLeader } from "../errors/catalogue.js";
 import type { CallOptions } from "../gateway/transport.js";
 import { attempt } from "./attempt.js";
 import type { LeaseSession } from "./lease-session.js";
-import { deleteOwnKey, enqueue, type LockOptions, OLDEST, onlyContenders } from "./queue.js";
+import { deleteOwnKey, enqueue, joinTxn, type LockOptions, OLDEST, onlyContenders } from "./queue.js";
 import { waitInLine } from "./wait.js";
 import { nameArg } from "./names.js";
 
@@ -72,7 +72,7 @@ export class Election<S extends LeaseSession = LeaseSession> {
     const text = typeof value === "string" ? wellFormedText(value) : toText(toBytes(value));
     const leave = (revision: number | undefined) => deleteOwnKey(session.client, key, revision);
     const revision = await attempt(session, options, { kind: "leadership", name }, leave, async (frame) => {
-      const line = await frame.join((signal) => enqueue(session.client, prefix, key, text, session.leaseId, signal));
+      const line = await frame.join((signal) => enqueue(joinTxn(session.client, prefix, key, text, session.leaseId), key, signal));
       onlyContenders(prefix, line.seen);
       if (!line.created && line.own?.value !== text) {
         // Campaigning again with a new value: update our own key, whatever our place in the line.

@@ -6,7 +6,7 @@ import type { CallOptions } from "../gateway/transport.js";
 import { attempt } from "./attempt.js";
 import type { LeaseSession } from "./lease-session.js";
 import { Lock } from "./lock.js";
-import { deleteOwnKey, enqueue, type LockOptions, onlyContenders } from "./queue.js";
+import { deleteOwnKey, enqueue, joinTxn, type JoinTxn, type LockOptions, onlyContenders } from "./queue.js";
 import { randomHex } from "./unique-key.js";
 import { waitInLine } from "./wait.js";
 import { nameArg } from "./names.js";
@@ -24,6 +24,14 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
   readonly prefix: string;
   /** This session's key. */
   readonly key: string;
+  /**
+   * The key's value: a secret only this mutex's holders read back, the proof a ticket (`lock.toJSON()`)
+   * carries. Go's Mutex and etcdctl ignore the value. One per mutex: a ticket also names the key's create
+   * revision, which every acquisition renews, so an old ticket stays stale.
+   */
+  readonly #secret = randomHex(16);
+  /** The join transaction, the same for every acquisition: built once. */
+  #join: JoinTxn | undefined;
 
   constructor(session: S, name: string) {
     nameArg(name, "a lock");
@@ -48,10 +56,8 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
       const turn = session.turns.tryTake(key) ?? (frame.tryOnly ? undefined : await session.turns.take(key, frame.signal));
       if (turn === undefined) throw locked(name, "another caller of this session");
       frame.local = turn;
-      // The key's value is a secret only this caller reads back: the proof a ticket (`lock.toJSON()`) carries.
-      // Go's Mutex and etcdctl ignore the value.
-      const secret = randomHex(16);
-      const line = await frame.join((signal) => enqueue(session.client, prefix, key, secret, session.leaseId, signal));
+      const secret = this.#secret;
+      const line = await frame.join((signal) => enqueue((this.#join ??= joinTxn(session.client, prefix, key, secret, session.leaseId)), key, signal));
       onlyContenders(prefix, line.seen);
       let header = line.header;
       if (line.owner !== undefined && line.owner.createRevision !== line.revision) {

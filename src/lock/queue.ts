@@ -90,21 +90,21 @@ export type LineCheck = (prefix: string, ...lists: KeyValue[][]) => void;
 
 const anyKeys: LineCheck = () => {};
 
-export async function enqueue(
-  client: EtcdClient,
-  prefix: string,
-  key: string,
-  value: string,
-  leaseId: string,
-  signal: AbortSignal,
-) {
-  const result = await client
+/** A contender's join: the same transaction whenever this key joins with this value, so it is built once. */
+export function joinTxn(client: EtcdClient, prefix: string, key: string, value: string, leaseId: string) {
+  return client
     .txn()
     .if(cmp.createRevision(key, "==", 0))
     .then(op.put(key, value, { lease: leaseId }), ownerOp(prefix), op.get({ prefix, sort: NEWEST_FIRST, limit: 2 }))
     .else(op.get(key), ownerOp(prefix))
-    // A create-if-absent is safe to resend: a repeat finds the key and reads it back (created: false).
-    .commit({ signal, idempotent: true });
+    .prepare();
+}
+
+export type JoinTxn = ReturnType<typeof joinTxn>;
+
+export async function enqueue(join: JoinTxn, key: string, signal: AbortSignal) {
+  // A create-if-absent is safe to resend: a repeat finds the key and reads it back (created: false).
+  const result = await join.commit({ signal, idempotent: true });
   if (result.succeeded) {
     const [, owner, newest] = result.responses;
     const revision = result.header.revision;

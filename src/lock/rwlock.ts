@@ -1,4 +1,4 @@
-import { enqueue, deleteOwnKey } from "./queue.js";
+import { deleteOwnKey, enqueue, joinTxn } from "./queue.js";
 import { attempt, waitAfterJoin } from "./attempt.js";
 import type { LeaseSession } from "./lease-session.js";
 import type { LockOptions } from "./queue.js";
@@ -77,7 +77,7 @@ export class RWLock<S extends LeaseSession = LeaseSession> {
     const client = session.client;
     const line = this.#line("write");
     return attempt(session, options, { kind: "write", name }, this.#leave(line.key), async (a) => {
-      const joined = await a.join((signal) => enqueue(client, line.prefix, line.key, "", session.leaseId, signal));
+      const joined = await a.join((signal) => enqueue(joinTxn(client, line.prefix, line.key, "", session.leaseId), line.key, signal));
       const header = await waitAfterJoin(client, a, name, writerLine(client, line, joined.revision), { ...joined, ownExists: true });
       return new WriteLock({ session, name, key: line.key, revision: joined.revision, header });
     });
