@@ -90,7 +90,13 @@ export class EtcdClient {
   }
 
   /** Discards history before `revision`. `physical` waits until the space is reclaimed. */
-  async compact(revision: number, options: CallOptions & { physical?: boolean | undefined } = {}): Promise<{ header: ResponseHeader }> {
+  async compact(
+    revision: number,
+    options: CallOptions & { physical?: boolean | undefined } = {},
+  ): Promise<{
+    /** Which member answered, at which store revision. */
+    header: ResponseHeader;
+  }> {
     const result = await this.transport.unary(
       { path: "/v3/kv/compaction", body: compactRequest(revision, options.physical), schema: wire.headerOnly, retry: "idempotent" },
       options,

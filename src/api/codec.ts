@@ -6,19 +6,27 @@ import type { WireHeader, WireKeyValue } from "../gateway/wire.js";
 /** A decimal string: lease IDs are int64 and routinely exceed 2^53, so they never pass through `number`. */
 export type LeaseId = string;
 
+/** Which member served a response, and the store's revision at the time: every response carries one. */
 export interface ResponseHeader {
+  /** The cluster's ID, a decimal uint64 string (too large for `number`). */
   clusterId: string;
+  /** The ID of the member that answered, a decimal uint64 string. */
   memberId: string;
   /** The store's revision when the request was served. */
   revision: number;
+  /** The member's raft term: it grows with every leader election in the cluster. */
   raftTerm: number;
 }
 
+/** A key as etcd stores it, in both forms: text for the common case, bytes for binary keys and values. */
 export interface KeyValue {
   /** The key as UTF-8 text (without the client's namespace). */
   key: string;
+  /** The value as UTF-8 text; bytes that are not UTF-8 read as U+FFFD, so use `valueBytes` for binary. */
   value: string;
+  /** The key's bytes, without the client's namespace. */
   keyBytes: Uint8Array;
+  /** The value's bytes, exactly as stored. */
   valueBytes: Uint8Array;
   /** Revision of the last creation of this key. */
   createRevision: number;

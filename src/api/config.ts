@@ -10,6 +10,7 @@ export interface EtcdOptions extends GatewayOptions {
 
 /** {@link EtcdOptions} checked once, defaults filled in. */
 export interface ResolvedConfig extends GatewayConfig {
+  /** The key prefix as bytes; empty without a namespace. */
   readonly namespace: Uint8Array;
 }
 

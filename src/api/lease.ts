@@ -7,33 +7,50 @@ import { resolveFlag } from "../gateway/config.js";
 import type { CallOptions, Transport } from "../gateway/transport.js";
 import * as wire from "../gateway/wire.js";
 
+/** A granted lease: `lease.grant()`. */
 export interface LeaseGrantResult {
+  /** Which member answered, at which store revision. */
   header: ResponseHeader;
+  /** The new lease's ID: attach keys to it with `put(key, value, { lease: id })`. */
   id: LeaseId;
   /** The TTL the server granted, in seconds (it raises very small requests to its minimum). */
   ttl: number;
 }
 
+/** A renewed lease: `lease.keepAliveOnce()`. */
 export interface LeaseKeepAliveResult {
+  /** Which member answered, at which store revision. */
   header: ResponseHeader;
+  /** The lease renewed. */
   id: LeaseId;
   /** Seconds the lease now has left. */
   ttl: number;
 }
 
+/** A lease's state: `lease.timeToLive()`. */
 export interface LeaseTimeToLiveResult {
+  /** Which member answered, at which store revision. */
   header: ResponseHeader;
+  /** The lease asked about. */
   id: LeaseId;
   /** Seconds left. */
   ttl: number;
+  /** The TTL in seconds the lease was granted with, which each renewal restores. */
   grantedTtl: number;
-  /** Attached keys, when asked for with `keys: true`. */
+  /**
+   * Attached keys as text, when asked for with `keys: true`. Only keys in the client's namespace, which is
+   * stripped: a lease is cluster-wide and may hold keys of other namespaces.
+   */
   keys: string[];
+  /** The same keys as bytes. */
   keyBytes: Uint8Array[];
 }
 
+/** The cluster's live leases: `lease.list()`. */
 export interface LeaseListResult {
+  /** Which member answered, at which store revision. */
   header: ResponseHeader;
+  /** The ID of every live lease, whoever granted it. */
   leases: LeaseId[];
 }
 
@@ -68,7 +85,16 @@ export class LeaseClient {
   }
 
   /** Ends the lease now and deletes its keys. LEASE_NOT_FOUND if it has already ended. */
-  async revoke(lease: LeaseId, options: CallOptions & { /** @internal Resend after a lost answer. */ idempotent?: boolean | undefined } = {}): Promise<{ header: ResponseHeader }> {
+  async revoke(
+    lease: LeaseId,
+    options: CallOptions & {
+      /** @internal Resend after a lost answer. */
+      idempotent?: boolean | undefined;
+    } = {},
+  ): Promise<{
+    /** Which member answered, at which store revision. */
+    header: ResponseHeader;
+  }> {
     const result = await this.#transport.unary(
       { path: "/v3/lease/revoke", body: { ID: leaseIdArg(lease) }, schema: wire.headerOnly, retry: options.idempotent ? "idempotent" : "write", writes: true },
       options,

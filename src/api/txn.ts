@@ -19,6 +19,7 @@ import {
 } from "./kv.js";
 import type { WireResponseOp, WireTxn } from "../gateway/wire.js";
 
+/** How a compare relates the key's field (left) to the operand (right). */
 export type CompareOperator = "==" | "!=" | "<" | ">";
 
 const RESULT: Record<CompareOperator, string> = { "==": "EQUAL", "!=": "NOT_EQUAL", "<": "LESS", ">": "GREATER" };
@@ -53,8 +54,13 @@ export const cmp = {
   /** The number of writes since creation; `version(key, "==", 0)` means "key does not exist". */
   version: (key: Bytes | KeyRange, operator: CompareOperator, version: number) =>
     new Compare(key, "VERSION", operator, { version: String(countArg(version, "version")) }),
+  /**
+   * The revision that created the key (0 if it does not exist). It changes only when the key is deleted and
+   * created again, which is why a holder's key's create revision serves as its fencing token.
+   */
   createRevision: (key: Bytes | KeyRange, operator: CompareOperator, revision: number) =>
     new Compare(key, "CREATE", operator, { create_revision: String(countArg(revision, "createRevision")) }),
+  /** The revision of the key's last write (0 if it does not exist): "unchanged since I read it" is `==`. */
   modRevision: (key: Bytes | KeyRange, operator: CompareOperator, revision: number) =>
     new Compare(key, "MOD", operator, { mod_revision: String(countArg(revision, "modRevision")) }),
   /** The attached lease ("0" for none). */
@@ -83,27 +89,53 @@ export class Op<R> {
   }
 }
 
+/** An operation whatever it returns: what lists of operations hold. */
 export type AnyOp = Op<unknown>;
 
 /** What each operation of a list returns, position by position. */
 export type OpResults<T extends readonly AnyOp[]> = { -readonly [K in keyof T]: T[K] extends Op<infer R> ? R : never };
 
+/**
+ * What a transaction returns: which branch ran and what each of its operations returned, typed position by
+ * position, so checking `succeeded` narrows `responses` to the `then` or the `else` operations.
+ */
 export type TxnResult<Then extends readonly AnyOp[] = AnyOp[], Else extends readonly AnyOp[] = AnyOp[]> =
-  | { header: ResponseHeader; succeeded: true; responses: OpResults<Then> }
-  | { header: ResponseHeader; succeeded: false; responses: OpResults<Else> };
+  | {
+      /** Its revision is the store's after the transaction (the revision of its writes, if any). */
+      header: ResponseHeader;
+      /** Every compare held: the `then` operations ran. */
+      succeeded: true;
+      /** What each `then` operation returned, in order. */
+      responses: OpResults<Then>;
+    }
+  | {
+      /** Its revision is the store's after the transaction (the revision of its writes, if any). */
+      header: ResponseHeader;
+      /** A compare failed: the `else` operations ran. */
+      succeeded: false;
+      /** What each `else` operation returned, in order. */
+      responses: OpResults<Else>;
+    };
 
 /** Operations for `txn().then(...)` / `.else(...)`. */
 export const op = {
+  /** A read of a key, range or prefix, as `etcd.range()`; it sees the writes of the operations before it. */
   get: (query: Bytes | RangeQuery): Op<RangeResult> =>
     new Op(false, (ks) => ({ request_range: rangeRequest(ks, query) }), (ks, w) => decodeRange(ks, w.response_range ?? {})),
+  /** A write, as `etcd.put()`. */
   put: (key: Bytes, value: Bytes | undefined, options?: PutOptions): Op<PutResult> =>
     new Op(true, (ks) => ({ request_put: putRequest(ks, key, value, options) }), (ks, w) => decodePut(ks, w.response_put ?? {})),
+  /** A delete of a key, range or prefix, as `etcd.delete()`. */
   delete: (query: Bytes | DeleteQuery): Op<DeleteResult> =>
     new Op(
       true,
       (ks) => ({ request_delete_range: deleteRequest(ks, query) }),
       (ks, w) => decodeDelete(ks, w.response_delete_range ?? {}),
     ),
+  /**
+   * A nested transaction with compares and branches of its own (`otherwise` runs when one of its compares
+   * fails), all within the outer transaction's one revision. Its result is a {@link TxnResult}.
+   */
   txn: <const Then extends readonly AnyOp[], const Else extends readonly AnyOp[] = []>(
     compares: readonly Compare[],
     then: Then,

@@ -35,9 +35,12 @@ export interface WatchOptions extends CallOptions {
   onCreated?: ((revision: number) => void) | undefined;
 }
 
+/** What `watch()` takes: the keys to follow (a key, a range or a prefix) and {@link WatchOptions}. */
 export type WatchQuery = KeyRange & WatchOptions;
 
+/** One change to one key. */
 export interface WatchEvent {
+  /** `"put"` for a write (creation or update), `"delete"` for a deletion (also by lease expiry). */
   type: "put" | "delete";
   /** The key after the event; for a delete, only the key and the deletion's revision (`modRevision`). */
   kv: KeyValue;
@@ -47,7 +50,12 @@ export interface WatchEvent {
 
 /** All events of one revision (or a progress notification, with no events). */
 export interface WatchBatch {
+  /**
+   * `header.revision` is the store's revision when etcd sent the message, never below the events' own
+   * (`kv.modRevision`); after a progress notification, every change up to it has been delivered.
+   */
   header: ResponseHeader;
+  /** The changes of that revision, in the order etcd applied them; empty for a progress notification. */
   events: WatchEvent[];
 }
 

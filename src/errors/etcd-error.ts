@@ -47,7 +47,12 @@ const BRAND = Symbol.for("etcd-edge.EtcdError");
 
 /** Base of every error the SDK throws. */
 export class EtcdError extends Error {
+  /**
+   * `"EtcdError"`. Each class of the family sets its own, so `String(error)` and stack traces tell them apart
+   * (an Error subclass is otherwise named "Error").
+   */
   override name = "EtcdError";
+  /** What went wrong, as a stable string: match on it, never on the message. */
   readonly code: EtcdErrorCode;
   /** The endpoint that produced the error, when one was involved. */
   readonly endpoint: string | undefined;
@@ -69,6 +74,7 @@ export class EtcdError extends Error {
 
 /** The gateway answered with an etcd error: it carries the gRPC code and HTTP status it came with. */
 export class EtcdServerError extends EtcdError {
+  /** `"EtcdServerError"`; its `code` comes from etcd's error: its message when known, else its gRPC code. */
   override name = "EtcdServerError";
   /** The gRPC status code etcd reported. */
   readonly grpcCode: number;
@@ -84,6 +90,7 @@ export class EtcdServerError extends EtcdError {
 
 /** A read or watch asked for history that compaction has removed. */
 export class EtcdCompactedError extends EtcdError {
+  /** `"EtcdCompactedError"`; its `code` is always COMPACTED. */
   override name = "EtcdCompactedError";
   /** The oldest revision still available, when the server said it (watch always does). */
   readonly compactRevision: number | undefined;
@@ -96,6 +103,7 @@ export class EtcdCompactedError extends EtcdError {
 
 /** Whatever answered was not etcd's gateway speaking JSON: a proxy's HTML page, an empty reply, garbage. */
 export class EtcdBadResponseError extends EtcdError {
+  /** `"EtcdBadResponseError"`; its `code` is always BAD_RESPONSE. */
   override name = "EtcdBadResponseError";
   /** The HTTP status of the answer. */
   readonly status: number;
@@ -111,6 +119,7 @@ export class EtcdBadResponseError extends EtcdError {
 
 /** The call's own time budget ran out. */
 export class EtcdTimeoutError extends EtcdError {
+  /** `"EtcdTimeoutError"`; its `code` is always TIMEOUT. */
   override name = "EtcdTimeoutError";
   /** The budget that ran out, in milliseconds. */
   readonly timeout: number;

@@ -19,7 +19,14 @@ export interface GatewayOptions {
   /** How many times a call that is safe to repeat is retried on another endpoint. Default 3. */
   retries?: number | undefined;
   /** Credentials for an etcd with auth enabled; the token is fetched and refreshed as needed. */
-  auth?: { username: string; password: string } | undefined;
+  auth?:
+    | {
+        /** The etcd user (`etcdctl user add`). */
+        username: string;
+        /** Its password; sent only to `/v3/auth/authenticate`, never shown by `config`. */
+        password: string;
+      }
+    | undefined;
   /**
    * Extra headers on every request (for a proxy in front of etcd, say). Checked once here: names must be
    * HTTP tokens, values single-line Latin-1 text. Requests never follow redirects, so these never leave the
@@ -47,15 +54,32 @@ export interface GatewayOptions {
 
 /** {@link GatewayOptions} checked once, defaults filled in. */
 export interface GatewayConfig {
+  /** The endpoints as base URLs without a trailing slash, in failover order. */
   readonly endpoints: readonly string[];
+  /** The injected fetch; undefined means the global `fetch`, looked up on every call. */
   readonly fetch: Fetch | undefined;
+  /** Time budget of each call in milliseconds, retries included. */
   readonly timeout: number;
+  /** Longest wait for one endpoint's answer in milliseconds, before a repeatable call moves on. */
   readonly attemptTimeout: number;
+  /** How many times a call that is safe to repeat is retried. */
   readonly retries: number;
-  readonly auth: { readonly username: string; readonly password: string } | undefined;
+  /** The credentials, or undefined without auth. */
+  readonly auth:
+    | {
+        /** The etcd user. */
+        readonly username: string;
+        /** Its password; `client.config` shows `"[redacted]"` here. */
+        readonly password: string;
+      }
+    | undefined;
+  /** Extra headers sent on every request, names lowercased. */
   readonly headers: Readonly<Record<string, string>>;
+  /** Whether members without a raft leader are asked to fail at once. */
   readonly requireLeader: boolean;
+  /** The most bytes buffered for one answer or one watch message. */
   readonly maxResponseBytes: number;
+  /** The event handler, or undefined when none is set. */
   readonly onEvent: EventHandler | undefined;
 }
 

@@ -8,9 +8,16 @@ export type Fetch = (input: string, init: FetchInit) => Promise<FetchResponse>;
 
 /** The request fields the SDK sets. */
 export interface FetchInit {
+  /** Every gateway call is a POST. */
   method: "POST";
+  /** Lowercase names: `content-type`, `user-agent`, `authorization` once authenticated, the `headers` option's. */
   headers: Record<string, string>;
+  /** The request as JSON text. */
   body: string;
+  /**
+   * Aborts when the call gives up (timeout, the caller's signal, a watch closed). The SDK stops waiting
+   * either way; a fetch that honours it also frees the connection.
+   */
   signal: AbortSignal;
   /**
    * Always `"manual"`: etcd never redirects, and a followed redirect would carry the request (credentials
@@ -22,8 +29,14 @@ export interface FetchInit {
 
 /** The response fields the SDK reads. */
 export interface FetchResponse {
+  /** The HTTP status: 200 for an answer; for an etcd error, the status the gateway maps its gRPC code to. */
   readonly status: number;
+  /**
+   * The body as a stream, which the SDK reads when there is one: only up to `maxResponseBytes` (or a
+   * keepalive's first line) before dropping the rest, and a watch's messages as they arrive.
+   */
   readonly body: ReadableStream<Uint8Array> | null;
+  /** The whole body as text: read only when `body` is null (a fetch that buffers, such as a stub). */
   text(): Promise<string>;
 }
 

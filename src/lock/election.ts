@@ -9,15 +9,19 @@ import { deleteOwnKey, enqueue, joinTxn, type LockOptions, OLDEST, onlyContender
 import { waitInLine } from "./wait.js";
 import { nameArg } from "./names.js";
 
+/** The leader of an election, as `election.leader()` and `election.observe()` see it. */
 export interface Leader {
   /** The leader's key, `<name>/<leaseIdHex>`. */
   key: string;
   /** The leader's latest proclamation. */
   value: string;
+  /** The proclamation's bytes, for a value that is not text. */
   valueBytes: Uint8Array;
   /** The create revision of the leader's key: strictly increases with each new leader. */
   revision: number;
+  /** The leader's session lease: leadership ends with it. */
   leaseId: LeaseId;
+  /** The header of the read (or watch message) that showed this leader. */
   header: ResponseHeader;
 }
 
@@ -26,8 +30,11 @@ export interface Leader {
  * `<name>/`; the oldest key leads, and its value is the leader's proclamation.
  */
 export class Election<S extends LeaseSession = LeaseSession> {
+  /** The name candidates campaign on; Go's `concurrency.Election` on the same name takes part too. */
   readonly name: string;
+  /** All candidates' keys live under this prefix (`<name>/`). */
   readonly prefix: string;
+  /** The session whose lease this candidate campaigns with: leadership ends with it. */
   readonly session: S;
   #key: string | undefined;
   #revision: number | undefined;
@@ -50,6 +57,7 @@ export class Election<S extends LeaseSession = LeaseSession> {
     return this.#revision;
   }
 
+  /** Our key (`<name>/<leaseIdHex>`) once elected; undefined before, and after `resign()` or a failed `proclaim()`. */
   get key(): string | undefined {
     return this.#key;
   }

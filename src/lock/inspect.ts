@@ -16,6 +16,7 @@ export interface LineEntry {
   leaseId: LeaseId;
 }
 
+/** A lock's line as `etcd.inspectLock()` read it: the holder, then the waiters in order. */
 export interface LockInfo {
   /** The current holder, or undefined when the lock is free. */
   holder:
@@ -30,6 +31,7 @@ export interface LockInfo {
   header: ResponseHeader;
 }
 
+/** A semaphore's line as `etcd.inspectSemaphore()` read it: the holders, then the waiters in order. */
 export interface SemaphoreInfo {
   /** The permits the line's keys agree on; undefined when nobody holds or waits. */
   permits: number | undefined;

@@ -10,6 +10,10 @@ import { now } from "./clock.js";
 import { LocalTurns } from "./local-turns.js";
 import { ReleaseSends } from "./sends.js";
 
+/**
+ * How a session's lease is renewed: `"auto"` in the background, on a timer that does not keep the process
+ * alive; `"manual"` only by `renew()` or `renewWhile()`, for runtimes that freeze between invocations.
+ */
 export type KeepAliveMode = "auto" | "manual";
 
 export interface SessionOptions extends CallOptions {
@@ -68,9 +72,11 @@ export async function openLease(client: EtcdClient, options: SessionOptions = {}
  * It knows nothing of what is built on it: locks and elections take a session, as in Go's `concurrency`.
  */
 export class LeaseSession {
+  /** The session's lease: every key it puts is bound to it, and ends with it. */
   readonly leaseId: LeaseId;
   /** The lease's granted TTL in seconds. */
   readonly ttl: number;
+  /** How the lease is renewed: in the background (`"auto"`) or only when asked (`"manual"`). */
   readonly keepAlive: KeepAliveMode;
   /** @internal The client the session's requests go through. */
   readonly client: EtcdClient;
@@ -86,7 +92,7 @@ export class LeaseSession {
   #closing: Promise<boolean> | undefined;
   readonly #revokeSends = new ReleaseSends(() => this.beforeDeadline());
 
-  /** Made by `etcd.session()`; constructing one starts nothing and sends nothing. */
+  /** @internal Made by `etcd.session()`; constructing one starts nothing and sends nothing. */
   constructor(client: EtcdClient, lease: LeaseGrant) {
     this.client = client;
     this.leaseId = lease.id;

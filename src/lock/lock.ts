@@ -11,11 +11,15 @@ import { deleteIf } from "./queue.js";
  * take the lock over, once. Send it only over a channel you trust, and stop using the lock once sent.
  */
 export interface LockTicket {
+  /** The lock's name, as given to `mutex(name)`. */
   name: string;
+  /** The lock's key in etcd, `<name>/<leaseIdHex>`. */
   key: string;
+  /** The lease the key is bound to; the resumed lock's session adopts it. */
   leaseId: LeaseId;
   /** The fencing token, as `lock.revision`. */
   revision: number;
+  /** The key's value when the ticket was made: the takeover checks it and writes a new one, so it works once. */
   secret: string;
 }
 
@@ -36,7 +40,7 @@ export class Lock<S extends LeaseSession = LeaseSession> extends HeldKey<S> {
   readonly #modRevision: number;
   readonly #secret: string;
 
-  /** Made by `mutex.lock()` and `etcd.resumeLock()`; subscribes to nothing until `signal` is read. */
+  /** @internal Made by `mutex.lock()` and `etcd.resumeLock()`; subscribes to nothing until `signal` is read. */
   constructor(state: LockState<S>) {
     super(state, { kind: "lock", name: state.name });
     this.#modRevision = state.modRevision;

@@ -10,6 +10,7 @@ import { checkPermits, joinSlots, type SlotLine, waitForSlot } from "./semaphore
 import { uniqueKey } from "./unique-key.js";
 import { nameArg } from "./names.js";
 
+/** Options of `session.semaphore(name, options)`. */
 export interface SemaphoreOptions {
   /** How many holders at most. Every contender on the name must use the same number. */
   permits: number;

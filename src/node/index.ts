@@ -5,6 +5,7 @@ import { invalidArgument } from "../errors/catalogue.js";
 import { ByteBuffer } from "../gateway/byte-buffer.js";
 import { type Fetch, type FetchInit, type FetchResponse, READ_BOUNDED, type ReadBounded } from "../gateway/fetch.js";
 
+/** Options of {@link createNodeFetch}: pool sizes and TLS. Unset TLS options keep Node's defaults. */
 export interface NodeFetchOptions {
   /** Keep-alive connections per endpoint for requests (watch streams never use them). Default 16. */
   connections?: number | undefined;
