@@ -18,6 +18,8 @@ step() {
 step npx tsc --noEmit -p tsconfig.json
 step npx tsc --noEmit -p tsconfig.test.json
 step npm run --silent build
+# The API reference: every public export documented, TypeDoc's warnings are errors.
+step npm run --silent docs
 
 # Packaging gates: the package as npm would publish it, its types as each resolver sees them, and the
 # size of every entry against size-budget.json.

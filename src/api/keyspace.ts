@@ -18,8 +18,22 @@ import { invalidArgument } from "../errors/catalogue.js";
  * reading would surprise someone (a delete of one key that took the whole prefix).
  */
 export type KeyRange =
-  | { key: Bytes; end?: Bytes | undefined; prefix?: never }
-  | { prefix: Bytes; key?: never; end?: never };
+  | {
+      /** The first key of the range (the only one without `end`). */
+      key: Bytes;
+      /** The first key after the range; `"\0"` for "every key from `key` on". */
+      end?: Bytes | undefined;
+      /** Not with `key`: a range is one form or the other. */
+      prefix?: never;
+    }
+  | {
+      /** Every key that starts with these bytes; `""` for every key. */
+      prefix: Bytes;
+      /** Not with `prefix`. */
+      key?: never;
+      /** Not with `prefix`. */
+      end?: never;
+    };
 
 export interface WireRange {
   key: string;

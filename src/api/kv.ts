@@ -6,29 +6,50 @@ import { resolveFlag } from "../gateway/config.js";
 import type { KeyRange, Keyspace } from "./keyspace.js";
 import type { WireDeleteRange, WirePut, WireRange } from "../gateway/wire.js";
 
+/** What a range is sorted by. */
 export type SortTarget = "key" | "version" | "createRevision" | "modRevision" | "value";
+/** Which way; `"none"` keeps etcd's order (ascending key). */
 export type SortOrder = "none" | "ascend" | "descend";
 
+/** How a range read is done: limit, revision, sort, filters. */
 export interface RangeOptions {
   /** At most this many keys (0: no limit). `more` says whether there were others. */
   limit?: number | undefined;
   /** Read the store as it was at this revision (0: latest). */
   revision?: number | undefined;
-  sort?: { target?: SortTarget | undefined; order?: SortOrder | undefined } | undefined;
+  /** Sort order. Default: by key, ascending. */
+  sort?:
+    | {
+        /** What to sort by. Default `"key"`. */
+        target?: SortTarget | undefined;
+        /** Which way. Default `"ascend"` (for `"key"`, etcd's own order). */
+        order?: SortOrder | undefined;
+      }
+    | undefined;
+  /** Leave values out (keys and revisions only). */
   keysOnly?: boolean | undefined;
+  /** Only the count: `kvs` comes back empty. */
   countOnly?: boolean | undefined;
+  /** Only keys created at or after this revision. */
   minCreateRevision?: number | undefined;
+  /** Only keys created at or before this revision. */
   maxCreateRevision?: number | undefined;
+  /** Only keys last modified at or after this revision. */
   minModRevision?: number | undefined;
+  /** Only keys last modified at or before this revision. */
   maxModRevision?: number | undefined;
   /** Serve from the member's local state without a quorum read: faster, possibly stale. */
   serializable?: boolean | undefined;
 }
 
+/** What `range()` takes: which keys, and how to read them. */
 export type RangeQuery = KeyRange & RangeOptions;
 
+/** What a range read found. */
 export interface RangeResult {
+  /** The store's revision when the read was served. */
   header: ResponseHeader;
+  /** The keys found, in the order asked for. */
   kvs: KeyValue[];
   /** How many keys matched in all, before `limit`. */
   count: number;
@@ -36,6 +57,7 @@ export interface RangeResult {
   more: boolean;
 }
 
+/** How a put is done. */
 export interface PutOptions {
   /** Attach the key to this lease: it is deleted when the lease ends. */
   lease?: LeaseId | undefined;
@@ -47,21 +69,30 @@ export interface PutOptions {
   ignoreLease?: boolean | undefined;
 }
 
+/** What a put did. */
 export interface PutResult {
+  /** The revision the put was written at. */
   header: ResponseHeader;
+  /** The key before the put, with `prevKv: true` (undefined if it did not exist). */
   prevKv: KeyValue | undefined;
 }
 
+/** How a delete is done. */
 export interface DeleteOptions {
   /** Return the deleted key-values. */
   prevKv?: boolean | undefined;
 }
 
+/** What `delete()` takes: which keys, and how. */
 export type DeleteQuery = KeyRange & DeleteOptions;
 
+/** What a delete did. */
 export interface DeleteResult {
+  /** The revision the delete was written at. */
   header: ResponseHeader;
+  /** How many keys were deleted. */
   deleted: number;
+  /** The deleted keys, with `prevKv: true`. */
   prevKvs: KeyValue[];
 }
 

@@ -43,6 +43,10 @@ export class PreparedTxn<Then extends readonly AnyOp[] = [], Else extends readon
   }
 }
 
+/**
+ * A transaction being built: `txn().if(...).then(...).else(...).commit()`. All conditions hold, then the
+ * `then` operations run, else the `else` ones, atomically at one revision.
+ */
 export class TxnBuilder<Then extends readonly AnyOp[] = [], Else extends readonly AnyOp[] = []> {
   readonly #transport: Transport;
   readonly #keyspace: Keyspace;
@@ -57,18 +61,21 @@ export class TxnBuilder<Then extends readonly AnyOp[] = [], Else extends readonl
     this.#keyspace = keyspace;
   }
 
+  /** The conditions, all of which must hold (made with `cmp.*`). None: the `then` branch always runs. */
   if(...compares: Compare[]): TxnBuilder<Then, Else> {
     this.#advance(1, "if");
     this.#compares = compares;
     return this;
   }
 
+  /** The operations to run when the conditions hold (made with `op.*`); their results are typed in order. */
   then<Ops extends AnyOp[]>(...ops: Ops): TxnBuilder<Ops, Else> {
     this.#advance(2, "then");
     this.#then = ops;
     return this as unknown as TxnBuilder<Ops, Else>;
   }
 
+  /** The operations to run when a condition fails. */
   else<Ops extends AnyOp[]>(...ops: Ops): TxnBuilder<Then, Ops> {
     this.#advance(3, "else");
     this.#else = ops;

@@ -18,7 +18,9 @@ import { nameArg } from "./names.js";
  * server's v3lock on the same name. `new Mutex(session, name)` sends nothing.
  */
 export class Mutex<S extends LeaseSession = LeaseSession> {
+  /** The lock's name. */
   readonly name: string;
+  /** The session whose lease this mutex's key is bound to. */
   readonly session: S;
   /** All contenders' keys live under this prefix (`<name>/`). */
   readonly prefix: string;

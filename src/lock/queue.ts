@@ -13,12 +13,13 @@ import type { CallOptions } from "../gateway/transport.js";
 
 export type WaitMode = "watch" | "poll";
 
+/** How a contender waits for its turn. */
 export interface WaitOptions {
   /** Follow the predecessor with a watch stream (default), or poll for runtimes that cannot hold one open. */
   wait?: WaitMode | undefined;
   /**
-   * Poll interval in milliseconds with `wait: "poll"`: from {@link MIN_POLL_INTERVAL} (50) to
-   * {@link MAX_POLL_INTERVAL} (60 000). Default 500. Each poll is one read per waiter.
+   * Poll interval in milliseconds with `wait: "poll"`: from 50 to 60 000. Default 500. Each poll is one read
+   * per waiter.
    */
   pollInterval?: number | undefined;
 }

@@ -1,15 +1,19 @@
 import { prefixEnd, toBin, type BinKey } from "./wire/bytes.js";
 import { Errors } from "./wire/errors.js";
 
+/** One grant of a user's role: read, write or both, on a key, a range or a prefix. */
 export interface Permission {
   /** The key, or with `prefix` every key starting with it. */
   key: string;
   /** Explicit end of [key, rangeEnd); "\0" means every key >= key. Ignored with `prefix`. */
   rangeEnd?: string;
+  /** `key` is a prefix: every key starting with it. */
   prefix?: boolean;
+  /** What the grant allows. */
   type: "read" | "write" | "readwrite";
 }
 
+/** Auth on, as after `etcdctl auth enable`: the users, their grants and the token lifetime. */
 export interface AuthOptions {
   /** user → password. */
   users: Record<string, string>;

@@ -29,6 +29,7 @@ export class Faults {
     this.hooks.leaderChange();
   }
 
+  /** Turns every fault off. */
   clear(): void {
     this.unavailableCount = 0;
     this.latencyMs = 0;

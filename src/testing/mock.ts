@@ -7,6 +7,7 @@ import { binToBytes, prefixEnd, toBin } from "./wire/bytes.js";
 import type { EtcdVersion } from "./wire/dialect.js";
 import { DroppedConnection } from "./wire/errors.js";
 
+/** How `createMockEtcd()` behaves: etcd version, clock, auth, identity, limits. */
 export interface MockEtcdOptions {
   /** Whose gateway to speak on the wire: etcd "3.4" (3.4.23, the default) or "3.5" (3.5.16). */
   version?: EtcdVersion | undefined;
@@ -31,30 +32,42 @@ export interface MockEtcdOptions {
   maxRequestBytes?: number | undefined;
 }
 
+/** A key as the mock stores it (what `mock.get()` returns). */
 export interface MockKeyValue {
   /** The key as UTF-8 text (lossy for non-UTF-8 keys; see keyBytes). */
   key: string;
+  /** The value as UTF-8 text (lossy for binary values; see valueBytes). */
   value: string;
+  /** The key's bytes. */
   keyBytes: Uint8Array;
+  /** The value's bytes. */
   valueBytes: Uint8Array;
+  /** Revision of the key's creation. */
   createRevision: number;
+  /** Revision of its last write. */
   modRevision: number;
+  /** Writes since creation. */
   version: number;
   /** 0n when the key has no lease. */
   lease: bigint;
 }
 
+/** A live lease of the mock (what `mock.leases()` lists). */
 export interface MockLease {
+  /** The lease ID. */
   id: bigint;
   /** Granted TTL in seconds (after raising to the 2 s minimum). */
   ttl: number;
   /** Whole seconds left, as etcd's timetolive reports them. */
   remaining: number;
+  /** Its keys, UTF-8 decoded. */
   keys: string[];
 }
 
+/** The mock's `fetch`: pass it as `new Etcd({ fetch })` (or to any client that takes a fetch). */
 export type MockFetch = (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
 
+/** An in-memory etcd member speaking the gRPC-gateway JSON API (see `createMockEtcd`). */
 export interface MockEtcd {
   /** Which etcd's wire the mock speaks. */
   readonly version: EtcdVersion;
@@ -69,9 +82,13 @@ export interface MockEtcd {
   advance(ms: number): void;
   /** Ms since creation (or the last reset), including advance(). */
   now(): number;
+  /** The store's current revision. */
   readonly revision: number;
+  /** The revision history was last compacted to (0 before any compaction). */
   readonly compactRevision: number;
+  /** The raft term headers report; `faults.leaderChange()` moves it. */
   readonly raftTerm: number;
+  /** One key as stored, or undefined. */
   get(key: string | Uint8Array): MockKeyValue | undefined;
   /** Current keys (UTF-8 decoded) with this prefix, in etcd's bytewise order. */
   keys(prefix?: string | Uint8Array): string[];
@@ -79,6 +96,7 @@ export interface MockEtcd {
   put(key: string | Uint8Array, value: string | Uint8Array, options?: { lease?: bigint | string }): number;
   /** As /v3/kv/compaction. */
   compact(revision: number): void;
+  /** Every live lease. */
   leases(): MockLease[];
   /** Watch streams whose body is still open. */
   readonly openWatchStreams: number;
@@ -88,7 +106,9 @@ export interface MockEtcd {
   reset(): void;
   /** Cuts open streams and stops the wall clock's timer; the mock still answers, on a stopped clock. */
   close(): void;
+  /** Faults to inject: unavailability, latency, cut streams, leader changes. */
   readonly faults: Faults;
+  /** Auth controls (when created with `auth`). */
   readonly auth: {
     /** Invalidates every issued token, as a server restart or token TTL would; clients must authenticate again. */
     expireTokens(): void;

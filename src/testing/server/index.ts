@@ -8,6 +8,7 @@ import type { AddressInfo } from "node:net";
 import { createMockEtcd, type MockEtcd, type MockEtcdOptions } from "../mock.js";
 import { bridge } from "./bridge.js";
 
+/** Where `serveMockEtcd()` listens and which mock it serves; the mock's own options are accepted too. */
 export interface MockEtcdServerOptions extends MockEtcdOptions {
   /** TCP port; 0 (the default) picks a free one. */
   port?: number | undefined;
@@ -20,10 +21,13 @@ export interface MockEtcdServerOptions extends MockEtcdOptions {
   mock?: MockEtcd | undefined;
 }
 
+/** A mock etcd served over real HTTP, for clients outside the test process (curl, another language). */
 export interface MockEtcdServer {
   /** The client URL, e.g. "http://127.0.0.1:40123". */
   readonly url: string;
+  /** The port it listens on (the one picked when asked for 0). */
   readonly port: number;
+  /** The in-memory member behind it: inspect it, advance its clock, inject faults. */
   readonly mock: MockEtcd;
   /** Stops listening, cuts open streams and connections; closes the mock too when the server created it. */
   close(): Promise<void>;
