@@ -16,6 +16,11 @@ export interface GatewayOptions {
    * `timeout`. (A write that may not be repeated waits for its answer as long as the call's budget allows.)
    */
   attemptTimeout?: number | undefined;
+  /**
+   * Most requests of this client on the wire at once (streams not counted); the rest wait in the client, in
+   * order, without using up their attempts' time. Default 64.
+   */
+  maxConcurrentRequests?: number | undefined;
   /** How many times a call that is safe to repeat is retried on another endpoint. Default 3. */
   retries?: number | undefined;
   /** Credentials for an etcd with auth enabled; the token is fetched and refreshed as needed. */
@@ -62,6 +67,7 @@ export interface GatewayConfig {
   readonly timeout: number;
   /** Longest wait for one endpoint's answer in milliseconds, before a repeatable call moves on. */
   readonly attemptTimeout: number;
+  readonly maxConcurrentRequests: number;
   /** How many times a call that is safe to repeat is retried. */
   readonly retries: number;
   /** The credentials, or undefined without auth. */
@@ -84,6 +90,7 @@ export interface GatewayConfig {
 }
 
 export const DEFAULT_TIMEOUT = 10_000;
+export const DEFAULT_MAX_CONCURRENT_REQUESTS = 64;
 export const DEFAULT_RETRIES = 3;
 export const DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
 
@@ -107,6 +114,7 @@ export function resolveGatewayConfig(options: GatewayOptions): GatewayConfig {
     fetch: options.fetch,
     timeout,
     attemptTimeout: resolveTimeout(options.attemptTimeout, "attemptTimeout") ?? timeout / 3,
+    maxConcurrentRequests: resolveLimit(options.maxConcurrentRequests, "maxConcurrentRequests") ?? DEFAULT_MAX_CONCURRENT_REQUESTS,
     retries: resolveCount(options.retries, "retries") ?? DEFAULT_RETRIES,
     auth: auth === undefined ? undefined : { username: auth.username, password: auth.password },
     headers: resolveHeaders(options.headers),
@@ -211,6 +219,15 @@ function resolveCount(value: unknown, name: string): number | undefined {
   if (value === undefined) return undefined;
   if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0) {
     throw invalidArgument(`${name} must be a whole number >= 0, got ${describe(value)}`);
+  }
+  return value;
+}
+
+/** A whole number >= 1, or undefined. */
+function resolveLimit(value: unknown, name: string): number | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 1) {
+    throw invalidArgument(`${name} must be a whole number >= 1, got ${describe(value)}`);
   }
   return value;
 }

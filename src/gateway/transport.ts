@@ -9,6 +9,7 @@ import { decodeAnswer, type Expected } from "./decode.js";
 import { type Fetch, type FetchResponse, resolveFetch } from "./fetch.js";
 import { backoff, mayRetry, outcomeUnknown, type RetryPolicy } from "./retry-policy.js";
 import { errorFromBody } from "./status.js";
+import { InFlight } from "./in-flight.js";
 import { CallSignal, delay } from "./signals.js";
 import { authenticate } from "./wire.js";
 
@@ -64,6 +65,7 @@ export class Transport {
   readonly #config: GatewayConfig;
   readonly #baseHeaders: Record<string, string>;
   readonly #token: AuthToken | undefined;
+  readonly #inFlight: InFlight;
   /** @internal Where events go; `events.on` is false when nobody listens. */
   readonly events: EventSink;
   #current = 0;
@@ -77,6 +79,7 @@ export class Transport {
       ...config.headers,
     };
     this.events = new EventSink(config.onEvent);
+    this.#inFlight = new InFlight(config.maxConcurrentRequests);
     const auth = config.auth;
     this.#token = auth === undefined ? undefined : new AuthToken(() => this.#authenticate(auth.username, auth.password));
   }
@@ -169,6 +172,19 @@ export class Transport {
     /** Some attempt of this write was sent and its outcome never learned: it may have been applied. */
     let undecided = false;
     for (let tries = 0; ; tries++) {
+      // A place on the wire first: waiting for one spends the call's budget, not the attempt's. Signing in
+      // takes none: the calls holding every place may be the ones waiting for its token.
+      let leave = withToken ? this.#inFlight.tryEnter() : () => {};
+      if (leave === undefined) {
+        const queued = new CallSignal(budget.signal, Math.max(0, budget.remaining()));
+        try {
+          leave = await this.#inFlight.enter(queued.signal);
+        } catch {
+          throw budget.signal?.aborted ? aborted(budget.signal.reason) : timedOut(budget.timeout);
+        } finally {
+          queued.dispose();
+        }
+      }
       const index = this.#current;
       const endpoint = this.#config.endpoints[index]!;
       const left = budget.remaining();
@@ -186,6 +202,8 @@ export class Transport {
         if (this.events.on) this.#requestEvent(path, attempt, tries, startedAt);
         return result;
       } catch (thrown) {
+        // The place goes back before any backoff: a waiting call may use it meanwhile.
+        leave();
         // Cut off after the request left (abort, timeout), or failed in a way that leaves it open.
         const cutOff = step.aborted;
         undecided ||= writes && attempt.sent && (cutOff || outcomeUnknown(thrown));
@@ -218,6 +236,7 @@ export class Transport {
         });
       } finally {
         step.dispose();
+        leave();
       }
     }
   }

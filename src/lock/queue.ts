@@ -63,6 +63,8 @@ export interface QueueState {
    * later, so its delete alone makes us first, and the handoff needs no read.
    */
   predecessorIsFirst?: boolean | undefined;
+  /** How many keys were ahead of ours, when the read could tell (the join can). */
+  ahead?: number | undefined;
 }
 
 /** A read of the line that also tells whether our own key is still in it. */

@@ -14,13 +14,23 @@ import { type Enqueued, type LineState, type QueueState, onlyContenders, readLin
  */
 
 /**
- * How long a waiter's watch may stay quiet before it is renewed. A healthy stream is ended cleanly by the
- * server at this pace (Grpc-Timeout) and reopened; one that stays silent a second longer is a dead
- * connection (a paused member, a NAT that dropped the flow) and is reopened on another endpoint. So a waiter
- * behind a silent connection learns that the lock is free within 3 s plus one reopen and one read; the cost
- * is one watch re-creation per waiter every 2 s while nothing happens.
+ * How long the watch of a waiter right behind the holder may stay quiet before it is renewed. A healthy
+ * stream is ended cleanly by the server at this pace (Grpc-Timeout) and reopened; one that stays silent a
+ * second longer is a dead connection (a paused member, a NAT that dropped the flow) and is reopened on
+ * another endpoint. So the next waiter behind a silent connection learns that the lock is free within 3 s
+ * plus one reopen and one read.
  */
 export const WAIT_IDLE_TIMEOUT = 2_000;
+
+/**
+ * The quiet time allowed to a waiter with `ahead` keys ahead of it when it last looked. Renewing costs a
+ * watch re-creation per waiter per period, which a deep line (a thousand waiters in one process) would turn
+ * into a load of its own; a waiter far back cannot take the lock before everyone ahead has held it, so it
+ * renews less often: 0.1 s more per key ahead, at most 30 s.
+ */
+export function waitIdleTimeout(ahead: number | undefined): number {
+  return ahead === undefined ? WAIT_IDLE_TIMEOUT : Math.min(30_000, WAIT_IDLE_TIMEOUT + 100 * Math.max(0, ahead - 1));
+}
 
 export interface WaitContext {
   signal: AbortSignal;
@@ -60,12 +70,15 @@ export function waitFailure(session: LeaseSession, call: CallSignal, thrown: unk
  */
 export async function waitForTurn(client: EtcdClient, read: LineReader, start: QueueState, context: WaitContext): Promise<ResponseHeader> {
   let state = start;
+  /** Keys ahead of us when we last looked: exact after the join, at least one fewer after each departure. */
+  let ahead = start.predecessorIsFirst ? 1 : start.ahead;
   while (state.predecessor !== undefined) {
     if (context.mode === "poll") {
       await delay(context.pollInterval, context.signal);
       state = checked(await read(context.signal), context);
     } else {
-      state = checked(await predecessorGone(client, read, state, context.signal), context);
+      state = checked(await predecessorGone(client, read, state, context.signal, waitIdleTimeout(ahead)), context);
+      ahead = state.predecessorIsFirst ? 1 : ahead === undefined ? undefined : Math.max(1, ahead - 1);
     }
   }
   return state.header;
@@ -87,7 +100,13 @@ function checked(state: LineState, context: WaitContext): LineState {
  * moved on in between, one read of the line closes the gap. Go's Mutex watches from the read's revision and
  * pays the 100 ms tail; this keeps the same guarantee without it.
  */
-async function predecessorGone(client: EtcdClient, read: LineReader, state: QueueState, signal: AbortSignal): Promise<LineState> {
+async function predecessorGone(
+  client: EtcdClient,
+  read: LineReader,
+  state: QueueState,
+  signal: AbortSignal,
+  idleTimeout: number,
+): Promise<LineState> {
   const predecessor = state.predecessor!;
   const watching = new AbortController();
   const stop = () => watching.abort(signal.reason);
@@ -106,7 +125,7 @@ async function predecessorGone(client: EtcdClient, read: LineReader, state: Queu
       };
       const follow = async (): Promise<LineState> => {
         try {
-          const batches = client.watch({ key: predecessor.keyBytes, noPut: true, idleTimeout: WAIT_IDLE_TIMEOUT, onCreated: closeGap, signal: watching.signal });
+          const batches = client.watch({ key: predecessor.keyBytes, noPut: true, idleTimeout, onCreated: closeGap, signal: watching.signal });
           for await (const batch of batches) {
             if (!batch.events.some((event) => event.type === "delete")) continue;
             // The holder was the only key ahead of us: its delete makes us first, with no read. Our own key is

@@ -119,3 +119,43 @@ describe("a waiter's watch", () => {
     await Promise.all([waiterSession.close(), holderSession.close()]);
   });
 });
+
+describe("requests in flight", () => {
+  it("at most maxConcurrentRequests are on the wire; the rest wait in the client without using their attempts' time", async () => {
+    let active = 0;
+    let peak = 0;
+    const mock = createMockEtcdCore();
+    // Each request takes 100 ms on the wire: with a limit of 4, 20 reads take 5 rounds (~500 ms), longer than
+    // one attempt's 200 ms, so a queued read that counted its wait against its attempt would time out.
+    const slow: Fetch = async (input, init) => {
+      active++;
+      peak = Math.max(peak, active);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      active--;
+      return mock.fetch(input, init as never) as ReturnType<Fetch>;
+    };
+    const etcd = new Etcd({ endpoints: "http://etcd.test:2379", fetch: slow, maxConcurrentRequests: 4, attemptTimeout: 200, timeout: 5_000 });
+    const reads = await Promise.all(Array.from({ length: 20 }, (_, i) => etcd.get(`k${i}`)));
+    expect(reads).toHaveLength(20);
+    expect(peak).toBe(4);
+  });
+
+  it("a call waiting for a place ends at its own timeout or abort, and leaves the queue", async () => {
+    const hanging: Fetch = () => new Promise(() => {});
+    const etcd = new Etcd({ endpoints: "http://etcd.test:2379", fetch: hanging, maxConcurrentRequests: 1, timeout: 5_000 });
+    const first = rejection(etcd.get("a", { timeout: 600 }));
+    const queued = rejection(etcd.get("b", { timeout: 200 }));
+    const controller = new AbortController();
+    const aborted = rejection(etcd.get("c", { signal: controller.signal }));
+    controller.abort();
+    expect((await aborted).code).toBe("ABORTED");
+    expect((await queued).code).toBe("TIMEOUT");
+    expect((await first).code).toBe("TIMEOUT");
+  });
+
+  it("maxConcurrentRequests must be a whole number >= 1", () => {
+    for (const bad of [0, -1, 1.5, "4"]) {
+      expect(() => new Etcd({ endpoints: A, maxConcurrentRequests: bad as never })).toThrow(expect.objectContaining({ code: "INVALID_ARGUMENT" }));
+    }
+  });
+});

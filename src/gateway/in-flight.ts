@@ -1,0 +1,56 @@
+import { aborted } from "../errors/catalogue.js";
+
+/**
+ * At most `limit` requests of one client on the wire at a time; the others wait here, in order. A request
+ * waiting inside a fetch implementation's own pool runs out its attempt's time and, when retried, adds a
+ * second copy to the same queue (undici keeps a queued request even after its signal aborts): under a
+ * thousand waiters that is a retry storm. Waiting here costs no attempt's time, and an abort takes effect at
+ * once.
+ */
+export class InFlight {
+  readonly #limit: number;
+  #active = 0;
+  readonly #waiting: Array<() => void> = [];
+
+  constructor(limit: number) {
+    this.#limit = limit;
+  }
+
+  /** A place now, or undefined when every place is taken. */
+  tryEnter(): (() => void) | undefined {
+    if (this.#active >= this.#limit || this.#waiting.length > 0) return undefined;
+    this.#active++;
+    return this.#leave();
+  }
+
+  /** Waits for a place; resolves with the function that gives it back. Rejects when `signal` aborts first. */
+  enter(signal: AbortSignal | undefined): Promise<() => void> {
+    const now = this.tryEnter();
+    if (now !== undefined) return Promise.resolve(now);
+    if (signal?.aborted) return Promise.reject(aborted(signal.reason));
+    return new Promise((resolve, reject) => {
+      const admit = () => {
+        signal?.removeEventListener("abort", onAbort);
+        this.#active++;
+        resolve(this.#leave());
+      };
+      const onAbort = () => {
+        const at = this.#waiting.indexOf(admit);
+        if (at >= 0) this.#waiting.splice(at, 1);
+        reject(aborted(signal?.reason));
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+      this.#waiting.push(admit);
+    });
+  }
+
+  #leave(): () => void {
+    let left = false;
+    return () => {
+      if (left) return;
+      left = true;
+      this.#active--;
+      this.#waiting.shift()?.();
+    };
+  }
+}
