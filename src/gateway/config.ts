@@ -67,6 +67,7 @@ export interface GatewayConfig {
   readonly timeout: number;
   /** Longest wait for one endpoint's answer in milliseconds, before a repeatable call moves on. */
   readonly attemptTimeout: number;
+  /** Most requests on the wire at once; the rest wait in the client. */
   readonly maxConcurrentRequests: number;
   /** How many times a call that is safe to repeat is retried. */
   readonly retries: number;
