@@ -381,11 +381,17 @@ export function freeWaits(record: RunRecord): { waits: FreeWait[]; excluded: num
   return { waits, excluded, unknown };
 }
 
+/** The waits over `bound`, worst first, and their spread: "p50 …, p99 …, max …". */
+export function waitSpread<W extends { waitMs: number }>(waits: readonly W[], bound: number): { over: W[]; spread: string } {
+  const sorted = waits.map((w) => w.waitMs).sort((a, b) => a - b);
+  const over = waits.filter((w) => w.waitMs > bound).sort((a, b) => b.waitMs - a.waitMs);
+  return { over, spread: `p50 ${fmtMs(quantile(sorted, 0.5))}, p99 ${fmtMs(quantile(sorted, 0.99))}, max ${fmtMs(sorted.at(-1) ?? 0)}` };
+}
+
 export function checkFreeWait(record: RunRecord): CheckResult {
   const bound = record.settings.freeWaitBoundMs;
   const { waits, excluded, unknown } = freeWaits(record);
-  const sorted = waits.map((w) => w.waitMs).sort((a, b) => a - b);
-  const over = waits.filter((w) => w.waitMs > bound).sort((a, b) => b.waitMs - a.waitMs);
+  const { over, spread } = waitSpread(waits, bound);
   const workers = new Map(record.workers.map((w) => [w.id, w]));
   const details = over.map((w) => {
     const kind = workers.get(w.worker)?.kind;
@@ -397,8 +403,7 @@ export function checkFreeWait(record: RunRecord): CheckResult {
     name: `no contender waits on a free lock longer than ${bound / 1000} s`,
     ok: details.length === 0,
     summary:
-      `${waits.length} times first in line: p50 ${fmtMs(quantile(sorted, 0.5))}, p99 ${fmtMs(quantile(sorted, 0.99))}, ` +
-      `max ${fmtMs(sorted.at(-1) ?? 0)}; ${over.length} over the bound; ${excluded} excluded (frozen or killed), ${unknown} of unknown owner`,
+      `${waits.length} times first in line: ${spread}; ${over.length} over the bound; ${excluded} excluded (frozen or killed), ${unknown} of unknown owner`,
     details: details.slice(0, MAX_DETAILS),
   };
 }

@@ -404,6 +404,21 @@ describe("recipe checks", () => {
       expect(checkRecipeWaits(record, recipesOf(record)).ok).toBe(true);
     });
 
+    it("fails a late shared-name key even when its session's next lock of that name adopts it", () => {
+      const s = cleanScenario();
+      s.ask("m0", "n1");
+      const late = s.join("m0", "n0/6");
+      s.t += 7_000;
+      s.ask("m0", "n0");
+      s.acquire("m0", late, ["n0/6"], ["n0"]);
+      s.release("m0", late, "n0/6");
+      const record = s.record(2);
+      const result = checkOrphanKeys(record, recipesOf(record));
+      expect(result.ok).toBe(false);
+      expect(result.details[0]).toContain("adopted it");
+      expect(checkRecipeWaits(record, recipesOf(record)).ok).toBe(true);
+    });
+
     it("fails a key a failed acquisition left behind, and passes one deleted within the bound", () => {
       const left = (standMs: number) => {
         const s = cleanScenario();
@@ -419,6 +434,18 @@ describe("recipe checks", () => {
       expect(result.ok).toBe(false);
       expect(result.details[0]).toContain("left behind by writeLock failing with UNAVAILABLE");
       expect(left(3_000).ok).toBe(true);
+    });
+
+    it("excuses a key left by a failed acquisition whose worker was frozen before it could leave", () => {
+      const s = cleanScenario();
+      s.ask("w0", "rw");
+      const w = s.join("w0", "rw/write/5-c");
+      s.fail("w0", "writeLock", "UNAVAILABLE");
+      s.workers.get("w0")!.stops.push({ from: s.t + 1, to: s.t + 12_000 });
+      s.t += 20_000;
+      s.drop("w0", w, "rw/write/5-c");
+      const record = s.record(2);
+      expect(checkOrphanKeys(record, recipesOf(record)).ok).toBe(true);
     });
 
     it("passes a lockAll session taking its mutex keys again (one key per session and name)", () => {

@@ -12,17 +12,16 @@ import {
   type CheckResult,
   checkCrashedHolders,
   counterVerdict,
-  fmtMs,
   frozenDuring,
   type GuardedRecord,
   type Incarnation,
   incarnations,
   type LogEntry,
   MAX_DETAILS,
-  quantile,
   type RecipeRecord,
   type RunRecord,
   tokenOrder,
+  waitSpread,
   type WorkerRecord,
 } from "./checks.ts";
 import type { Recipe } from "./events.ts";
@@ -447,9 +446,9 @@ function askedOf(worker: WorkerRecord): Asked[] {
 
 /**
  * Keys in recipe lines that no acquisition owns: each blocks a permit or a place in line, held by no one, until
- * its lease ends (or, for a shared name, its session's next lock of that name adopts it). A key is owned when
- * its owner reported acquiring it, or while the acquisition its owner was asking for when it was put is in
- * progress, and for `leaveBoundMs` after that acquisition failed (the SDK deletes a failed acquisition's key).
+ * its lease ends (or, for a shared name, its session's next lock of that name adopts it). A key is owned by
+ * the acquisition its owner was asking for when it was put: when that one took it, while it is in progress,
+ * and for `leaveBoundMs` after it failed (the SDK deletes a failed acquisition's key).
  * So an orphan is a join that landed late (put while its owner asked for other names, or while its acquisition
  * took another key: a copy of an earlier join held up inside etcd), or a key a failed acquisition left behind.
  */
@@ -469,16 +468,26 @@ export function orphanKeys(record: RunRecord, recipes: RecipeRecord): Orphan[] {
     const line = lineOf(inc.key);
     if (owner === undefined || line === undefined) continue;
     const all = asked.get(owner.id) ?? [];
-    if (all.some((a) => a.took.has(inc.create))) continue;
+    // Owned by the acquisition that put it (one asking before the put took it). A later one of the same
+    // session may adopt it (a shared name's key), but it stood unowned until then.
+    if (all.some((a) => a.t < inc.putT && a.took.has(inc.create))) continue;
+    const adopted = all.find((a) => a.t >= inc.putT && a.took.has(inc.create));
     // A per-acquisition key met before (shared names reuse `<name>/<leaseHex>` by design).
     const again = before !== undefined && !recipes.names.some((n) => n.name === line) ? `; the same key was created at revision ${before.create} and deleted at ${before.deleteRevision ?? "-"}` : "";
     const asking = all.filter((a) => a.t < inc.putT).at(-1);
-    const orphan = (why: string) => out.push({ inc, owner, why: why + again });
+    const orphan = (why: string) => out.push({ inc, owner, why: why + again + (adopted ? `; its owner's acquisition asked at ${at(adopted.t)} adopted it` : "") });
     if (asking === undefined || !asking.names.includes(line)) {
       orphan(`put while its owner was asking for ${asking === undefined ? "nothing" : asking.names.map(shortName).join(",")}`);
     } else if (asking.took.size > 0) {
       orphan(`put while its owner's acquisition took another key (token ${[...asking.took].join(",")})`);
-    } else if (asking.end !== undefined && !asking.end.ok && (inc.deleteT ?? Infinity) > asking.end.t + recipes.leaveBoundMs) {
+    } else if (
+      asking.end !== undefined &&
+      !asking.end.ok &&
+      (inc.deleteT ?? Infinity) > asking.end.t + recipes.leaveBoundMs &&
+      // Frozen or killed before it could leave: its key goes with its lease, as it should.
+      !frozenDuring(owner, asking.end.t, asking.end.t + recipes.leaveBoundMs) &&
+      (owner.killedAt === undefined || owner.killedAt > asking.end.t + recipes.leaveBoundMs)
+    ) {
       orphan(`left behind by ${asking.end.op} failing with ${asking.end.code ?? "?"} at ${at(asking.end.t)}`);
     }
   }
@@ -554,8 +563,7 @@ export function recipeWaits(record: RunRecord, recipes: RecipeRecord): { waits: 
 export function checkRecipeWaits(record: RunRecord, recipes: RecipeRecord): CheckResult {
   const bound = record.settings.freeWaitBoundMs;
   const { waits, excluded, unknown, orphans } = recipeWaits(record, recipes);
-  const sorted = waits.map((w) => w.waitMs).sort((a, b) => a - b);
-  const over = waits.filter((w) => w.waitMs > bound).sort((a, b) => b.waitMs - a.waitMs);
+  const { over, spread } = waitSpread(waits, bound);
   const workers = new Map(record.workers.map((w) => [w.id, w]));
   const details = over.map((w) => {
     const kind = workers.get(w.worker)?.kind;
@@ -567,7 +575,7 @@ export function checkRecipeWaits(record: RunRecord, recipes: RecipeRecord): Chec
     name: `no recipe contender waits longer than ${bound / 1000} s once the line admits it`,
     ok: details.length === 0,
     summary:
-      `${waits.length} entitled: p50 ${fmtMs(quantile(sorted, 0.5))}, p99 ${fmtMs(quantile(sorted, 0.99))}, max ${fmtMs(sorted.at(-1) ?? 0)}; ` +
+      `${waits.length} entitled: ${spread}; ` +
       `${over.length} over the bound; ${excluded} excluded (frozen or killed), ${unknown} of unknown owner, ${orphans} orphan keys (judged apart)`,
     details: details.slice(0, MAX_DETAILS),
   };
