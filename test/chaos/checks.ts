@@ -58,6 +58,33 @@ export interface RunRecord {
   holderFaults: HolderFault[];
   counter: number;
   logs: LogEntry[];
+  /** What the recipe workers did to the recipes' keys and counters; absent in a run without them. */
+  recipes?: RecipeRecord | undefined;
+}
+
+/** A counter written by fenced read-modify-writes, as read at the end of the run. */
+export interface GuardedRecord {
+  /** The lock name protecting it, for the report. */
+  name: string;
+  counterKey: string;
+  counter: number;
+  logs: LogEntry[];
+}
+
+/** The recipes' part of a run: their lines (`<name>/`), their counters, and what the monitor saw of their keys. */
+export interface RecipeRecord {
+  permits: number;
+  semaphore: GuardedRecord & { prefix: string };
+  /** `writers`: `<name>/write/`, where the writers' keys live (readers' under `<name>/read/`). */
+  rwlock: GuardedRecord & { prefix: string; writers: string };
+  /** The names shared by lockAll holders and plain mutex holders, each with its own counter. */
+  names: Array<GuardedRecord & { prefix: string }>;
+  /** Every change to a recipe key, from the monitor (the mutex's are in `lockEvents`). */
+  lineEvents: LockEvent[];
+  /** Recipe holders frozen or killed on purpose (a lockAll's: one per key). */
+  holderFaults: HolderFault[];
+  /** How long after a failed acquisition its key may still stand (the SDK deletes it: up to two calls). */
+  leaveBoundMs: number;
 }
 
 export interface CheckResult {
@@ -69,7 +96,7 @@ export interface CheckResult {
   details: string[];
 }
 
-const MAX_DETAILS = 12;
+export const MAX_DETAILS = 12;
 
 // ---------------------------------------------------------------------------------------------------
 // Attempts: every fenced commit a worker sent, with how it ended.
@@ -109,8 +136,15 @@ export function attempts(record: RunRecord): Attempt[] {
 
 /** counter == successful commits + indeterminate ones that landed == log keys; every value written once. */
 export function checkCounter(record: RunRecord): CheckResult {
-  const all = attempts(record);
-  const logKeys = new Set(record.logs.map((l) => l.key));
+  return { name: "counter matches the commits (no lost update)", ...counterVerdict(record.counter, record.logs, attempts(record)) };
+}
+
+/**
+ * The counter check for one counter: its final value, its log keys, and every attempt that wrote (or tried
+ * to write) it, each naming the log key it would have put beside the counter.
+ */
+export function counterVerdict(counter: number, logs: readonly LogEntry[], all: readonly Attempt[]): Omit<CheckResult, "name"> {
+  const logKeys = new Set(logs.map((l) => l.key));
   const ok = all.filter((a) => a.outcome === "ok");
   const indeterminate = all.filter((a) => a.outcome === "error" || a.outcome === "unreported");
   const landed = indeterminate.filter((a) => logKeys.has(a.logKey));
@@ -118,18 +152,17 @@ export function checkCounter(record: RunRecord): CheckResult {
   for (const a of ok) if (!logKeys.has(a.logKey)) details.push(`${a.attempt}: reported committed, but its log key is missing`);
   for (const a of all) if (a.outcome === "refused" && logKeys.has(a.logKey)) details.push(`${a.attempt}: reported refused, but its log key exists`);
   const known = new Set(all.map((a) => a.logKey));
-  for (const l of record.logs) if (!known.has(l.key)) details.push(`${l.key}: a log key no worker sent`);
-  const values = record.logs.map((l) => l.value).sort((a, b) => a - b);
+  for (const l of logs) if (!known.has(l.key)) details.push(`${l.key}: a log key no worker sent`);
+  const values = logs.map((l) => l.value).sort((a, b) => a - b);
   const firstBad = values.findIndex((v, i) => v !== i + 1);
   if (firstBad >= 0) details.push(`counter values written are not exactly 1..${values.length}: position ${firstBad + 1} holds ${values[firstBad]} (a lost or doubled update)`);
   const expected = ok.length + landed.length;
-  if (record.counter !== expected || record.counter !== record.logs.length) {
-    details.unshift(`counter ${record.counter}, successful commits ${ok.length} + indeterminate that landed ${landed.length} = ${expected}, log keys ${record.logs.length}`);
+  if (counter !== expected || counter !== logs.length) {
+    details.unshift(`counter ${counter}, successful commits ${ok.length} + indeterminate that landed ${landed.length} = ${expected}, log keys ${logs.length}`);
   }
   return {
-    name: "counter matches the commits (no lost update)",
     ok: details.length === 0,
-    summary: `counter ${record.counter} = ${ok.length} committed + ${landed.length} indeterminate that landed (of ${indeterminate.length}) = ${record.logs.length} log keys`,
+    summary: `counter ${counter} = ${ok.length} committed + ${landed.length} indeterminate that landed (of ${indeterminate.length}) = ${logs.length} log keys`,
     details: details.slice(0, MAX_DETAILS),
   };
 }
@@ -141,16 +174,7 @@ export function checkCounter(record: RunRecord): CheckResult {
  * smaller token after a larger one is a stale holder's write that fencing should have refused.
  */
 export function checkFencing(record: RunRecord): CheckResult {
-  const logs = [...record.logs].sort((a, b) => a.modRevision - b.modRevision);
-  const details: string[] = [];
-  let sameKey = 0;
-  for (let i = 1; i < logs.length; i++) {
-    const [before, after] = [logs[i - 1]!, logs[i]!];
-    if (after.token === before.token) sameKey++;
-    else if (after.token < before.token) {
-      details.push(`commit at revision ${after.modRevision} (token ${after.token}, ${after.attempt}) after commit at ${before.modRevision} (token ${before.token}, ${before.attempt})`);
-    }
-  }
+  const { logs, details, sameKey } = tokenOrder(record.logs);
   const backwards = details.length;
   // Our key was still there with our token, yet the counter had moved since we read it: someone else wrote
   // while we held the lock, so two contenders held it at once.
@@ -164,6 +188,24 @@ export function checkFencing(record: RunRecord): CheckResult {
       `${sameKey} under the same key as the one before (re-taken after a failed unlock); ${overlaps.length} writes under another live holder`,
     details: details.slice(0, MAX_DETAILS),
   };
+}
+
+/**
+ * The commits of one counter in revision order, with each one whose token is smaller than the one before
+ * (`details`) and the count of those with the same token as the one before (`sameKey`).
+ */
+export function tokenOrder(unsorted: readonly LogEntry[]): { logs: LogEntry[]; details: string[]; sameKey: number } {
+  const logs = [...unsorted].sort((a, b) => a.modRevision - b.modRevision);
+  const details: string[] = [];
+  let sameKey = 0;
+  for (let i = 1; i < logs.length; i++) {
+    const [before, after] = [logs[i - 1]!, logs[i]!];
+    if (after.token === before.token) sameKey++;
+    else if (after.token < before.token) {
+      details.push(`commit at revision ${after.modRevision} (token ${after.token}, ${after.attempt}) after commit at ${before.modRevision} (token ${before.token}, ${before.attempt})`);
+    }
+  }
+  return { logs, details, sameKey };
 }
 
 /**
@@ -264,7 +306,7 @@ export function checkCrashedHolders(record: RunRecord): CheckResult {
 }
 
 /** Whether a worker was frozen at any time in [from, to]. */
-function frozenDuring(worker: WorkerRecord, from: number, to: number): boolean {
+export function frozenDuring(worker: WorkerRecord, from: number, to: number): boolean {
   return worker.stops.some((s) => s.from <= to && (s.to ?? Infinity) >= from);
 }
 
@@ -339,11 +381,17 @@ export function freeWaits(record: RunRecord): { waits: FreeWait[]; excluded: num
   return { waits, excluded, unknown };
 }
 
+/** The waits over `bound`, worst first, and their spread: "p50 …, p99 …, max …". */
+export function waitSpread<W extends { waitMs: number }>(waits: readonly W[], bound: number): { over: W[]; spread: string } {
+  const sorted = waits.map((w) => w.waitMs).sort((a, b) => a - b);
+  const over = waits.filter((w) => w.waitMs > bound).sort((a, b) => b.waitMs - a.waitMs);
+  return { over, spread: `p50 ${fmtMs(quantile(sorted, 0.5))}, p99 ${fmtMs(quantile(sorted, 0.99))}, max ${fmtMs(sorted.at(-1) ?? 0)}` };
+}
+
 export function checkFreeWait(record: RunRecord): CheckResult {
   const bound = record.settings.freeWaitBoundMs;
   const { waits, excluded, unknown } = freeWaits(record);
-  const sorted = waits.map((w) => w.waitMs).sort((a, b) => a - b);
-  const over = waits.filter((w) => w.waitMs > bound).sort((a, b) => b.waitMs - a.waitMs);
+  const { over, spread } = waitSpread(waits, bound);
   const workers = new Map(record.workers.map((w) => [w.id, w]));
   const details = over.map((w) => {
     const kind = workers.get(w.worker)?.kind;
@@ -355,8 +403,7 @@ export function checkFreeWait(record: RunRecord): CheckResult {
     name: `no contender waits on a free lock longer than ${bound / 1000} s`,
     ok: details.length === 0,
     summary:
-      `${waits.length} times first in line: p50 ${fmtMs(quantile(sorted, 0.5))}, p99 ${fmtMs(quantile(sorted, 0.99))}, ` +
-      `max ${fmtMs(sorted.at(-1) ?? 0)}; ${over.length} over the bound; ${excluded} excluded (frozen or killed), ${unknown} of unknown owner`,
+      `${waits.length} times first in line: ${spread}; ${over.length} over the bound; ${excluded} excluded (frozen or killed), ${unknown} of unknown owner`,
     details: details.slice(0, MAX_DETAILS),
   };
 }

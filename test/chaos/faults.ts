@@ -55,6 +55,11 @@ export interface FaultContext {
   ttl: number;
   lockPrefix: string;
   log: (line: string) => void;
+  /**
+   * Set when recipe workers run: each holder fault also hits a recipe holder, picked with this generator (its
+   * own, so the mutex's schedule for a seed is the same with or without recipes).
+   */
+  recipeRng?: Random | undefined;
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -63,6 +68,8 @@ const LOST_PATHS = ["/v3/kv/txn", "/v3/kv/txn", "/v3/lease/revoke", "/v3/lease/k
 export class FaultSchedule {
   readonly records: FaultRecord[] = [];
   readonly holderFaults: HolderFault[] = [];
+  /** Recipe holders frozen or killed beside the mutex's holder (a lockAll's: one per key). */
+  readonly recipeHolderFaults: HolderFault[] = [];
   readonly #ctx: FaultContext;
   readonly #pausedMembers = new Set<number>();
   readonly #frozenWorkers = new Set<WorkerHandle>();
@@ -229,12 +236,24 @@ export class FaultSchedule {
     const { kv, worker } = holder;
     const fault: HolderFault = { kind, at: 0, key: kv.key, createRevision: kv.createRevision, lease: kv.lease, worker: worker.id };
     record.detail = `${worker.id} (${worker.kind.mode}/${worker.kind.wait}) holding ${kv.key}@${kv.createRevision}`;
+    const beside = this.#recipeHolder(kind);
+    if (beside !== undefined) {
+      record.detail += `, and ${beside.worker.id} (${beside.worker.kind.recipe}) holding ${beside.faults.map((f) => f.key).join(",")}@${beside.faults[0]!.createRevision}`;
+    }
+    const hit = (what: (w: WorkerHandle) => void): void => {
+      if (beside === undefined) return;
+      const at = wallNow();
+      what(beside.worker);
+      for (const f of beside.faults) this.recipeHolderFaults.push({ ...f, at });
+    };
     if (kind === "kill-holder") {
       fault.at = wallNow();
       pool.crash(worker);
       this.holderFaults.push(fault);
+      hit((w) => pool.crash(w));
       await sleep(300);
       pool.spawn(worker.slot);
+      if (beside !== undefined) pool.spawn(beside.worker.slot);
       return;
     }
     const ms = ttl * 1_000 + rng.int(1_000, 2_000);
@@ -242,11 +261,43 @@ export class FaultSchedule {
     this.#frozenWorkers.add(worker);
     pool.freeze(worker);
     this.holderFaults.push(fault);
+    hit((w) => {
+      this.#frozenWorkers.add(w);
+      pool.freeze(w);
+    });
     await sleep(ms);
     pool.thaw(worker);
     this.#frozenWorkers.delete(worker);
     fault.resumedAt = wallNow();
+    if (beside !== undefined) {
+      pool.thaw(beside.worker);
+      this.#frozenWorkers.delete(beside.worker);
+      const resumedAt = wallNow();
+      for (const f of this.recipeHolderFaults) if (f.worker === beside.worker.id && f.resumedAt === undefined) f.resumedAt = resumedAt;
+    }
     record.detail += ` for ${ms} ms`;
+  }
+
+  /**
+   * A live, running recipe worker holding something now, by its own reports (its last acquisition not yet
+   * followed by its release), with what it holds; undefined when there is none or recipes are off.
+   */
+  #recipeHolder(kind: HolderFault["kind"]): { worker: WorkerHandle; faults: HolderFault[] } | undefined {
+    const rng = this.#ctx.recipeRng;
+    if (rng === undefined) return undefined;
+    const holding = this.#ctx.pool.live().flatMap((worker) => {
+      if (worker.kind.recipe === undefined || this.#frozenWorkers.has(worker)) return [];
+      for (let i = worker.events.length - 1; i >= 0; i--) {
+        const last = worker.events[i]!;
+        if (last.ev === "acquired") return [{ worker, last }];
+        if (last.ev === "released") return [];
+      }
+      return [];
+    });
+    if (holding.length === 0) return undefined;
+    const { worker, last } = rng.pick(holding);
+    const faults = (last.keys ?? [last.key]).map((key) => ({ kind, at: 0, key, createRevision: last.token, lease: last.leaseId, worker: worker.id }));
+    return { worker, faults };
   }
 
   /** The oldest key under the lock prefix (etcd's holder) and its live, running worker. */

@@ -1,14 +1,20 @@
 // The chaos run's report: what was done to the cluster, what the workers got, and each check's verdict.
-import { attempts, type CheckResult, type RunRecord } from "./checks.ts";
+import { type Attempt, attempts, type CheckResult, type RunRecord } from "./checks.ts";
+import { recipeAttempts } from "./recipe-checks.ts";
 
 export interface Figures {
+  /** The mutex's. */
   acquisitions: number;
   acquisitionsByMode: Record<string, number>;
+  /** Per recipe (events.ts `Recipe`): acquisitions, and its workers' fenced commits (a lockAll's counted once). */
+  recipes: Record<string, { acquisitions: number; commits: Record<Attempt["outcome"], number>; reads: number }>;
   commits: Record<"ok" | "refused" | "error" | "unreported", number>;
   /** Refused commits whose lock key was gone: stale holders stopped by ifHeld(). */
   fencedOut: number;
-  /** Failed calls, `op code` → count. */
+  /** Failed calls of the mutex workers, `op code` → count. */
   failures: Record<string, number>;
+  /** Failed calls of the recipe workers, `recipe op code` → count. */
+  recipeFailures: Record<string, number>;
   faults: Record<string, { injected: number; missed: number }>;
   leaderChanges: number;
   workersSpawned: number;
@@ -17,9 +23,22 @@ export interface Figures {
 export function figures(record: RunRecord): Figures {
   const acquisitionsByMode: Record<string, number> = {};
   const failures: Record<string, number> = {};
+  const recipeFailures: Record<string, number> = {};
+  const recipes: Figures["recipes"] = {};
   let acquisitions = 0;
   for (const w of record.workers) {
+    const recipe = w.kind.recipe;
+    const mine = recipe === undefined ? undefined : (recipes[recipe] ??= { acquisitions: 0, commits: { ok: 0, refused: 0, error: 0, unreported: 0 }, reads: 0 });
     for (const e of w.events) {
+      if (mine !== undefined) {
+        if (e.ev === "acquired") mine.acquisitions++;
+        else if (e.ev === "read" && e.outcome === "ok") mine.reads++;
+        else if (e.ev === "call" && !e.ok) {
+          const key = `${recipe} ${e.op} ${e.code ?? "?"}`;
+          recipeFailures[key] = (recipeFailures[key] ?? 0) + 1;
+        }
+        continue;
+      }
       if (e.ev === "acquired") {
         acquisitions++;
         acquisitionsByMode[`${w.kind.mode}/${w.kind.wait}`] = (acquisitionsByMode[`${w.kind.mode}/${w.kind.wait}`] ?? 0) + 1;
@@ -35,6 +54,17 @@ export function figures(record: RunRecord): Figures {
     commits[a.outcome]++;
     if (a.outcome === "refused" && a.ownKeyHeld === false) fencedOut++;
   }
+  // Each attempt once, with the recipe of the worker that made it.
+  const seen = new Set<string>();
+  const recipeOf = new Map(record.workers.map((w) => [w.id, w.kind.recipe]));
+  for (const list of recipeAttempts(record).values()) {
+    for (const a of list) {
+      const recipe = recipeOf.get(a.worker);
+      if (recipe === undefined || seen.has(`${a.worker}|${a.attempt}`)) continue;
+      seen.add(`${a.worker}|${a.attempt}`);
+      recipes[recipe]!.commits[a.outcome]++;
+    }
+  }
   const faults: Figures["faults"] = {};
   for (const f of record.faults) {
     const entry = (faults[f.kind] ??= { injected: 0, missed: 0 });
@@ -44,9 +74,11 @@ export function figures(record: RunRecord): Figures {
   return {
     acquisitions,
     acquisitionsByMode,
+    recipes,
     commits,
     fencedOut,
     failures,
+    recipeFailures,
     faults,
     leaderChanges: record.leaderChanges.length,
     workersSpawned: record.workers.length,
@@ -66,7 +98,7 @@ export function formatReport(record: RunRecord, checks: CheckResult[], extra: { 
       .join(", ")}; leader changes seen ${f.leaderChanges}`,
   );
   lines.push(
-    `acquisitions: ${f.acquisitions} (${(f.acquisitions / seconds).toFixed(1)}/s) — ${Object.entries(f.acquisitionsByMode)
+    `mutex acquisitions: ${f.acquisitions} (${(f.acquisitions / seconds).toFixed(1)}/s) — ${Object.entries(f.acquisitionsByMode)
       .map(([k, v]) => `${k} ${v}`)
       .join(", ")}`,
   );
@@ -74,8 +106,24 @@ export function formatReport(record: RunRecord, checks: CheckResult[], extra: { 
     `fenced commits: ${f.commits.ok} ok, ${f.commits.refused} refused (${f.fencedOut} stale holders fenced out), ` +
       `${f.commits.error} failed, ${f.commits.unreported} unreported (worker killed or call abandoned)`,
   );
+  if (record.recipes !== undefined) {
+    lines.push(
+      `recipes (semaphore of ${record.recipes.permits} permits): ` +
+        Object.entries(f.recipes)
+          .map(([recipe, r]) => {
+            const c = r.commits;
+            const did = recipe === "reader" ? `${r.reads} fenced reads` : `commits ${c.ok} ok, ${c.refused} refused, ${c.error} failed, ${c.unreported} unreported`;
+            return `${recipe} ${r.acquisitions} acquisitions (${did})`;
+          })
+          .join("; "),
+    );
+  }
   const failures = Object.entries(f.failures).sort((a, b) => b[1] - a[1]);
   lines.push(`failed calls: ${failures.length === 0 ? "none" : failures.map(([k, v]) => `${k} ×${v}`).join(", ")}`);
+  if (record.recipes !== undefined) {
+    const recipeFailures = Object.entries(f.recipeFailures).sort((a, b) => b[1] - a[1]);
+    lines.push(`failed recipe calls: ${recipeFailures.length === 0 ? "none" : recipeFailures.map(([k, v]) => `${k} ×${v}`).join(", ")}`);
+  }
   lines.push("");
   for (const check of checks) {
     lines.push(`${check.ok ? "PASS" : "FAIL"}  ${check.name}`);

@@ -1,8 +1,11 @@
 // `npm run chaos`: a 3-member loopback etcd cluster behind fault proxies, worker processes doing fenced
-// read-modify-writes under one lock with the built package, faults on a seeded schedule, then the checks.
+// read-modify-writes under one lock with the built package, beside them workers doing the same under the
+// recipes (a semaphore, a read-write lock, lockAll and plain mutexes on shared names), faults on a seeded
+// schedule, then the checks.
 //
 // Usage: node test/chaos/run.ts [--duration 450] [--seed N] [--workers 6] [--ttl 8] [--sdk dist]
 //                               [--json report.json] [--free-wait-bound 4550] [--faults kill-leader,silence|none]
+//                               [--no-recipes] [--permits 2|3]
 // Exit code: 0 when every check passes, 1 when one fails, 2 when the run itself could not be carried out.
 import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -10,11 +13,13 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { type EtcdCluster, startCluster } from "../etcd/harness.ts";
 import { type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
-import { type LogEntry, type RunRecord, runChecks, type Settings } from "./checks.ts";
+import { type GuardedRecord, type LogEntry, type RecipeRecord, type RunRecord, runChecks, type Settings } from "./checks.ts";
+import { type Guarded, type RecipeNames, recipeKinds, WORKER_KINDS } from "./events.ts";
 import { FAULT_KINDS, type FaultKind, FaultSchedule } from "./faults.ts";
 import { putKey, rangePrefix, wallNow } from "./gateway.ts";
 import { Monitor } from "./monitor.ts";
 import { seeded } from "./random.ts";
+import { recipeChecks } from "./recipe-checks.ts";
 import { figures, formatReport } from "./report.ts";
 import { WorkerPool } from "./workers.ts";
 
@@ -31,6 +36,9 @@ const { values: args } = parseArgs({
     json: { type: "string" },
     "free-wait-bound": { type: "string" },
     faults: { type: "string" },
+    // The recipe workers run by default; this leaves them out (the mutex alone, as before they existed).
+    "no-recipes": { type: "boolean", default: false },
+    permits: { type: "string" },
   },
 });
 
@@ -74,6 +82,9 @@ const durationMs = positive("duration", args.duration) * 1_000;
 const seed = args.seed === undefined ? Math.floor(Math.random() * 2 ** 31) : Math.floor(positive("seed", args.seed));
 const workerCount = Math.floor(positive("workers", args.workers));
 const ttl = positive("ttl", args.ttl);
+const withRecipes = !args["no-recipes"];
+// 2 or 3 permits, drawn from the seed unless given (on a stream of its own, so the schedule does not move).
+const permits = args.permits === undefined ? 2 + Math.floor(seeded(seed ^ 0x5e4a).next() * 2) : Math.floor(positive("permits", args.permits));
 const settings: Settings = {
   durationMs,
   faultKinds: [...kinds],
@@ -101,11 +112,23 @@ function log(line: string): void {
 }
 
 const prefix = `chaos/${runId}/`;
-const lockName = `${prefix}lock`;
+// Every lock line (the mutex's and the recipes') lives under one prefix, which the monitor watches.
+const linesPrefix = `${prefix}locks/`;
+const lockName = `${linesPrefix}mutex`;
 const lockPrefix = `${lockName}/`;
 const counterKey = `${prefix}counter`;
 const logPrefix = `${prefix}log/`;
-const SENTINEL = `${lockPrefix}~end`;
+// In no line: written after the workers are done, so the monitor's history is complete once it sees it.
+const SENTINEL = `${linesPrefix}~end`;
+const guarded = (name: string): Guarded => ({ counterKey: `${prefix}${name}/counter`, logPrefix: `${prefix}${name}/log/` });
+const recipeNames: RecipeNames | undefined = withRecipes
+  ? {
+      semaphore: { name: `${linesPrefix}sem`, permits, ...guarded("sem") },
+      rwlock: { name: `${linesPrefix}rw`, ...guarded("rw") },
+      names: [0, 1, 2].map((i) => ({ name: `${linesPrefix}n${i}`, ...guarded(`n${i}`) })),
+    }
+  : undefined;
+const recipeWorkers = withRecipes ? recipeKinds(permits) : [];
 
 let cluster: EtcdCluster | undefined;
 let proxies: FaultProxy[] = [];
@@ -116,11 +139,12 @@ let exitCode = 2;
 
 try {
   log(`seed ${seed}, ${workerCount} workers, ${durationMs / 1000} s, TTL ${ttl} s, faults: ${kinds.join(", ") || "none"}`);
+  log(withRecipes ? `recipes: ${recipeWorkers.length} workers (${recipeWorkers.map((k) => k.recipe).join(", ")}), semaphore of ${permits} permits` : "recipes: none");
   log(`run dir ${runDir}`);
   cluster = await startCluster(3, { electionMs: ELECTION_TIMEOUT_MS });
   proxies = await Promise.all(cluster.members.map((m) => startFaultProxy(m.clientUrl)));
-  const { revision } = await rangePrefix(cluster.endpoints, lockPrefix);
-  monitor = new Monitor(cluster.endpoints, lockPrefix, revision + 1);
+  const { revision } = await rangePrefix(cluster.endpoints, linesPrefix);
+  monitor = new Monitor(cluster.endpoints, linesPrefix, revision + 1);
   const eventsFile = join(runDir, "events.ndjson");
   pool = new WorkerPool(
     {
@@ -134,20 +158,28 @@ try {
       lockTimeout: LOCK_TIMEOUT_MS,
       pollInterval: POLL_INTERVAL_MS,
       maxHold: MAX_HOLD_MS,
+      recipes: recipeNames,
     },
     seed,
     (worker, event) => appendFileSync(eventsFile, `${JSON.stringify({ w: worker.id, ...event })}\n`),
+    // The mutex workers first (so their seeds are as without recipes), then the recipe workers.
+    (slot) => (slot < workerCount ? WORKER_KINDS[slot % WORKER_KINDS.length]! : recipeWorkers[slot - workerCount]!),
   );
-  for (let slot = 0; slot < workerCount; slot++) pool.spawn(slot);
+  for (let slot = 0; slot < workerCount + recipeWorkers.length; slot++) pool.spawn(slot);
   if (!(await pool.ready(30_000))) throw new Error("workers did not start within 30 s");
   const livePool = pool;
   const startedAt = wallNow();
   const progress = setInterval(() => {
-    const all = livePool.all();
-    const acquired = all.reduce((n, w) => n + w.events.filter((e) => e.ev === "acquired").length, 0);
-    log(`progress: ${acquired} acquisitions, ${livePool.live().length} workers running`);
+    const byRole = new Map<string, number>();
+    for (const w of livePool.all()) {
+      const role = w.kind.recipe ?? "mutex";
+      byRole.set(role, (byRole.get(role) ?? 0) + w.events.filter((e) => e.ev === "acquired").length);
+    }
+    const counts = [...byRole].map(([role, n]) => `${role} ${n}`).join(", ");
+    log(`progress: acquisitions ${counts}; ${livePool.live().length} workers running`);
   }, 15_000);
-  schedule = new FaultSchedule({ cluster, proxies, monitor, pool, rng: seeded(seed), ttl, lockPrefix, log }, kinds);
+  const recipeRng = withRecipes ? seeded(seed ^ 0x7ec1) : undefined;
+  schedule = new FaultSchedule({ cluster, proxies, monitor, pool, rng: seeded(seed), ttl, lockPrefix, log, recipeRng }, kinds);
   try {
     await sleep(2_000);
     await schedule.run(startedAt + durationMs);
@@ -164,17 +196,41 @@ try {
   // Crashed workers' keys go when their leases expire; wait for that, so their frees are on record.
   const linger = ttl * 1_000 + ELECTION_TIMEOUT_MS + 5_000;
   const lingerEnd = performance.now() + linger;
-  while (performance.now() < lingerEnd && (await rangePrefix(cluster.endpoints, lockPrefix)).kvs.length > 0) await sleep(200);
+  while (performance.now() < lingerEnd && (await rangePrefix(cluster.endpoints, linesPrefix)).kvs.length > 0) await sleep(200);
   // The monitor has the whole history once some stream delivered this sentinel (streams deliver in order).
   const sentinelRevision = await putKey(cluster.endpoints, SENTINEL, "end");
   const historyComplete = await monitor.waitCovered(sentinelRevision, 15_000);
 
-  const counterKv = await rangePrefix(cluster.endpoints, counterKey, { limit: 1 });
-  const counter = Number(counterKv.kvs.find((kv) => kv.key === counterKey)?.value ?? 0);
-  const logs: LogEntry[] = (await rangePrefix(cluster.endpoints, logPrefix, { timeoutMs: 20_000 })).kvs.map((kv) => {
-    const body = JSON.parse(kv.value) as { token: number; value: number; attempt: string };
-    return { key: kv.key, modRevision: kv.modRevision, token: body.token, value: body.value, attempt: body.attempt };
+  const endpoints = cluster.endpoints;
+  const readCounter = async (key: string) => Number((await rangePrefix(endpoints, key, { limit: 1 })).kvs.find((kv) => kv.key === key)?.value ?? 0);
+  const readLogs = async (logKeys: string): Promise<LogEntry[]> =>
+    (await rangePrefix(endpoints, logKeys, { timeoutMs: 20_000 })).kvs.map((kv) => {
+      const body = JSON.parse(kv.value) as { token: number; value: number; attempt: string };
+      return { key: kv.key, modRevision: kv.modRevision, token: body.token, value: body.value, attempt: body.attempt };
+    });
+  const counter = await readCounter(counterKey);
+  const logs = await readLogs(logPrefix);
+  const readGuarded = async (g: Guarded & { name: string }): Promise<GuardedRecord & { prefix: string }> => ({
+    name: g.name,
+    prefix: `${g.name}/`,
+    counterKey: g.counterKey,
+    counter: await readCounter(g.counterKey),
+    logs: await readLogs(g.logPrefix),
   });
+  const allEvents = monitor.events().filter((e) => e.key !== SENTINEL);
+  const recipes: RecipeRecord | undefined =
+    recipeNames === undefined
+      ? undefined
+      : {
+          permits,
+          semaphore: await readGuarded(recipeNames.semaphore),
+          rwlock: { ...(await readGuarded(recipeNames.rwlock)), writers: `${recipeNames.rwlock.name}/write/` },
+          names: await Promise.all(recipeNames.names.map(readGuarded)),
+          lineEvents: allEvents.filter((e) => !e.key.startsWith(lockPrefix)),
+          holderFaults: schedule.recipeHolderFaults,
+          // A failed acquisition's join may still be in flight (it settles within one call), then its leave is one call.
+          leaveBoundMs: 2 * CALL_TIMEOUT_MS + settings.callSlackMs,
+        };
 
   const record: RunRecord = {
     settings,
@@ -190,16 +246,17 @@ try {
       killedAt: w.killedAt,
       hungAtEnd: w.hungAtEnd,
     })),
-    lockEvents: monitor.events().filter((e) => e.key !== SENTINEL),
+    lockEvents: allEvents.filter((e) => e.key.startsWith(lockPrefix)),
     historyComplete,
     leaderChanges: monitor.leaderChanges(),
     faults: schedule.records,
     holderFaults: schedule.holderFaults,
     counter,
     logs,
+    recipes,
   };
   writeFileSync(join(runDir, "record.json"), JSON.stringify(record));
-  const checks = runChecks(record);
+  const checks = [...runChecks(record), ...recipeChecks(record)];
   console.log(`\n${formatReport(record, checks, { runDir })}`);
   for (const w of pool.all()) {
     if (w.stderr.length > 0) log(`stderr of ${w.id}:\n  ${w.stderr.join("\n  ")}`);

@@ -1,5 +1,6 @@
 // One chaos worker process: fenced read-modify-writes of one counter under one lock, with the built
-// package, forever until SIGTERM. Reports every step as a JSON line on stdout (see events.ts).
+// package, forever until SIGTERM. Reports every step as a JSON line on stdout (see events.ts). A recipe
+// worker (config.kind.recipe) runs recipe-worker.ts's round instead, with the same reporting.
 //
 // Usage: node test/chaos/worker.ts '<WorkerConfig JSON>'
 import { writeSync } from "node:fs";
@@ -8,6 +9,7 @@ import { pathToFileURL } from "node:url";
 import type { Etcd as EtcdClient, Fetch, Lock, Session } from "../../src/index.js";
 import type { CallEvent, WorkerConfig, WorkerEvent } from "./events.ts";
 import { seeded } from "./random.ts";
+import { recipeRound } from "./recipe-worker.ts";
 
 type Sdk = typeof import("../../src/index.js");
 type NodeEntry = typeof import("../../src/node/index.js");
@@ -213,10 +215,31 @@ async function round(): Promise<void> {
   );
 }
 
+const { recipe } = config.kind;
+const recipes = config.recipes;
+if (recipe !== undefined && recipes === undefined) throw new Error(`a ${recipe} worker needs the recipes' names`);
+const thisRound =
+  recipe === undefined
+    ? round
+    : recipeRound(
+        {
+          sdk,
+          etcd,
+          config: { ...config, recipes: recipes! },
+          rng,
+          emit,
+          call,
+          liveSession,
+          nextAttempt: () => `${config.id}.${seq++}`,
+          codeOf,
+        },
+        recipe,
+      );
+
 emit({ ev: "ready", t: wallNow(), pid: process.pid });
 while (!stopping) {
   try {
-    await round();
+    await thisRound();
   } catch {
     // Reported by call(); a failed round is followed by a short pause, as a real client would back off.
     await sleep(rng.int(50, 250));

@@ -44,12 +44,20 @@ export class WorkerPool {
   readonly #children = new Map<WorkerHandle, ChildProcess>();
   readonly #byLease = new Map<string, WorkerHandle>();
   readonly #onEvent: (worker: WorkerHandle, event: WorkerEvent) => void;
+  readonly #kindOf: (slot: number) => WorkerKind;
   #spawned = 0;
 
-  constructor(base: BaseConfig, seed: number, onEvent: (worker: WorkerHandle, event: WorkerEvent) => void = () => {}) {
+  /** `kindOf(slot)`: what the worker of a slot does, the same for its respawns (default: the mutex mix). */
+  constructor(
+    base: BaseConfig,
+    seed: number,
+    onEvent: (worker: WorkerHandle, event: WorkerEvent) => void = () => {},
+    kindOf: (slot: number) => WorkerKind = (slot) => WORKER_KINDS[slot % WORKER_KINDS.length]!,
+  ) {
     this.#base = base;
     this.#seed = seed;
     this.#onEvent = onEvent;
+    this.#kindOf = kindOf;
   }
 
   all(): readonly WorkerHandle[] {
@@ -67,7 +75,7 @@ export class WorkerPool {
 
   spawn(slot: number): WorkerHandle {
     const incarnation = this.#all.filter((w) => w.slot === slot).length;
-    const kind = WORKER_KINDS[slot % WORKER_KINDS.length]!;
+    const kind = this.#kindOf(slot);
     // Each worker starts on a different member, as clients of a real service would.
     const rotated = [...this.#base.endpoints.slice(slot % 3), ...this.#base.endpoints.slice(0, slot % 3)];
     const id = incarnation === 0 ? `w${slot}` : `w${slot}#${incarnation}`;
