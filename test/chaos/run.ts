@@ -62,10 +62,14 @@ const ELECTION_TIMEOUT_MS = 1_000;
  * most: a new leader elected (etcd notices the old one gone after one election timeout and may need one more
  * randomized round: 2 × 1 s), one poll interval for a polling waiter (0.05 s), the cost of one silent or
  * paused member (a request: one bounded attempt of at most timeout / 3 = 1.7 s before moving on; a waiter's
- * watch: the SDK's watchdog, 2 s of idle plus 1 s of grace, then a reopen elsewhere: 3 s), and scheduling
- * delay on two loaded cores (0.5 s).
+ * watch: the SDK's watchdog, its quiet period plus 1 s of grace, then a reopen elsewhere: the quiet period is
+ * 2 s plus 0.1 s per key that was ahead of the waiter when it last looked, at most `contenders - 1`), and
+ * scheduling delay on two loaded cores (0.5 s).
  */
-const FREE_WAIT_BOUND_MS = 2 * ELECTION_TIMEOUT_MS + POLL_INTERVAL_MS + 3_000 + 500;
+function freeWaitBound(contenders: number): number {
+  const watchdog = 2_000 + 100 * Math.max(0, contenders - 2) + 1_000;
+  return 2 * ELECTION_TIMEOUT_MS + POLL_INTERVAL_MS + watchdog + 500;
+}
 
 function faultKinds(text: string | undefined): readonly FaultKind[] {
   if (text === undefined) return FAULT_KINDS;
@@ -93,7 +97,7 @@ const settings: Settings = {
   ttl,
   electionTimeoutMs: ELECTION_TIMEOUT_MS,
   pollInterval: POLL_INTERVAL_MS,
-  freeWaitBoundMs: args["free-wait-bound"] === undefined ? FREE_WAIT_BOUND_MS : positive("free-wait-bound", args["free-wait-bound"]),
+  freeWaitBoundMs: args["free-wait-bound"] === undefined ? freeWaitBound(workerCount) : positive("free-wait-bound", args["free-wait-bound"]),
   // Timers fire late on two cores shared by three etcd members and the workers; a second is generous.
   callSlackMs: 1_000,
   // The longest round a worker can be in when asked to stop (withLock: grant, wait, fn, revoke), its
