@@ -10,8 +10,16 @@ import type { LockOptions } from "./queue.js";
 import { type LineState, waitSettings } from "./queue.js";
 import { type LineReader, type WaitContext, waitFailure, waitForTurn } from "./wait.js";
 
-/** How long a failed acquisition waits for its join's answer before leaving the cleanup to run on its own. */
+/** How long a failed acquisition waits for its join and cleanup before leaving the cleanup to run on its own. */
 const JOIN_GRACE_MS = 500;
+/** Tries to delete a failed acquisition's key (1, 2, 3, 4 s apart): a short outage does not strand it. */
+const CLEANUP_TRIES = 5;
+
+/** What a join's request is sent with: the session's signal, and a count of its sends. */
+export interface JoinCall {
+  signal: AbortSignal;
+  onSent: () => void;
+}
 
 /** One acquisition in progress, as its steps see it. */
 export interface Attempt {
@@ -27,7 +35,7 @@ export interface Attempt {
    * abort or timeout: a join cut off in flight may still land after we deleted our key, leaving a key that
    * blocks the line until the lease ends. So a given-up attempt lets it land, then deletes what it made.
    */
-  join<J extends { revision: number }>(send: (signal: AbortSignal) => Promise<J>): Promise<J>;
+  join<J extends { revision: number }>(send: (call: JoinCall) => Promise<J>, value?: string): Promise<J>;
   /** Hands on the session's local turn(s) this attempt took; called on failure. */
   local: (() => void) | undefined;
   /** Tells `onEvent` the attempt must wait; `position` counts the keys ahead of it, when known. */
@@ -48,6 +56,8 @@ export async function attempt<T>(
   session: LeaseSession,
   options: LockOptions,
   subject: Subject,
+  /** The keys the acquisition joins with: in use by this session until released or cleaned up. */
+  keys: readonly string[],
   leave: (revision: number | undefined) => Promise<unknown>,
   steps: (attempt: Attempt) => Promise<T>,
 ): Promise<T> {
@@ -65,7 +75,6 @@ export async function attempt<T>(
   const startedAt = events.on ? performance.now() : 0;
   /** The join, once sent: in flight, landed or failed. */
   let joining: Promise<{ revision: number }> | undefined;
-  let joinSettled = false;
   const context: WaitContext = {
     ...settings,
     get signal() {
@@ -79,20 +88,22 @@ export async function attempt<T>(
     },
     tryOnly,
     context,
-    join: (send) => {
+    join: (send, value) => {
       // Given up already (a signal aborted before the call, say): send nothing.
       if (call?.aborted || session.signal.aborted) return Promise.reject(call?.signal.reason ?? session.signal.reason);
-      const sent = send(session.signal);
+      let sends = 0;
+      const sent = send({ signal: session.signal, onSent: () => void sends++ });
       joining = sent;
       sent.then(
-        () => (joinSettled = true),
-        () => (joinSettled = true),
+        () => sends > 1 && session.keys.suspect(keys, value),
+        (error: unknown) => (sends > 1 || !refused(error)) && session.keys.suspect(keys, value),
       );
       return call === undefined ? sent : untilAborted(sent, call.signal);
     },
     local: undefined,
     waiting: (position) => events.on && events.emit({ type: "lock.waiting", ...subject, position }),
   };
+  session.keys.use(keys);
   try {
     const result = await steps(frame);
     if (!session.alive) throw expired();
@@ -104,24 +115,20 @@ export async function attempt<T>(
     return result;
   } catch (thrown) {
     const error = waitFailure(session, callSignal(), thrown, expired);
-    const cleanup = joining !== undefined && !session.closed ? leaveAfter(joining, leave) : Promise.resolve();
-    // The local turn stays taken until our key is gone, so this session's next caller cannot meet it.
-    const handOn = () => frame.local?.();
-    // A join still on the wire usually answers within a round trip: wait for it a little, so that the
-    // failed call leaves no key behind. One that takes longer (a member gone silent) settles within the
-    // client's own call timeout; the caller's budget is spent, so it gets its error now and the key is
-    // removed once the join has landed or failed.
-    if (joining !== undefined && !joinSettled) {
-      const grace = new AbortController();
-      await Promise.race([joining.catch(() => {}), delay(JOIN_GRACE_MS, grace.signal).catch(() => {})]);
-      grace.abort();
-    }
-    if (joining === undefined || joinSettled) {
-      await cleanup;
-      handOn();
-    } else {
-      void cleanup.finally(handOn);
-    }
+    const cleanup = joining !== undefined && !session.closed ? leaveAfter(joining, leave, session) : Promise.resolve();
+    // The local turn and the keys stay taken until our key is gone, so this session's next caller cannot
+    // meet it and a sweep cannot race the cleanup.
+    const handOn = () => {
+      session.keys.done(keys);
+      frame.local?.();
+    };
+    // A join still on the wire usually answers within a round trip, and its cleanup takes one more: wait for
+    // them a little, so that the failed call normally leaves no key behind. Longer (a member gone silent, no
+    // leader for a while) the caller's budget is spent: it gets its error now, and the cleanup goes on.
+    const done = cleanup.then(handOn, handOn);
+    const grace = new AbortController();
+    await Promise.race([done, delay(JOIN_GRACE_MS, grace.signal).catch(() => {})]);
+    grace.abort();
     throw error;
   } finally {
     call?.dispose();
@@ -132,12 +139,27 @@ export async function attempt<T>(
  * Leaves the line once the join has settled: guarded by its revision if it landed; unguarded if its answer
  * was lost (it may have landed); not at all if it was refused (nothing of ours is there). Best effort.
  */
-async function leaveAfter(joining: Promise<{ revision: number }>, leave: (revision: number | undefined) => Promise<unknown>): Promise<void> {
+async function leaveAfter(
+  joining: Promise<{ revision: number }>,
+  leave: (revision: number | undefined) => Promise<unknown>,
+  session: LeaseSession,
+): Promise<void> {
   const revision = await joining.then(
     (line) => line.revision,
     (error: unknown) => (refused(error) ? null : undefined),
   );
-  if (revision !== null) await leave(revision).catch(() => {});
+  if (revision === null) return;
+  // Retried through a short outage (an election, a member restarting): a key left here blocks the line until
+  // the lease ends. A lost session's keys go with its lease anyway.
+  for (let tries = 0; tries < CLEANUP_TRIES && !session.closed && session.alive; tries++) {
+    try {
+      await leave(revision);
+      return;
+    } catch {
+      // Cut short when the session ends (closed or lost): its keys go with the lease, and no timer outlives it.
+      await delay(1_000 * (tries + 1), session.signal);
+    }
+  }
 }
 
 /** An answer from etcd that refused the join: it did not land. Anything else (a lost answer, a cut-off send) may have. */

@@ -79,8 +79,8 @@ export class Election<S extends LeaseSession = LeaseSession> {
     // Checked like any value sent (bytes or well-formed text) before the candidacy is sent.
     const text = typeof value === "string" ? wellFormedText(value) : toText(toBytes(value));
     const leave = (revision: number | undefined) => deleteOwnKey(session.client, key, revision);
-    const revision = await attempt(session, options, { kind: "leadership", name }, leave, async (frame) => {
-      const line = await frame.join((signal) => enqueue(joinTxn(session.client, prefix, key, text, session.leaseId), key, signal));
+    const revision = await attempt(session, options, { kind: "leadership", name }, [key], leave, async (frame) => {
+      const line = await frame.join((call) => enqueue(joinTxn(session.client, prefix, key, text, session.leaseId), key, call), text);
       onlyContenders(prefix, line.seen);
       if (!line.created && line.own?.value !== text) {
         // Campaigning again with a new value: update our own key, whatever our place in the line.
@@ -119,7 +119,11 @@ export class Election<S extends LeaseSession = LeaseSession> {
     const revision = this.#revision;
     this.#key = this.#revision = undefined;
     if (key === undefined || revision === undefined) return;
-    await deleteOwnKey(this.session.client, key, revision, options);
+    try {
+      await deleteOwnKey(this.session.client, key, revision, options);
+    } finally {
+      this.session.keys.done([key]);
+    }
   }
 
   /** The current leader, or undefined when nobody leads. */

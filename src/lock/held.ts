@@ -88,6 +88,9 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   /** @internal The guarded delete(s) of its key(s), one request; true if they were there to delete. */
   protected abstract deleteKeys(options: CallOptions): Promise<boolean>;
 
+  /** @internal Its key(s), in use by its session until it ends. */
+  protected abstract ownKeys(): readonly string[];
+
   /**
    * @internal The release behind `unlock()` / `release()`: LOCK_RELEASED if released already; LOCK_LOST if
    * the keys had gone before (the lease expired under the work). A failure (TIMEOUT, UNAVAILABLE) changes
@@ -144,6 +147,7 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     if (this.#ended) return;
     if (lost) this.#emit("lock.lost");
     this.#ended = reason;
+    this.session.keys.done(this.ownKeys());
     this.#stopWatchingSession?.();
     this.#controller?.abort(reason());
     this.#releaseLocal();
@@ -186,5 +190,10 @@ export abstract class HeldKey<S extends LeaseSession = LeaseSession> extends Hel
   /** @internal */
   protected deleteKeys(options: CallOptions): Promise<boolean> {
     return deleteOwnKey(this.session.client, this.key, this.revision, options);
+  }
+
+  /** @internal */
+  protected ownKeys(): readonly string[] {
+    return [this.key];
   }
 }

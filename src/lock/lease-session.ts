@@ -7,6 +7,7 @@ import { resolveSignal, resolveTimeout } from "../gateway/config.js";
 import type { CallOptions } from "../gateway/transport.js";
 import { backgroundTimer } from "../gateway/signals.js";
 import { now } from "./clock.js";
+import { KeysInUse } from "./keys-in-use.js";
 import { LocalTurns } from "./local-turns.js";
 import { ReleaseSends } from "./sends.js";
 
@@ -82,6 +83,8 @@ export class LeaseSession {
   readonly client: EtcdClient;
   /** @internal Turns of this session's own callers per key (etcd sees one key per session and name). */
   readonly turns = new LocalTurns();
+  /** @internal The keys this session's callers use, and those a late join may bring back (swept on renewal). */
+  readonly keys = new KeysInUse();
   readonly #lost = new AbortController();
   #deadline: number;
   #deadlineTimer: ReturnType<typeof setTimeout> | undefined;
@@ -171,6 +174,8 @@ export class LeaseSession {
         this.#armDeadline();
         const events = this.client.transport.events;
         if (events.on) events.emit({ type: "session.renewed", leaseId: this.leaseId, ttl });
+        // Best effort, in the background: a key a late join brought back goes on the next renewal.
+        if (this.keys.anySuspect) void this.keys.sweep(this.client, this.leaseId, { timeout: options.timeout }).catch(() => {});
       }
       this.#throwIfDead();
       return ttl;

@@ -34,11 +34,11 @@ export async function lockAll<S extends LeaseSession>(session: S, names: readonl
   const lines: Line[] = checked.map((name) => ({ name, prefix: `${name}/`, key: `${name}/${session.leaseHex}` }));
   const keys = lines.map((line) => line.key);
   const leave = (revision: number | undefined) => deleteOwnKeys(client, keys, revision);
-  return attempt(session, options, { kind: "locks", name: checked.join(", ") }, leave, async (a) => {
+  return attempt(session, options, { kind: "locks", name: checked.join(", ") }, keys, leave, async (a) => {
     a.local = a.tryOnly ? tryTakeAll(session.turns, keys) : await takeAll(session.turns, keys, a.signal);
     if (a.local === undefined) throw locked(checked.join(", "), "another caller of this session");
     // Refused with LOCKED when keys of another contender of this lease are there: none of them is ours to delete.
-    const joined = await a.join((signal) => joinAll(client, lines, session.leaseId, signal));
+    const joined = await a.join((call) => joinAll(client, lines, session.leaseId, call));
     let header: ResponseHeader = joined.header;
     let waited = false;
     for (const [i, line] of lines.entries()) {

@@ -49,6 +49,11 @@ export class MultiLock<S extends LeaseSession = LeaseSession> extends Held<S> {
   }
 
   /** @internal */
+  protected ownKeys(): readonly string[] {
+    return this.keys;
+  }
+
+  /** @internal */
   protected deleteKeys(options: CallOptions): Promise<boolean> {
     return deleteOwnKeys(this.session.client, this.keys, this.revision, options);
   }

@@ -5,6 +5,7 @@ import { cmp, op } from "../api/txn.js";
 import { internal, lockedBySameLease } from "../errors/catalogue.js";
 import type { CallOptions } from "../gateway/transport.js";
 import { type LineState, NEWEST_FIRST } from "./queue.js";
+import type { JoinCall } from "./attempt.js";
 
 /**
  * The requests of a multi-lock: join every line in one transaction, leave them all in one. Its keys are the
@@ -34,7 +35,7 @@ export interface JoinedAll {
  * from there (each line then read afresh); keys found under this lease with mixed revisions belong to
  * another contender of the same lease, and the join fails with LOCKED rather than order us by two revisions.
  */
-export async function joinAll(client: EtcdClient, lines: readonly Line[], leaseId: string, signal: AbortSignal): Promise<JoinedAll> {
+export async function joinAll(client: EtcdClient, lines: readonly Line[], leaseId: string, call: JoinCall): Promise<JoinedAll> {
   const result = await client
     .txn()
     .if(...lines.map((line) => cmp.createRevision(line.key, "==", 0)))
@@ -43,7 +44,7 @@ export async function joinAll(client: EtcdClient, lines: readonly Line[], leaseI
       ...lines.map((line) => op.get({ prefix: line.prefix, sort: NEWEST_FIRST, limit: 2 })),
     )
     .else(...lines.map((line) => op.get(line.key)))
-    .commit({ signal, idempotent: true });
+    .commit({ ...call, idempotent: true });
   const { header } = result;
   if (result.succeeded) {
     const revision = header.revision;

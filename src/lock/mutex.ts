@@ -53,13 +53,13 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
     // With the revision unknown (the join's answer was lost) the key is deleted unguarded: this caller still
     // holds the session's local turn for it, so no other contender of this session can be using it.
     const leave = (revision: number | undefined) => deleteOwnKey(session.client, key, revision);
-    return attempt(session, options, { kind: "lock", name }, leave, async (frame) => {
+    return attempt(session, options, { kind: "lock", name }, [key], leave, async (frame) => {
       // etcd sees one key per session and name, so this session's own contenders queue here first.
       const turn = session.turns.tryTake(key) ?? (frame.tryOnly ? undefined : await session.turns.take(key, frame.signal));
       if (turn === undefined) throw locked(name, "another caller of this session");
       frame.local = turn;
       const secret = this.#secret;
-      const line = await frame.join((signal) => enqueue((this.#join ??= joinTxn(session.client, prefix, key, secret, session.leaseId)), key, signal));
+      const line = await frame.join((call) => enqueue((this.#join ??= joinTxn(session.client, prefix, key, secret, session.leaseId)), key, call), secret);
       onlyContenders(prefix, line.seen);
       let header = line.header;
       if (line.owner !== undefined && line.owner.createRevision !== line.revision) {

@@ -105,9 +105,9 @@ export function joinTxn(client: EtcdClient, prefix: string, key: string, value: 
 
 export type JoinTxn = ReturnType<typeof joinTxn>;
 
-export async function enqueue(join: JoinTxn, key: string, signal: AbortSignal) {
+export async function enqueue(join: JoinTxn, key: string, call: CallOptions) {
   // A create-if-absent is safe to resend: a repeat finds the key and reads it back (created: false).
-  const result = await join.commit({ signal, idempotent: true });
+  const result = await join.commit({ ...call, idempotent: true });
   if (result.succeeded) {
     const [, owner, newest] = result.responses;
     const revision = result.header.revision;

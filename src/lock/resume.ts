@@ -45,6 +45,7 @@ export async function resumeLock(
   ]);
   if (!taken.succeeded) throw lost();
   const session = new Session(client, { id: leaseId, ttl: lease.grantedTtl, remaining: lease.ttl, sentAt, keepAlive }).start();
+  session.keys.use([key]);
   return new Lock({ name, key, session, revision, header: taken.header, modRevision: taken.header.revision, secret: next });
 }
 

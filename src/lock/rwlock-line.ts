@@ -3,6 +3,7 @@ import { cmp, op } from "../api/txn.js";
 import { internal } from "../errors/catalogue.js";
 import { type LineState, NEWEST_FIRST, readLine } from "./queue.js";
 import type { LineReader } from "./wait.js";
+import type { JoinCall } from "./attempt.js";
 
 /**
  * A read-write lock's line and its requests. Writers' keys live under `<name>/write/`, readers' under
@@ -26,13 +27,13 @@ export type Joined = LineState & { revision: number; created: boolean };
  * A reader joins in one transaction: put its key if it does not exist yet, and read the newest writer (all
  * writers are older than a key put in the same transaction). A resend after a lost answer finds the key.
  */
-export async function joinAsReader(client: EtcdClient, line: RWLine, leaseId: string, signal: AbortSignal): Promise<Joined> {
+export async function joinAsReader(client: EtcdClient, line: RWLine, leaseId: string, call: JoinCall): Promise<Joined> {
   const result = await client
     .txn()
     .if(cmp.createRevision(line.key, "==", 0))
     .then(op.put(line.key, "", { lease: leaseId }), op.get({ prefix: line.writers, sort: NEWEST_FIRST, limit: 1 }))
     .else(op.get(line.key))
-    .commit({ signal, idempotent: true });
+    .commit({ ...call, idempotent: true });
   if (result.succeeded) {
     const [, writer] = result.responses;
     return { header: result.header, revision: result.header.revision, ownExists: true, predecessor: writer.kvs[0], created: true };

@@ -59,8 +59,8 @@ export class RWLock<S extends LeaseSession = LeaseSession> {
     const { session, name } = this;
     const client = session.client;
     const line = this.#line("read");
-    return attempt(session, options, { kind: "read", name }, this.#leave(line.key), async (a) => {
-      const joined = await a.join((signal) => joinAsReader(client, line, session.leaseId, signal));
+    return attempt(session, options, { kind: "read", name }, [line.key], this.#leave(line.key), async (a) => {
+      const joined = await a.join((call) => joinAsReader(client, line, session.leaseId, call));
       const header = await waitAfterJoin(client, a, name, readerLine(client, line, joined.revision), joined);
       return new ReadLock({ session, name, key: line.key, revision: joined.revision, header });
     });
@@ -76,8 +76,8 @@ export class RWLock<S extends LeaseSession = LeaseSession> {
     const { session, name } = this;
     const client = session.client;
     const line = this.#line("write");
-    return attempt(session, options, { kind: "write", name }, this.#leave(line.key), async (a) => {
-      const joined = await a.join((signal) => enqueue(joinTxn(client, line.prefix, line.key, "", session.leaseId), line.key, signal));
+    return attempt(session, options, { kind: "write", name }, [line.key], this.#leave(line.key), async (a) => {
+      const joined = await a.join((call) => enqueue(joinTxn(client, line.prefix, line.key, "", session.leaseId), line.key, call));
       const header = await waitAfterJoin(client, a, name, writerLine(client, line, joined.revision), { ...joined, ownExists: true });
       return new WriteLock({ session, name, key: line.key, revision: joined.revision, header });
     });

@@ -6,6 +6,7 @@ import { isEtcdError } from "../errors/etcd-error.js";
 import { delay } from "../gateway/signals.js";
 import { NEWEST_FIRST, OLDEST } from "./queue.js";
 import { WAIT_IDLE_TIMEOUT, type WaitContext } from "./wait.js";
+import type { JoinCall } from "./attempt.js";
 
 /**
  * A semaphore's line and its requests: join it, count the keys ahead, wait for a permit. semaphore.ts says
@@ -41,14 +42,14 @@ export interface SlotLine {
  * the oldest key and how many keys the line holds (ours being the newest, the others are all ahead). A resend
  * after a lost answer finds our key and needs one more read to count the keys ahead of it.
  */
-export async function joinSlots(client: EtcdClient, line: SlotLine, leaseId: string, signal: AbortSignal): Promise<SlotJoin> {
+export async function joinSlots(client: EtcdClient, line: SlotLine, leaseId: string, call: JoinCall): Promise<SlotJoin> {
   const { prefix, key } = line;
   const result = await client
     .txn()
     .if(cmp.createRevision(key, "==", 0))
     .then(op.put(key, String(line.permits), { lease: leaseId }), op.get({ prefix, ...OLDEST }), op.get({ prefix, countOnly: true }))
     .else(op.get(key), op.get({ prefix, ...OLDEST }))
-    .commit({ signal, idempotent: true });
+    .commit({ ...call, idempotent: true });
   if (result.succeeded) {
     const [, oldest, all] = result.responses;
     return { header: result.header, revision: result.header.revision, ownExists: true, older: all.count - 1, oldest: oldest.kvs[0] };
@@ -56,7 +57,7 @@ export async function joinSlots(client: EtcdClient, line: SlotLine, leaseId: str
   const [own, oldest] = result.responses;
   const mine = own.kvs[0];
   if (mine === undefined) throw internal(`key ${key} vanished inside one transaction`);
-  const state = await readSlots(client, prefix, mine.createRevision, signal);
+  const state = await readSlots(client, prefix, mine.createRevision, call.signal);
   return { ...state, revision: mine.createRevision, oldest: oldest.kvs[0] };
 }
 

@@ -78,8 +78,8 @@ export class Semaphore<S extends LeaseSession = LeaseSession> {
     const client = session.client;
     const line: SlotLine = { name, prefix: this.prefix, key: uniqueKey(this.prefix, session.leaseHex), permits: this.permits };
     const leave = (revision: number | undefined) => deleteOwnKey(client, line.key, revision);
-    return attempt(session, options, { kind: "permit", name }, leave, async (a) => {
-      const joined = await a.join((signal) => joinSlots(client, line, session.leaseId, signal));
+    return attempt(session, options, { kind: "permit", name }, [line.key], leave, async (a) => {
+      const joined = await a.join((call) => joinSlots(client, line, session.leaseId, call));
       checkPermits(line, joined.oldest);
       if (joined.ownExists && joined.older >= line.permits) {
         if (a.tryOnly) throw noPermit(name, line.permits);

@@ -162,7 +162,9 @@ describe("semaphore on real etcd", () => {
 
   it("waiters that abort, time out or lose their lease, and a holder that loses its lease, leave no key behind", async () => {
     const name = uniqueName("sem");
-    const holder = await (await newSession({ ttl: 2, keepAlive: "manual" })).semaphore(name, { permits: 1 }).acquire();
+    // The holder's lease outlives the expiring waiter's by 2 s: were it to end first, that waiter would be
+    // admitted for the moment its own lease has left.
+    const holder = await (await newSession({ ttl: 4, keepAlive: "manual" })).semaphore(name, { permits: 1 }).acquire();
     const abort = new AbortController();
     const aborted = (await newSession()).semaphore(name, { permits: 1 }).acquire({ signal: abort.signal });
     const timedOut = (await newSession()).semaphore(name, { permits: 1 }).acquire({ timeout: 500 });

@@ -1,0 +1,77 @@
+// Keys an acquisition leaves behind only through faults: a join that lands late, after the acquisition is
+// over; a failed acquisition whose cleanup meets an outage. Neither may block the line for the lease's life.
+import { describe, expect, it } from "vitest";
+import { Etcd, type Fetch } from "../../src/index.js";
+import { createMockEtcdCore } from "../../src/testing/mock.js";
+import { rejection, until } from "../support/async.js";
+
+const ENDPOINT = "http://etcd.test:2379";
+
+describe("a join that lands after its acquisition is over", () => {
+  it("is swept by the session's next renewal: the line is not blocked for the lease's life", async () => {
+    const mock = createMockEtcdCore();
+    let held: (() => Promise<unknown>) | undefined;
+    // The first join is held up on its way (a paused leader with the proposal), and its sender sees the
+    // connection break, so the SDK resends it. The held copy lands later, when the test releases it.
+    const fetch: Fetch = async (input, init) => {
+      if (held === undefined && input.endsWith("/v3/kv/txn") && init.body.includes("request_put")) {
+        held = () => mock.fetch(input, { ...init, signal: undefined } as never);
+        throw new TypeError("fetch failed", { cause: Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET" }) });
+      }
+      return mock.fetch(input, init as never) as ReturnType<Fetch>;
+    };
+    const etcd = new Etcd({ endpoints: ENDPOINT, fetch });
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    const lock = await session.mutex("jobs").lock();
+    await lock.unlock();
+    expect(mock.keys("jobs/")).toEqual([]);
+    // The late copy lands now, after the release, and re-creates the key under the live lease.
+    await held!();
+    expect(mock.keys("jobs/")).toEqual([lock.key]);
+    await session.renew();
+    await until("the late key is swept", 2_000, () => mock.keys("jobs/").length === 0);
+    // And another contender takes the lock at once.
+    const other = await etcd.session({ ttl: 30 });
+    expect(await other.mutex("jobs").tryLock()).toBeDefined();
+  });
+
+  it("a key the session still uses is never swept", async () => {
+    const mock = createMockEtcdCore();
+    let sends = 0;
+    const fetch: Fetch = async (input, init) => {
+      // The first join's answer is lost after it was applied: the resend finds the key.
+      if (input.endsWith("/v3/kv/txn") && init.body.includes("request_put") && sends++ === 0) {
+        await mock.fetch(input, init as never);
+        throw new TypeError("fetch failed", { cause: Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET" }) });
+      }
+      return mock.fetch(input, init as never) as ReturnType<Fetch>;
+    };
+    const etcd = new Etcd({ endpoints: ENDPOINT, fetch });
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    const lock = await session.mutex("jobs").lock();
+    await session.renew();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(mock.keys("jobs/")).toEqual([lock.key]);
+    expect(lock.held).toBe(true);
+    await lock.unlock();
+  });
+});
+
+describe("a failed acquisition whose cleanup meets an outage", () => {
+  it("fails within its timeout plus a short grace, and its key is still removed once the outage ends", async () => {
+    const mock = createMockEtcdCore();
+    const etcd = new Etcd({ endpoints: ENDPOINT, fetch: mock.fetch as never, retries: 1 });
+    const holder = await (await etcd.session({ ttl: 30 })).mutex("jobs").lock();
+    const waiter = await etcd.session({ ttl: 30 });
+    const waiting = rejection(waiter.mutex("jobs").lock({ timeout: 300 }));
+    await until("the waiter joined", 2_000, () => mock.keys("jobs/").length === 2);
+    // No leader for the next few requests: the cleanup's first tries fail.
+    setTimeout(() => mock.faults.unavailable(4), 250);
+    const started = performance.now();
+    const error = await waiting;
+    expect(error.code).toBe("TIMEOUT");
+    expect(performance.now() - started).toBeLessThan(1_000);
+    await until("the waiter's key is gone", 8_000, () => mock.keys("jobs/").length === 1);
+    expect(mock.keys("jobs/")).toEqual([holder.key]);
+  });
+});
