@@ -1,9 +1,11 @@
 // The raw floor: the requests of an uncontended etcd-edge lock+unlock, written by hand against the gateway
 // with the same fetch, and really taking and releasing a lock. The enqueue transaction puts
-// `<name>/<leaseHex>` bound to the lease if its create revision is 0 and reads the holder (the oldest key
-// under `<name>/`) and the two newest keys (ours and a predecessor), as the SDK does; the lock is taken
-// when the holder's create revision is the transaction's revision. The release is a delete guarded by
-// that create revision. No client library work is left but JSON.parse and one string per request.
+// `<name>/<leaseHex>` bound to the lease, with the mutex's secret as its value (a ticket's proof), if its
+// create revision is 0, and reads the holder (the oldest key under `<name>/`) and the two newest keys (ours
+// and a predecessor), as the SDK does; the lock is taken when the holder's create revision is the
+// transaction's revision. The release is a delete guarded by the key's mod revision (the key is written
+// once, so it is the create revision). No client library work is left but JSON.parse and one string per
+// request.
 import { VERSION } from "etcd-edge";
 
 export const b64 = (text) => Buffer.from(text).toString("base64");
@@ -38,15 +40,16 @@ export async function revokeRawLease(send, endpoint, id) {
 /** A hand-written mutex on `name` for lease `leaseId`: `lock()` resolves to the fencing revision. */
 export function rawMutex(send, endpoint, name, leaseId) {
   const key = b64(`${name}/${BigInt(leaseId).toString(16)}`);
+  const secret = b64(Buffer.from(crypto.getRandomValues(new Uint8Array(16))).toString("hex"));
   const owner = { key: b64(`${name}/`), range_end: prefixEnd(`${name}/`), limit: "1", sort_target: "CREATE", sort_order: "ASCEND" };
   const newest = { ...owner, limit: "2", sort_order: "DESCEND" };
   const enqueueBody = JSON.stringify({
     compare: [{ key, target: "CREATE", result: "EQUAL", create_revision: "0" }],
-    success: [{ request_put: { key, lease: leaseId } }, { request_range: owner }, { request_range: newest }],
+    success: [{ request_put: { key, value: secret, lease: leaseId } }, { request_range: owner }, { request_range: newest }],
     failure: [{ request_range: { key } }, { request_range: owner }],
   });
   const unlockBody = (revision) =>
-    `{"compare":[{"key":"${key}","target":"CREATE","result":"EQUAL","create_revision":"${revision}"}],"success":[{"request_delete_range":{"key":"${key}"}}],"failure":[]}`;
+    `{"compare":[{"key":"${key}","target":"MOD","result":"EQUAL","mod_revision":"${revision}"}],"success":[{"request_delete_range":{"key":"${key}"}}],"failure":[]}`;
   const txn = `${endpoint}/v3/kv/txn`;
   return {
     enqueueBody,
@@ -68,12 +71,17 @@ export function rawMutex(send, endpoint, name, leaseId) {
 
 /**
  * Whether the SDK's own requests for a lock+unlock (captured bodies) are the floor's, key for key, with
- * the revision in the unlock guard set aside. If the SDK changes its requests, the floor must follow.
+ * the revision in the unlock guard and the secret's random bytes set aside (same length, not same bytes).
+ * If the SDK changes its requests, the floor must follow.
  */
 export function floorMatches(captured, floor) {
   const canon = (json) => JSON.stringify(sortKeys(JSON.parse(json)));
-  const revision = JSON.parse(captured.unlock).compare?.[0]?.create_revision;
-  const enqueue = canon(captured.enqueue) === canon(floor.enqueueBody);
+  const revision = JSON.parse(captured.unlock).compare?.[0]?.mod_revision;
+  const sdk = JSON.parse(captured.enqueue);
+  const put = sdk.success?.[0]?.request_put;
+  const ours = JSON.parse(floor.enqueueBody).success[0].request_put.value;
+  if (put?.value?.length === ours.length) put.value = ours;
+  const enqueue = canon(JSON.stringify(sdk)) === canon(floor.enqueueBody);
   const unlock = canon(captured.unlock) === canon(floor.unlockBody(revision));
   return { match: enqueue && unlock, enqueue, unlock };
 }
