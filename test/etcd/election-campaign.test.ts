@@ -1,21 +1,15 @@
 // Leader election over a real etcd (Go's concurrency.Election semantics): campaign order, leader value,
 // proclaim, resign, observe, withdrawal on abort/timeout, NOT_LEADER, key layout, fencing.
-import { afterAll, describe, it } from "vitest";
+import { describe, it } from "vitest";
 import { type Election, EtcdError, type Leader, op, type Session } from "../../src/index.js";
 import { rejection, sleep, stillPending, until, within } from "../support/async.js";
-import { client, keysUnder, leaseHex, uniqueName } from "../support/etcd.js";
+import { client, keysUnder, leaseHex, uniqueName, useSessions } from "../support/etcd.js";
 
 const etcd = client();
-const sessions: Session[] = [];
+const newSession = useSessions(etcd, { ttl: 15 });
 
-afterAll(async () => {
-  await Promise.all(sessions.map((s) => s.close().catch(() => {})));
-});
-
-async function candidate(name: string, ttl = 15): Promise<Election<Session>> {
-  const session = await etcd.session({ ttl });
-  sessions.push(session);
-  return session.election(name);
+async function candidate(name: string): Promise<Election<Session>> {
+  return (await newSession()).election(name);
 }
 
 /**

@@ -3,18 +3,9 @@
 import { describe, expect, it } from "vitest";
 import type { EtcdEvent } from "../../src/index.js";
 import { until } from "../support/async.js";
+import { eventShapes } from "../support/events.js";
 import { freePort } from "../support/etcd-members.js";
 import { client, sharedEndpoint, uniqueName } from "../support/etcd.js";
-
-/** The events of `types`, without the timings and fields that vary from run to run. */
-function shapes(events: EtcdEvent[], types: ReadonlyArray<EtcdEvent["type"]>): unknown[] {
-  return events
-    .filter((event) => types.includes(event.type))
-    .map((event) => {
-      const { ms: _ms, waitedMs: _w, heldMs: _h, delayMs: _d, ...rest } = event as EtcdEvent & Record<string, unknown>;
-      return rest;
-    });
-}
 
 describe("onEvent on real etcd", () => {
   it("a contended lock: acquired, the waiter's place, released, the waiter acquired after the release", async () => {
@@ -28,7 +19,7 @@ describe("onEvent on real etcd", () => {
       await until("the waiter is told it waits", 5_000, () => events.some((event) => event.type === "lock.waiting"));
       await held.unlock();
       const next = await waiting;
-      const told = shapes(events, ["lock.waiting", "lock.acquired", "lock.released"]);
+      const told = eventShapes(events, ["lock.waiting", "lock.acquired", "lock.released"]);
       expect(told.slice(0, 2)).toEqual([
         { type: "lock.acquired", kind: "lock", name, revision: held.revision },
         { type: "lock.waiting", kind: "lock", name, position: 1 },
@@ -61,7 +52,7 @@ describe("onEvent on real etcd", () => {
     const etcd = client({ endpoints: [refused, sharedEndpoint()], onEvent: (event) => void events.push(event) });
     const key = uniqueName("events");
     await etcd.put(key, "v");
-    expect(shapes(events, ["request", "failover"])).toEqual([
+    expect(eventShapes(events, ["request", "failover"])).toEqual([
       { type: "request", path: "/v3/kv/put", endpoint: refused, status: undefined, code: "UNAVAILABLE", attempt: 1 },
       { type: "failover", from: refused, to: sharedEndpoint(), code: "UNAVAILABLE" },
       { type: "request", path: "/v3/kv/put", endpoint: sharedEndpoint(), status: 200, code: undefined, attempt: 2 },
@@ -77,7 +68,7 @@ describe("onEvent on real etcd", () => {
     await session.renew();
     await client().lease.revoke(session.leaseId);
     await expect(session.renew()).rejects.toMatchObject({ code: "SESSION_EXPIRED" });
-    expect(shapes(events, ["session.renewed", "session.lost", "lock.lost"])).toEqual([
+    expect(eventShapes(events, ["session.renewed", "session.lost", "lock.lost"])).toEqual([
       { type: "session.renewed", leaseId: session.leaseId, ttl: 20 },
       { type: "session.lost", leaseId: session.leaseId, code: "SESSION_EXPIRED" },
       { type: "lock.lost", kind: "lock", name: lock.name, revision: lock.revision },

@@ -1,22 +1,12 @@
 // Waiting that ends badly (session expiry, abort, timeout, try-lock), holders whose lease runs out,
 // renewal, release semantics, tickets, inspection, and one session's concurrent callers.
-import { afterAll, describe, it } from "vitest";
-import { type Etcd, EtcdError, type Lock, op, type Session } from "../../src/index.js";
+import { describe, it } from "vitest";
+import { EtcdError, type Lock, op, type Session } from "../../src/index.js";
 import { rejection, sleep, stillPending, until, within } from "../support/async.js";
-import { client, keysUnder, leaseHex, uniqueName } from "../support/etcd.js";
+import { client, keysUnder, leaseHex, uniqueName, useSessions } from "../support/etcd.js";
 
 const etcd = client();
-const sessions: Session[] = [];
-
-afterAll(async () => {
-  await Promise.all(sessions.map((s) => s.close().catch(() => {})));
-});
-
-async function newSession(options: { ttl?: number; keepAlive?: "auto" | "manual" } = {}, c: Etcd = etcd): Promise<Session> {
-  const session = await c.session({ ttl: 10, ...options });
-  sessions.push(session);
-  return session;
-}
+const newSession = useSessions(etcd, { ttl: 10 });
 
 /** A lock held by a fresh session (ttl 20) on a fresh name. */
 async function heldLock(): Promise<{ name: string; lock: Lock; session: Session }> {

@@ -1,22 +1,12 @@
 // Fairness: waiters acquire in the order they joined the line (create-revision order), whatever the
 // order their sessions were created in, in watch mode and in poll mode.
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { Lock, Session, WaitMode } from "../../src/index.js";
 import { sleep, until } from "../support/async.js";
-import { client, uniqueName } from "../support/etcd.js";
+import { client, uniqueName, useSessions } from "../support/etcd.js";
 
 const etcd = client();
-const sessions: Session[] = [];
-
-afterAll(async () => {
-  await Promise.all(sessions.map((s) => s.close().catch(() => {})));
-});
-
-async function newSession(): Promise<Session> {
-  const session = await etcd.session({ ttl: 20 });
-  sessions.push(session);
-  return session;
-}
+const newSession = useSessions(etcd, { ttl: 20 });
 
 describe.each<WaitMode>(["watch", "poll"])("FIFO (%s)", (wait) => {
   it("6 waiters that joined one after another acquire in join order", async () => {

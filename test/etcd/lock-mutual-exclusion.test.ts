@@ -1,21 +1,11 @@
 // Mutual exclusion under real contention: many sessions hammering one lock, each doing a fenced
 // read-modify-write. Any overlap of holders, lost update, or non-monotonic fencing token fails the test.
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { op, type Session } from "../../src/index.js";
-import { client, uniqueName } from "../support/etcd.js";
+import { client, uniqueName, useSessions } from "../support/etcd.js";
 
 const etcd = client();
-const sessions: Session[] = [];
-
-afterAll(async () => {
-  await Promise.all(sessions.map((s) => s.close().catch(() => {})));
-});
-
-async function newSession(ttl = 10): Promise<Session> {
-  const session = await etcd.session({ ttl });
-  sessions.push(session);
-  return session;
-}
+const newSession = useSessions(etcd, { ttl: 10 });
 
 describe("mutual exclusion", () => {
   it("20 sessions x 10 acquisitions: never two holders, no lost update, fencing tokens strictly increase", async () => {

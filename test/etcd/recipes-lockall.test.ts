@@ -2,23 +2,13 @@
 // mutex users of single names, never deadlock (every call bounded by a timeout that would fail the test) and
 // never hold a name twice (an overlap detector, and per-name counters written only by fenced compare-and-swap
 // transactions), with requests per acquisition counted and nothing left behind.
-import { afterAll, describe, expect, it } from "vitest";
-import { cmp, type Compare, type Etcd, op, type Session } from "../../src/index.js";
+import { describe, expect, it } from "vitest";
+import { cmp, type Compare, op } from "../../src/index.js";
 import { sleep, within } from "../support/async.js";
-import { client, recordingFetch, uniqueName } from "../support/etcd.js";
+import { client, recordingFetch, uniqueName, useSessions } from "../support/etcd.js";
 
 const etcd = client();
-const sessions: Session[] = [];
-
-afterAll(async () => {
-  await Promise.all(sessions.map((s) => s.close().catch(() => {})));
-});
-
-async function newSession(c: Etcd = etcd): Promise<Session> {
-  const session = await c.session({ ttl: 20 });
-  sessions.push(session);
-  return session;
-}
+const newSession = useSessions(etcd, { ttl: 20 });
 
 /** A small seeded generator, so a failing mix of name sets can be replayed. */
 function random(seed: number): () => number {
@@ -80,7 +70,7 @@ describe("lockAll on real etcd", () => {
     const contenders = await Promise.all(
       Array.from({ length: CONTENDERS }, async () => {
         const fetch = recordingFetch();
-        return { fetch, session: await newSession(client({ fetch })) };
+        return { fetch, session: await newSession({}, client({ fetch })) };
       }),
     );
     const mutexUsers = await Promise.all(Array.from({ length: MUTEX_USERS }, () => newSession()));

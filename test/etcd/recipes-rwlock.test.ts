@@ -1,23 +1,13 @@
 // The read-write lock under real contention on real etcd: writers alone, readers together (an overlap
 // detector in the process), fenced writes with no lost update and fenced reads that see no writer in between,
 // a writer never starved by a stream of readers, requests per acquisition counted, nothing left behind.
-import { afterAll, describe, expect, it } from "vitest";
-import { cmp, type Etcd, op, type ReadLock, type Session, type WriteLock } from "../../src/index.js";
+import { describe, expect, it } from "vitest";
+import { cmp, op, type ReadLock, type Session, type WriteLock } from "../../src/index.js";
 import { sleep, until, within } from "../support/async.js";
-import { client, recordingFetch, uniqueName } from "../support/etcd.js";
+import { client, recordingFetch, uniqueName, useSessions } from "../support/etcd.js";
 
 const etcd = client();
-const sessions: Session[] = [];
-
-afterAll(async () => {
-  await Promise.all(sessions.map((s) => s.close().catch(() => {})));
-});
-
-async function newSession(c: Etcd = etcd): Promise<Session> {
-  const session = await c.session({ ttl: 20 });
-  sessions.push(session);
-  return session;
-}
+const newSession = useSessions(etcd, { ttl: 20 });
 
 const count = async (prefix: string) => (await etcd.range({ prefix, countOnly: true })).count;
 
@@ -88,7 +78,7 @@ describe("read-write lock on real etcd", () => {
     const contenders = await Promise.all(
       Array.from({ length: WRITERS + READERS }, async () => {
         const fetch = recordingFetch();
-        return { fetch, session: await newSession(client({ fetch })) };
+        return { fetch, session: await newSession({}, client({ fetch })) };
       }),
     );
     const started = performance.now();

@@ -2,23 +2,13 @@
 // the process, and a fenced occupancy count in etcd that only holders can write), no lost update, requests
 // per acquisition counted with a wrapped fetch, FIFO admission, and nothing left behind by waiters that give
 // up or whose lease ends.
-import { afterAll, describe, expect, it } from "vitest";
-import { cmp, type Etcd, op, type Permit, type Session } from "../../src/index.js";
+import { describe, expect, it } from "vitest";
+import { cmp, op, type Permit, type Session } from "../../src/index.js";
 import { rejection, sleep, stillPending, until, within } from "../support/async.js";
-import { client, recordingFetch, uniqueName } from "../support/etcd.js";
+import { client, recordingFetch, uniqueName, useSessions } from "../support/etcd.js";
 
 const etcd = client();
-const sessions: Session[] = [];
-
-afterAll(async () => {
-  await Promise.all(sessions.map((s) => s.close().catch(() => {})));
-});
-
-async function newSession(options: { ttl?: number; keepAlive?: "auto" | "manual" } = {}, c: Etcd = etcd): Promise<Session> {
-  const session = await c.session({ ttl: 20, ...options });
-  sessions.push(session);
-  return session;
-}
+const newSession = useSessions(etcd, { ttl: 20 });
 
 const count = async (prefix: string) => (await etcd.range({ prefix, countOnly: true })).count;
 

@@ -3,8 +3,8 @@
 // the SDK sent, and bounded ways to read a watch. The member and its version come from the project
 // (`inject`), so the same file runs unchanged on etcd 3.4 and 3.5.
 import { randomUUID } from "node:crypto";
-import { afterEach, inject } from "vitest";
-import { Etcd, type EtcdOptions, type Fetch, type KeyValue, type WatchBatch, type WatchQuery } from "../../src/index.js";
+import { afterAll, afterEach, inject } from "vitest";
+import { Etcd, type EtcdOptions, type Fetch, type KeyValue, type Session, type SessionOptions, type WatchBatch, type WatchQuery } from "../../src/index.js";
 import { sleep, within } from "./async.js";
 
 /**
@@ -25,6 +25,22 @@ export function sharedEndpoint(): string {
  */
 export function client(options: Partial<EtcdOptions> = {}): Etcd {
   return new Etcd({ timeout: 10_000, ...options, endpoints: options.endpoints ?? sharedEndpoint() });
+}
+
+/**
+ * Sessions a test file opens, every one closed after the file's tests: `open(options, on)` opens one on `on`
+ * (default `etcd`) with `defaults` overridden by `options`.
+ */
+export function useSessions(etcd: Etcd, defaults: SessionOptions = {}): (options?: SessionOptions, on?: Etcd) => Promise<Session> {
+  const sessions: Session[] = [];
+  afterAll(async () => {
+    await Promise.all(sessions.map((s) => s.close().catch(() => {})));
+  });
+  return async (options = {}, on = etcd) => {
+    const session = await on.session({ ...defaults, ...options });
+    sessions.push(session);
+    return session;
+  };
 }
 
 /** A name no other test uses, e.g. for a lock or an election: `<label>/<uuid>`. */

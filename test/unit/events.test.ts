@@ -3,6 +3,7 @@
 import { describe, expect, it } from "vitest";
 import { Etcd, type EtcdEvent } from "../../src/index.js";
 import { createMockEtcdCore } from "../../src/testing/mock.js";
+import { eventShapes } from "../support/events.js";
 import { A, B, json, jsonText, route, useGateway } from "../support/gateway.js";
 import { header, kv, unaryErrorBody } from "../support/wire.js";
 
@@ -12,16 +13,6 @@ function onMock(events: EtcdEvent[]) {
   const mock = createMockEtcdCore();
   const etcd = new Etcd({ endpoints: "http://etcd.test:2379", fetch: mock.fetch as never, onEvent: (event) => void events.push(event) });
   return { mock, etcd };
-}
-
-/** The events without timings, which vary. */
-function shapes(events: EtcdEvent[], types: ReadonlyArray<EtcdEvent["type"]>): unknown[] {
-  return events
-    .filter((event) => types.includes(event.type))
-    .map((event) => {
-      const { ms: _ms, waitedMs: _w, heldMs: _h, delayMs: _d, ...rest } = event as EtcdEvent & Record<string, unknown>;
-      return rest;
-    });
 }
 
 describe("onEvent", () => {
@@ -34,7 +25,7 @@ describe("onEvent", () => {
     await new Promise((resolve) => setTimeout(resolve, 50));
     await held.unlock();
     const next = await waiting;
-    expect(shapes(events, ["lock.waiting", "lock.acquired", "lock.released"])).toEqual([
+    expect(eventShapes(events, ["lock.waiting", "lock.acquired", "lock.released"])).toEqual([
       { type: "lock.acquired", kind: "lock", name: "jobs", revision: held.revision },
       { type: "lock.waiting", kind: "lock", name: "jobs", position: 1 },
       { type: "lock.released", kind: "lock", name: "jobs", revision: held.revision },
@@ -54,7 +45,7 @@ describe("onEvent", () => {
     const events: EtcdEvent[] = [];
     const etcd = new Etcd({ endpoints: [A, B], onEvent: (event) => void events.push(event) });
     expect((await etcd.get("k"))?.value).toBe("v");
-    expect(shapes(events, ["request", "failover", "retry"])).toEqual([
+    expect(eventShapes(events, ["request", "failover", "retry"])).toEqual([
       { type: "request", path: "/v3/kv/range", endpoint: A, status: 503, code: "UNAVAILABLE", attempt: 1 },
       { type: "failover", from: A, to: B, code: "UNAVAILABLE" },
       { type: "retry", path: "/v3/kv/range", endpoint: B, attempt: 1, code: "UNAVAILABLE" },
@@ -70,7 +61,7 @@ describe("onEvent", () => {
     await session.renew();
     mock.advance(10_000);
     await expect(session.renew()).rejects.toMatchObject({ code: "SESSION_EXPIRED" });
-    expect(shapes(events, ["session.renewed", "session.lost", "lock.lost"])).toEqual([
+    expect(eventShapes(events, ["session.renewed", "session.lost", "lock.lost"])).toEqual([
       { type: "session.renewed", leaseId: session.leaseId, ttl: 5 },
       { type: "session.lost", leaseId: session.leaseId, code: "SESSION_EXPIRED" },
       { type: "lock.lost", kind: "lock", name: "jobs", revision: lock.revision },

@@ -113,6 +113,21 @@ async function refused(ctx: Counted, call: () => unknown): Promise<void> {
   expect(state(ctx)).toEqual(before);
 }
 
+/** Every call `calls` draws is refused on a fresh member (holding key `k/1` when `seeded`, its put not counted). */
+async function refusesEvery(calls: fc.Arbitrary<(etcd: Etcd) => unknown>, { seeded = false } = {}): Promise<void> {
+  await fc.assert(
+    fc.asyncProperty(calls, async (call) => {
+      const ctx = counted();
+      if (seeded) {
+        await ctx.etcd.put("k/1", "v");
+        ctx.calls.length = 0;
+      }
+      await refused(ctx, () => call(ctx.etcd));
+    }),
+    RUNS,
+  );
+}
+
 /** A fresh member with a key and a manual session in it; the setup's requests are not counted. */
 async function withSession() {
   const ctx = counted();
@@ -174,15 +189,7 @@ describe("bad arguments are refused before any request", () => {
       badCount.map((revision) => (e: Etcd) => e.compact(any(revision))),
       badFlag.map((physical) => (e: Etcd) => e.compact(1, { physical: any(physical) })),
     );
-    await fc.assert(
-      fc.asyncProperty(calls, async (call) => {
-        const ctx = counted();
-        await ctx.etcd.put("k/1", "v");
-        ctx.calls.length = 0;
-        await refused(ctx, () => call(ctx.etcd));
-      }),
-      RUNS,
-    );
+    await refusesEvery(calls, { seeded: true });
   });
 
   it("txn, cmp and op", async () => {
@@ -214,15 +221,7 @@ describe("bad arguments are refused before any request", () => {
       fc.oneof(badCallOptions, badFlag.map((idempotent) => ({ idempotent }))).map((options) => (e: Etcd) => e.txn().then(op.put("k/3", "v")).commit(any(options))),
       fc.constant((e: Etcd) => e.txn().then(op.put("k/3", "v")).if(cmp.version("k/1", "==", 0)).commit()),
     );
-    await fc.assert(
-      fc.asyncProperty(calls, async (call) => {
-        const ctx = counted();
-        await ctx.etcd.put("k/1", "v");
-        ctx.calls.length = 0;
-        await refused(ctx, () => call(ctx.etcd));
-      }),
-      RUNS,
-    );
+    await refusesEvery(calls, { seeded: true });
   });
 
   it("lease calls", async () => {
@@ -237,13 +236,7 @@ describe("bad arguments are refused before any request", () => {
       badCallOptions.map((options) => (e: Etcd) => e.lease.grant(30, any(options))),
       badCallOptions.map((options) => (e: Etcd) => e.lease.revoke("7", any(options))),
     );
-    await fc.assert(
-      fc.asyncProperty(calls, async (call) => {
-        const ctx = counted();
-        await refused(ctx, () => call(ctx.etcd));
-      }),
-      RUNS,
-    );
+    await refusesEvery(calls);
   });
 
   it("watch", async () => {
@@ -408,13 +401,7 @@ describe("bad arguments are refused before any request", () => {
       badName.map((name) => (e: Etcd) => e.inspectLock(any(name))),
       badCallOptions.map((options) => (e: Etcd) => e.inspectLock("job", any(options))),
     );
-    await fc.assert(
-      fc.asyncProperty(calls, async (call) => {
-        const ctx = counted();
-        await refused(ctx, () => call(ctx.etcd));
-      }),
-      RUNS,
-    );
+    await refusesEvery(calls);
   });
 
   it("resumeLock: tickets and options whose checks come before its reads", async () => {
@@ -432,13 +419,7 @@ describe("bad arguments are refused before any request", () => {
       // Plain values only: resume.ts prints an object keepAlive with String(), a TypeError for some (listed below).
       badKeepAlive.filter((value) => typeof value !== "object").map((keepAlive) => (e: Etcd) => e.resumeLock(good, { keepAlive: any(keepAlive) })),
     );
-    await fc.assert(
-      fc.asyncProperty(calls, async (call) => {
-        const ctx = counted();
-        await refused(ctx, () => call(ctx.etcd));
-      }),
-      RUNS,
-    );
+    await refusesEvery(calls);
   });
 });
 
