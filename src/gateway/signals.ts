@@ -64,17 +64,19 @@ export class CallSignal {
   }
 }
 
-export function delay(ms: number, signal?: AbortSignal): Promise<void> {
+/** A pause that `signal` cuts short (ABORTED); `background`: one that does not keep a Node or Bun process alive. */
+export function delay(ms: number, signal?: AbortSignal, background = false): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(aborted(signal.reason));
     const onAbort = () => {
       clearTimeout(timer);
       reject(aborted(signal?.reason));
     };
-    const timer = setTimeout(() => {
+    const done = () => {
       signal?.removeEventListener("abort", onAbort);
       resolve();
-    }, ms);
+    };
+    const timer = background ? backgroundTimer(done, ms) : setTimeout(done, ms);
     signal?.addEventListener("abort", onAbort, { once: true });
   });
 }

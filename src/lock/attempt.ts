@@ -1,9 +1,10 @@
 import type { EtcdClient } from "../api/client.js";
 import type { ResponseHeader } from "../api/codec.js";
 import { locked, sessionExpired } from "../errors/catalogue.js";
-import { type EtcdError, isEtcdError } from "../errors/etcd-error.js";
+import type { EtcdError } from "../errors/etcd-error.js";
 import { anySignal, CallSignal, delay, untilAborted } from "../gateway/signals.js";
 import { Held } from "./held.js";
+import { unanswered } from "./sends.js";
 import type { LeaseSession } from "./lease-session.js";
 import { type Subject, subjectText } from "./subject.js";
 import type { LockOptions } from "./queue.js";
@@ -164,7 +165,7 @@ async function leaveAfter(
 
 /** An answer from etcd that refused the join: it did not land. Anything else (a lost answer, a cut-off send) may have. */
 function refused(error: unknown): boolean {
-  return isEtcdError(error) && !error.indeterminate && !["UNAVAILABLE", "TIMEOUT", "ABORTED"].includes(error.code);
+  return !unanswered(error);
 }
 
 /**

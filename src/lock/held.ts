@@ -2,11 +2,16 @@ import type { LeaseId, ResponseHeader } from "../api/codec.js";
 import { cmp, type Compare } from "../api/txn.js";
 import { heldLost, heldReleased } from "../errors/catalogue.js";
 import type { EtcdError } from "../errors/etcd-error.js";
+import { delay } from "../gateway/signals.js";
 import type { CallOptions } from "../gateway/transport.js";
 import type { LeaseSession } from "./lease-session.js";
 import { deleteOwnKey } from "./queue.js";
-import { ReleaseSends } from "./sends.js";
+import { ReleaseSends, unanswered } from "./sends.js";
 import { type Subject, subjectText } from "./subject.js";
+
+/** The background release's first pause, doubled after each failure up to the last. */
+const RESEND_FIRST_MS = 250;
+const RESEND_MAX_MS = 2_000;
 
 /** What every holding is made of. */
 export interface HeldState<S extends LeaseSession = LeaseSession> {
@@ -22,6 +27,11 @@ export interface HeldState<S extends LeaseSession = LeaseSession> {
  * They share one life: it ends when released or when the lease is lost (`signal` aborts, `held` turns
  * false), and it is released with guarded deletes resent until answered, where "already gone" after an
  * earlier send within the lease's deadline is success (see ReleaseSends).
+ *
+ * A release whose call failed without an answer (TIMEOUT, UNAVAILABLE) goes on in the background while the
+ * session lives. Go's `Mutex.Unlock` leaves the key to the caller then, and a caller that moves on leaves
+ * the lock blocked for every contender until the lease ends; worse, this session's own next `lock()` of the
+ * name waits for the local turn the holding still has. The key must go as soon as etcd answers again.
  */
 export abstract class Held<S extends LeaseSession = LeaseSession> {
   /** The lease its keys are bound to: its session's. */
@@ -47,6 +57,12 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   #released = false;
   #releasing: Promise<void> | undefined;
   readonly #releaseSends: ReleaseSends;
+  /** The release goes on in the background after a caller's call failed. */
+  #resending = false;
+  /** The outcome of a release finished in the background, for the next caller of `unlock()` to learn. */
+  #untold: { failure: unknown } | undefined;
+  /** A caller's call shares the send in flight, so it learns its outcome. */
+  #told = true;
 
   /** @internal Subscribes to nothing until `signal` is read. */
   constructor(state: HeldState<S>, subject: Subject) {
@@ -93,17 +109,24 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
 
   /**
    * @internal The release behind `unlock()` / `release()`: LOCK_RELEASED if released already; LOCK_LOST if
-   * the keys had gone before (the lease expired under the work). A failure (TIMEOUT, UNAVAILABLE) changes
-   * nothing, so calling it again tries again.
+   * the keys had gone before (the lease expired under the work). After a failure without an answer (TIMEOUT,
+   * UNAVAILABLE) the release goes on in the background; calling it again sends again at once, or tells the
+   * outcome if the background finished it.
    */
   protected releaseHeld(options: CallOptions = {}): Promise<void> {
-    if (this.#released) return Promise.reject(heldReleased(this.#what, "it was already released"));
+    if (this.#released) {
+      const untold = this.#untold;
+      this.#untold = undefined;
+      if (untold === undefined) return Promise.reject(heldReleased(this.#what, "it was already released"));
+      return untold.failure === undefined ? Promise.resolve() : Promise.reject(untold.failure);
+    }
     if (this.session.closed) {
       this.#released = true;
       this.#end(() => heldReleased(this.#what, "its session was closed"));
       return Promise.reject(heldReleased(this.#what, "its session was closed"));
     }
     this.#releasing ??= this.#release(options).finally(() => (this.#releasing = undefined));
+    this.#told = true;
     return this.#releasing;
   }
 
@@ -118,12 +141,47 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   }
 
   async #release(options: CallOptions): Promise<void> {
-    const deleted = await this.deleteKeys({ ...options, onSent: this.#releaseSends.sent });
+    let deleted: boolean;
+    try {
+      deleted = await this.deleteKeys({ ...options, onSent: this.#releaseSends.sent });
+    } catch (error) {
+      if (unanswered(error)) this.#resendInBackground();
+      throw error;
+    }
+    if (this.#released) return;
     this.#released = true;
     const lost = !deleted && !this.#releaseSends.goneMeansDone;
     this.#emit(lost ? "lock.lost" : "lock.released");
     this.#end(() => heldReleased(this.#what, "it was released"));
     if (lost) throw heldLost(this.#what);
+  }
+
+  /**
+   * Resends the release until it is answered, after growing pauses, while the session lives: a lost or closed
+   * session's keys go with its lease, and its signal cuts the pause short, so no timer outlives it (nor keeps a
+   * process alive: one that exits leaves the key to its lease). A caller's own `unlock()` shares the send in flight.
+   */
+  #resendInBackground(): void {
+    if (this.#resending) return;
+    this.#resending = true;
+    void (async () => {
+      for (let pause = RESEND_FIRST_MS; !this.#released && !this.session.closed && this.session.alive; pause = Math.min(2 * pause, RESEND_MAX_MS)) {
+        await delay(pause, this.session.signal, true);
+        if (this.#released) break;
+        if (this.#releasing === undefined) {
+          this.#told = false;
+          this.#releasing = this.#release({}).finally(() => (this.#releasing = undefined));
+        }
+        const failure = await this.#releasing.then(() => undefined, (error: unknown) => error ?? new Error("release failed"));
+        if (failure !== undefined && unanswered(failure)) continue;
+        // Finished here (released, found lost, or refused for good): the next unlock() learns how, unless a
+        // caller's unlock() shared this send and learned it already.
+        if (!this.#told) this.#untold = { failure };
+        break;
+      }
+    })()
+      .catch(() => {})
+      .finally(() => (this.#resending = false));
   }
 
   /**

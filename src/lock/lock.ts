@@ -60,7 +60,8 @@ export class Lock<S extends LeaseSession = LeaseSession> extends HeldKey<S> {
    * Releases the lock with one request (resent after a lost answer). LOCK_RELEASED if it was released
    * already; LOCK_LOST if the key had gone before the release (the lease expired under the work, which was
    * then not protected to its end) or was taken over with a ticket. If the call fails (TIMEOUT,
-   * UNAVAILABLE), the lock may still be held: call `unlock()` again; it removes the key.
+   * UNAVAILABLE), the release goes on in the background while the session lives, so the key goes as soon
+   * as etcd answers; `unlock()` again sends at once, or reports how the background release ended.
    */
   unlock(options: CallOptions = {}): Promise<void> {
     return this.releaseHeld(options);

@@ -42,7 +42,7 @@ export class MultiLock<S extends LeaseSession = LeaseSession> extends Held<S> {
   /**
    * Releases every lock with one request (resent after a lost answer), as `Lock.unlock()`: LOCK_RELEASED if
    * released already; LOCK_LOST if the keys had gone before the release. If the call fails (TIMEOUT,
-   * UNAVAILABLE) the locks may still be held: call `unlock()` again.
+   * UNAVAILABLE) the release goes on in the background while the session lives; `unlock()` again sends at once.
    */
   unlock(options: CallOptions = {}): Promise<void> {
     return this.releaseHeld(options);

@@ -16,7 +16,8 @@ export class Permit<S extends LeaseSession = LeaseSession> extends HeldKey<S> {
   /**
    * Gives the permit back with one request (resent after a lost answer), admitting the next waiter.
    * LOCK_RELEASED if released already; LOCK_LOST if its key had gone before (the lease expired under the
-   * work). If the call fails (TIMEOUT, UNAVAILABLE) the permit may still be held: call `release()` again.
+   * work). If the call fails (TIMEOUT, UNAVAILABLE) the release goes on in the background while the session
+   * lives; `release()` again sends at once.
    */
   release(options: CallOptions = {}): Promise<void> {
     return this.releaseHeld(options);
