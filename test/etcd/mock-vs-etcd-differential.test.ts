@@ -13,7 +13,8 @@
 // - status dbSize, dbSizeInUse, raftIndex, raftAppliedIndex: storage and raft-log internals; member clientURLs;
 // - the header revision of a lock that had to wait and of an observe line: each is the revision at a read the
 //   server makes on its own after a delete, so it depends on how fast that read runs, not on the wire;
-// - on one watch stream, control lines (created, canceled, progress) against event lines: two goroutines write them.
+// - on one watch stream, control lines (created, canceled, progress) against event lines: two goroutines write them;
+//   refusals of a create (watch_id -1) as a set without repeats: etcd now and then sends one of two alike.
 import fc from "fast-check";
 import { afterAll, beforeAll, expect, inject, it } from "vitest";
 import { serveMockEtcd, type MockEtcdServer } from "../../src/testing/server/index.js";
@@ -456,7 +457,10 @@ class Differential {
     }
   }
 
-  /** Streams: same status; observe lines in order (header revision loosely); watch events per watch in order, control lines as a set. */
+  /**
+   * Streams: same status; observe lines in order (header revision loosely); watch events per watch in order,
+   * control lines as a set, refusals (watch_id -1) without repeats.
+   */
   async finishAll(): Promise<void> {
     await sleep(500);
     for (const s of this.streams) {
@@ -504,12 +508,14 @@ class Differential {
     if (op.kind === "observe") return lines;
     const events: Record<string, Json[]> = {};
     const control: string[] = [];
+    const refusals = new Set<string>();
     for (const line of lines) {
       const result = (line as { result?: { events?: Json; watch_id?: string } }).result;
       if (result?.events) (events[result.watch_id ?? "0"] ??= []).push(line);
+      else if (result?.watch_id === "-1") refusals.add(canonical(line));
       else control.push(canonical(line));
     }
-    return { events, control: control.sort() };
+    return { events, control: [...control, ...refusals].sort() };
   }
 }
 
