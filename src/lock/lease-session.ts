@@ -5,7 +5,7 @@ import { describe, invalidArgument, sessionClosed, sessionExpired } from "../err
 import { type EtcdError, isEtcdError } from "../errors/etcd-error.js";
 import { resolveSignal, resolveTimeout } from "../gateway/config.js";
 import type { CallOptions } from "../gateway/transport.js";
-import { backgroundTimer } from "../gateway/signals.js";
+import { backgroundTimer, delay } from "../gateway/signals.js";
 import { now } from "./clock.js";
 import { KeysInUse } from "./keys-in-use.js";
 import { LocalTurns } from "./local-turns.js";
@@ -65,6 +65,9 @@ export async function openLease(client: EtcdClient, options: SessionOptions = {}
   const lease = await client.lease.grant(options.ttl ?? DEFAULT_SESSION_TTL, options);
   return { id: lease.id, ttl: lease.ttl, remaining: lease.ttl, sentAt, keepAlive };
 }
+
+/** The first pause before an abandoned lease's revocation is resent; doubled after each failure up to 2 s. */
+const REVOKE_FIRST_PAUSE_MS = 250;
 
 /**
  * A lease owned by this process, kept alive by background renewal or by explicit `renew()`. Everything
@@ -134,7 +137,8 @@ export class LeaseSession {
   get alive(): boolean {
     if (this.#lost.signal.aborted) return false;
     if (now() >= this.#deadline) {
-      this.#lose(sessionExpired(this.leaseId));
+      // Noticed within a TTL of the deadline: etcd may well still hold the lease (see #revokeAbandoned).
+      this.#lose(sessionExpired(this.leaseId), now() - this.#deadline < this.ttl * 1000);
       return false;
     }
     return true;
@@ -246,7 +250,8 @@ export class LeaseSession {
     if (!this.alive) throw this.#lost.signal.reason as EtcdError;
   }
 
-  #lose(reason: EtcdError): void {
+  /** `abandoned`: the deadline passed unrenewed, and the lease may live on in etcd. */
+  #lose(reason: EtcdError, abandoned = false): void {
     this.#stopRenewing?.();
     clearTimeout(this.#deadlineTimer);
     this.#stopRenewing = this.#deadlineTimer = undefined;
@@ -255,6 +260,27 @@ export class LeaseSession {
     const events = this.client.transport.events;
     if (events.on && !this.#closed) events.emit({ type: "session.lost", leaseId: this.leaseId, code: reason.code });
     this.#lost.abort(reason);
+    if (abandoned && !this.#closed) void this.#revokeAbandoned();
+  }
+
+  /**
+   * The deadline passed without a renewal (an outage, a cluster without a leader): the lease is lost to this
+   * session, but etcd may still hold it, and a newly elected leader extends every lease by its TTL, so the
+   * session's keys could block their lines for another TTL after the cluster is back. Go leaves them to
+   * expire. Here the lease is revoked as soon as etcd answers: resent after growing pauses for at most two
+   * TTLs, on timers that keep no process alive. Nothing of it is in use any more: its holders were told.
+   */
+  async #revokeAbandoned(): Promise<void> {
+    const until = now() + 2 * this.ttl * 1000;
+    for (let pause = REVOKE_FIRST_PAUSE_MS; !this.#revoked && !this.#closed && now() < until; pause = Math.min(2 * pause, 2_000)) {
+      try {
+        await this.client.lease.revoke(this.leaseId, { timeout: Math.max(1, Math.min(until - now(), this.ttl * 1000)), idempotent: true });
+        this.#revoked = true;
+      } catch (error) {
+        if (isEtcdError(error, "LEASE_NOT_FOUND")) this.#revoked = true;
+        else await delay(pause, undefined, true);
+      }
+    }
   }
 
   #armDeadline(): void {

@@ -7,6 +7,7 @@ import { createNodeFetch } from "../../src/node/index.js";
 import { type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
 import { rejection, sleep, until, within } from "../support/async.js";
 import { client, keysUnder, sharedEndpoint, uniqueName } from "../support/etcd.js";
+import { startEtcd } from "./harness.js";
 
 const etcd = client();
 let proxy: FaultProxy;
@@ -249,5 +250,32 @@ describe("streams never starve requests", () => {
     const error = await within(3_000, "a call on a stuck fetch", rejection(hung.get("k", { timeout: 500 })));
     expect(error.code).toBe("TIMEOUT");
     expect(performance.now() - started).toBeLessThan(1_500);
+  });
+});
+
+describe("a session that lost its lease to an outage", () => {
+  // Before: the lease lived on in etcd. A member that comes back (like a newly elected leader) extends every
+  // lease by its TTL, so the lost session's lock kept blocking its line for a whole TTL after the outage.
+  it("revokes the lease as soon as etcd answers again, so its lock is free at once", async () => {
+    const member = await startEtcd();
+    try {
+      const etcd = client({ endpoints: [member.clientUrl], timeout: 2_000 });
+      const session = await etcd.session({ ttl: 6 });
+      const name = uniqueName("liveness");
+      const lock = await session.mutex(name).lock();
+      await member.kill();
+      await until("the session gives its lease up", 10_000, () => !session.alive);
+      expect(lock.held).toBe(false);
+      await member.restart();
+      const back = performance.now();
+      const observer = client({ endpoints: [member.clientUrl], timeout: 2_000 });
+      // etcd recovered the lease with a fresh TTL (6 s): only the revocation can remove the key sooner.
+      await until("the lost session's key is gone", 5_000, async () => (await keysUnder(observer, name).catch(() => [name])).length === 0);
+      expect(performance.now() - back).toBeLessThan(4_000);
+      expect(await rejection(observer.lease.timeToLive(session.leaseId))).toMatchObject({ code: "LEASE_NOT_FOUND" });
+      expect(await session.close()).toBe(false);
+    } finally {
+      await member.stop();
+    }
   });
 });
