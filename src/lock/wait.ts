@@ -4,6 +4,7 @@ import type { EtcdError } from "../errors/etcd-error.js";
 import { isEtcdError } from "../errors/etcd-error.js";
 import { type CallSignal, delay } from "../gateway/signals.js";
 import type { LeaseSession } from "./lease-session.js";
+import { lineWatchOf } from "./line-watch.js";
 import { type Enqueued, type LineState, type QueueState, onlyContenders, readLine, type WaitMode } from "./queue.js";
 
 /**
@@ -14,23 +15,13 @@ import { type Enqueued, type LineState, type QueueState, onlyContenders, readLin
  */
 
 /**
- * How long the watch of a waiter right behind the holder may stay quiet before it is renewed. A healthy
- * stream is ended cleanly by the server at this pace (Grpc-Timeout) and reopened; one that stays silent a
- * second longer is a dead connection (a paused member, a NAT that dropped the flow) and is reopened on
- * another endpoint. So the next waiter behind a silent connection learns that the lock is free within 3 s
- * plus one reopen and one read.
+ * How long a line's watch may stay quiet before it is renewed. A healthy stream is ended cleanly by the
+ * server at this pace (Grpc-Timeout) and reopened; one that stays silent a second longer is a dead
+ * connection (a paused member, a NAT that dropped the flow) and is reopened on another endpoint. So a waiter
+ * behind a silent connection learns that the lock is free within 3 s plus one reopen. One stream per line
+ * and process renews at this pace however deep the line is.
  */
 export const WAIT_IDLE_TIMEOUT = 2_000;
-
-/**
- * The quiet time allowed to a waiter with `ahead` keys ahead of it when it last looked. Renewing costs a
- * watch re-creation per waiter per period, which a deep line (a thousand waiters in one process) would turn
- * into a load of its own; a waiter far back cannot take the lock before everyone ahead has held it, so it
- * renews less often: 0.1 s more per key ahead, at most 30 s.
- */
-export function waitIdleTimeout(ahead: number | undefined): number {
-  return ahead === undefined ? WAIT_IDLE_TIMEOUT : Math.min(30_000, WAIT_IDLE_TIMEOUT + 100 * Math.max(0, ahead - 1));
-}
 
 export interface WaitContext {
   signal: AbortSignal;
@@ -70,15 +61,12 @@ export function waitFailure(session: LeaseSession, call: CallSignal, thrown: unk
  */
 export async function waitForTurn(client: EtcdClient, read: LineReader, start: QueueState, context: WaitContext): Promise<ResponseHeader> {
   let state = start;
-  /** Keys ahead of us when we last looked: exact after the join, at least one fewer after each departure. */
-  let ahead = start.predecessorIsFirst ? 1 : start.ahead;
   while (state.predecessor !== undefined) {
     if (context.mode === "poll") {
       await delay(context.pollInterval, context.signal);
       state = checked(await read(context.signal), context);
     } else {
-      state = checked(await predecessorGone(client, read, state, context.signal, waitIdleTimeout(ahead)), context);
-      ahead = state.predecessorIsFirst ? 1 : ahead === undefined ? undefined : Math.max(1, ahead - 1);
+      state = checked(await predecessorGone(client, read, state, context.signal), context);
     }
   }
   return state.header;
@@ -92,59 +80,33 @@ function checked(state: LineState, context: WaitContext): LineState {
 /**
  * Waits for the predecessor's key to go, then reads the line once; resolves with that read.
  *
- * Why the watch has no start revision: etcd serves a watch whose start revision is not newer than the
- * store's revision from its "unsynced" set, which it catches up only on a 100 ms sync pass, so under load
- * (the store always moving on) every handoff would wait up to 100 ms. A watch opened without one is synced
- * and delivers events as they commit. Its `created` answer says from which revision on it sees events; a
- * delete between our read (`state.header.revision`) and that revision would be missed, so if the store
- * moved on in between, one read of the line closes the gap. Go's Mutex watches from the read's revision and
- * pays the 100 ms tail; this keeps the same guarantee without it.
+ * The line's watch (shared by this process's waiters, see LineWatch) is opened without a start revision:
+ * etcd serves a watch whose start revision is not newer than the store's revision from its "unsynced" set,
+ * which it catches up only on a 100 ms sync pass, so under load (the store always moving on) every handoff
+ * would wait up to 100 ms. A watch opened without one is synced and delivers events as they commit. What it
+ * had delivered before this waiter subscribed (`since`) is not delivered again: if that reaches past our read
+ * (`state.header.revision`), a delete in between would be missed, so one read of the line closes the gap. Go's
+ * Mutex watches from the read's revision and pays the 100 ms tail; this keeps the same guarantee without it.
  */
-async function predecessorGone(
-  client: EtcdClient,
-  read: LineReader,
-  state: QueueState,
-  signal: AbortSignal,
-  idleTimeout: number,
-): Promise<LineState> {
+async function predecessorGone(client: EtcdClient, read: LineReader, state: QueueState, signal: AbortSignal): Promise<LineState> {
   const predecessor = state.predecessor!;
-  const watching = new AbortController();
-  const stop = () => watching.abort(signal.reason);
-  signal.addEventListener("abort", stop, { once: true });
-  const reread = () => read(signal);
+  const wait = lineWatchOf(client, predecessor.key, WAIT_IDLE_TIMEOUT).waitForDelete(predecessor.key, signal);
   try {
-    return await new Promise<LineState>((resolve, reject) => {
-      let created = false;
-      const closeGap = (revision: number) => {
-        if (created) return;
-        created = true;
-        if (revision <= state.header.revision) return;
-        reread().then((now) => {
-          if (!now.ownExists || now.predecessor?.createRevision !== predecessor.createRevision) resolve(now);
-        }, reject);
-      };
-      const follow = async (): Promise<LineState> => {
-        try {
-          const batches = client.watch({ key: predecessor.keyBytes, noPut: true, idleTimeout, onCreated: closeGap, signal: watching.signal });
-          for await (const batch of batches) {
-            if (!batch.events.some((event) => event.type === "delete")) continue;
-            // The holder was the only key ahead of us: its delete makes us first, with no read. Our own key is
-            // trusted as the lease is (the session's deadline, checked before the lock is handed out), and a
-            // fenced write checks it on the server anyway.
-            if (state.predecessorIsFirst) return { header: batch.header, ownExists: true, predecessor: undefined };
-            break;
-          }
-        } catch (error) {
-          // A reopened watch resumes from its last revision; if that history was compacted, re-reading the
-          // line tells us where we stand just as well.
-          if (!isEtcdError(error, "COMPACTED") || signal.aborted) throw error;
-        }
-        return reread();
-      };
-      follow().then(resolve, reject);
-    });
+    if ((await wait.since) > state.header.revision) {
+      const now = await read(signal);
+      if (!now.ownExists || now.predecessor?.createRevision !== predecessor.createRevision) return now;
+    }
+    const header = await wait.deleted;
+    // The holder was the only key ahead of us: its delete makes us first, with no read. Our own key is
+    // trusted as the lease is (the session's deadline, checked before the lock is handed out), and a fenced
+    // write checks it on the server anyway.
+    if (state.predecessorIsFirst) return { header, ownExists: true, predecessor: undefined };
+  } catch (error) {
+    // A reopened watch resumes from its last revision; if that history was compacted, re-reading the line
+    // tells us where we stand just as well.
+    if (!isEtcdError(error, "COMPACTED") || signal.aborted) throw error;
   } finally {
-    signal.removeEventListener("abort", stop);
-    watching.abort();
+    wait.cancel();
   }
+  return read(signal);
 }

@@ -107,6 +107,42 @@ describe.each<Release>(["unlock", "session.close", "lease.revoke"])("watch-mode 
   });
 });
 
+describe("a hot lock in one process", () => {
+  // Before: every wait opened a watch of its own and tore its connection down on acquisition, one connect and
+  // one abort per handoff, most of the client's work on a hot lock.
+  it("the waiters of one client share one watch stream across many handoffs, each acquisition exclusive", async () => {
+    const fetch = recordingFetch();
+    const shared = onMember({ fetch });
+    const name = uniqueName();
+    const sessions = await Promise.all(Array.from({ length: 4 }, () => shared.session({ ttl: 30 })));
+    const mark = fetch.mark();
+    let holders = 0;
+    let most = 0;
+    const order: number[] = [];
+    await Promise.all(
+      sessions.map(async (session) => {
+        for (let i = 0; i < 15; i++) {
+          const lock = await session.mutex(name).lock({ timeout: 10_000 });
+          most = Math.max(most, ++holders);
+          order.push(lock.revision);
+          await sleep(1);
+          holders--;
+          await lock.unlock();
+        }
+      }),
+    );
+    expect(order).toHaveLength(60);
+    expect(most).toBe(1);
+    // Fencing tokens in acquisition order: first come, first served.
+    expect(order).toEqual([...order].sort((a, b) => a - b));
+    // One stream for all waits (a renewal after a quiet 2 s at most): not one per acquisition.
+    const watches = fetch.since(mark).filter((path) => path === "/v3/watch").length;
+    expect(watches).toBeGreaterThanOrEqual(1);
+    expect(watches).toBeLessThanOrEqual(2);
+    await Promise.all(sessions.map((session) => session.close()));
+  });
+});
+
 describe("poll mode", () => {
   it("acquires after the release by repeated reads, never opening a watch", async () => {
     const name = uniqueName();
