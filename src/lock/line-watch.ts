@@ -10,17 +10,30 @@ import { backgroundTimer } from "../gateway/signals.js";
  */
 const LINGER_MS = 250;
 
+/**
+ * How many of the latest deletes a line's watch remembers. A waiter subscribes a little after its own read
+ * of the line; a hot lock's handoffs often land in between, and finding them here spares it a read.
+ */
+const RECENT_DELETES = 64;
+
 /** What a waiter is told: the delete of the key it waits for, or the end of the watch. */
 export interface DeleteWait {
   /**
-   * The revision from which on every delete in the line reaches this waiter: a delete at or below it and
-   * above the waiter's own read may have gone by before it subscribed, so it reads the line once then.
+   * Whether the waiter must read the line once: the stream had gone past the waiter's own read when it
+   * subscribed, and the deletes in between are no longer in the stream's recent history.
    */
-  readonly since: Promise<number>;
-  /** Resolves with the header of the delete's event. */
+  readonly gap: Promise<boolean>;
+  /** Resolves with the header of the delete's event (at once if it is in the recent history). */
   readonly deleted: Promise<ResponseHeader>;
   /** Unsubscribes (the wait is over or abandoned). */
   cancel(): void;
+}
+
+/** A delete the stream delivered, kept for waiters that subscribe after it. */
+interface RecentDelete {
+  key: string;
+  revision: number;
+  header: ResponseHeader;
 }
 
 interface Subscriber {
@@ -42,6 +55,9 @@ export class LineWatch {
   readonly #created: Promise<number>;
   /** The revision through which deletes have been handed to subscribers; 0 until the watch is created. */
   #seen = 0;
+  /** The latest deletes, oldest first: every delete above `#recentFrom` is here. */
+  readonly #recent: RecentDelete[] = [];
+  #recentFrom = 0;
   #linger: ReturnType<typeof setTimeout> | undefined;
   #failure: unknown;
   readonly #leave: () => void;
@@ -59,7 +75,7 @@ export class LineWatch {
     const onCreated = (revision: number) => {
       // Reopened streams resume from the last delivered revision: only the first creation sets the start.
       if (this.#seen === 0) {
-        this.#seen = revision;
+        this.#seen = this.#recentFrom = revision;
         created(revision);
       }
     };
@@ -69,12 +85,20 @@ export class LineWatch {
     });
   }
 
-  /** Subscribes to the delete of `key`; `signal` abandons the wait (ABORTED). */
-  waitForDelete(key: string, signal: AbortSignal): DeleteWait {
+  /**
+   * Subscribes to the delete of `key`, for a waiter whose own read of the line was at revision `read`;
+   * `signal` abandons the wait (ABORTED).
+   */
+  waitForDelete(key: string, read: number, signal: AbortSignal): DeleteWait {
     if (this.#failure !== undefined) {
       const failure = Promise.reject(this.#failure);
       failure.catch(() => {});
-      return { since: failure, deleted: failure, cancel: () => {} };
+      return { gap: failure, deleted: failure, cancel: () => {} };
+    }
+    if (this.#seen > read && this.#recentFrom <= read) {
+      // Deletes since the waiter's read went by before it came, and all of them are remembered.
+      const gone = this.#recent.find((d) => d.key === key && d.revision > read);
+      if (gone !== undefined) return { gap: Promise.resolve(false), deleted: Promise.resolve(gone.header), cancel: () => {} };
     }
     if (this.#linger !== undefined) clearTimeout(this.#linger);
     this.#linger = undefined;
@@ -83,40 +107,46 @@ export class LineWatch {
       subscriber = { key, deleted: resolve, failed: reject };
     });
     deleted.catch(() => {});
-    const since = this.#seen > 0 ? Promise.resolve(this.#seen) : this.#created;
-    let keys = this.#subscribers.get(key);
-    if (keys === undefined) this.#subscribers.set(key, (keys = new Set()));
-    keys.add(subscriber);
-    const onAbort = () => {
-      cancel();
-      subscriber.failed(aborted(signal.reason));
-    };
     const cancel = () => {
       signal.removeEventListener("abort", onAbort);
       this.#unsubscribe(subscriber);
     };
+    const onAbort = () => {
+      cancel();
+      subscriber.failed(aborted(signal.reason));
+    };
+    let keys = this.#subscribers.get(key);
+    if (keys === undefined) this.#subscribers.set(key, (keys = new Set()));
+    keys.add(subscriber);
     if (signal.aborted) onAbort();
     else signal.addEventListener("abort", onAbort, { once: true });
-    // A waiter that gives up before creation must not wait for it: its abort rejects `since` too.
-    const sinceOrAbort = Promise.race([since, deleted.then(() => this.#seen)]);
-    sinceOrAbort.catch(() => {});
-    return { since: sinceOrAbort, deleted, cancel };
+    const gap = this.#seen > 0 ? Promise.resolve(this.#seen > read && this.#recentFrom > read) : this.#created.then((revision) => revision > read);
+    // A waiter that gives up before creation must not wait for it: its abort rejects `gap` too.
+    const gapOrAbort = Promise.race([gap, deleted.then(() => false)]);
+    gapOrAbort.catch(() => {});
+    return { gap: gapOrAbort, deleted, cancel };
   }
 
   async #follow(client: EtcdClient, prefix: string, idleTimeout: number, onCreated: (revision: number) => void): Promise<void> {
     const query = { prefix, noPut: true, idleTimeout, onCreated, signal: this.#controller.signal };
     for await (const batch of client.watch(query)) {
       for (const event of batch.events) {
+        this.#remember({ key: event.kv.key, revision: event.kv.modRevision, header: batch.header });
         const waiting = this.#subscribers.get(event.kv.key);
         if (waiting === undefined) continue;
         this.#subscribers.delete(event.kv.key);
         for (const subscriber of waiting) subscriber.deleted(batch.header);
       }
-      // One revision per batch; a subscriber from now on needs no read for what it already holds.
+      // One revision per batch: a waiter that subscribes from now on finds this batch in #recent.
       if (batch.events.length > 0) this.#seen = Math.max(this.#seen, batch.events[0]!.kv.modRevision);
       if (this.#subscribers.size === 0) this.#idle();
     }
     throw unavailable("the line's watch ended");
+  }
+
+  #remember(gone: RecentDelete): void {
+    this.#recent.push(gone);
+    if (this.#recent.length > RECENT_DELETES) this.#recentFrom = this.#recent.shift()!.revision;
   }
 
   #unsubscribe(subscriber: Subscriber): void {

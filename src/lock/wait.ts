@@ -84,15 +84,16 @@ function checked(state: LineState, context: WaitContext): LineState {
  * etcd serves a watch whose start revision is not newer than the store's revision from its "unsynced" set,
  * which it catches up only on a 100 ms sync pass, so under load (the store always moving on) every handoff
  * would wait up to 100 ms. A watch opened without one is synced and delivers events as they commit. What it
- * had delivered before this waiter subscribed (`since`) is not delivered again: if that reaches past our read
- * (`state.header.revision`), a delete in between would be missed, so one read of the line closes the gap. Go's
- * Mutex watches from the read's revision and pays the 100 ms tail; this keeps the same guarantee without it.
+ * delivered before this waiter subscribed is not delivered again: deletes after our read
+ * (`state.header.revision`) are found in its recent history, or if they are no longer there (or the stream
+ * was created after our read), one read of the line closes the gap. Go's Mutex watches from the read's
+ * revision and pays the 100 ms tail; this keeps the same guarantee without it.
  */
 async function predecessorGone(client: EtcdClient, read: LineReader, state: QueueState, signal: AbortSignal): Promise<LineState> {
   const predecessor = state.predecessor!;
-  const wait = lineWatchOf(client, predecessor.key, WAIT_IDLE_TIMEOUT).waitForDelete(predecessor.key, signal);
+  const wait = lineWatchOf(client, predecessor.key, WAIT_IDLE_TIMEOUT).waitForDelete(predecessor.key, state.header.revision, signal);
   try {
-    if ((await wait.since) > state.header.revision) {
+    if (await wait.gap) {
       const now = await read(signal);
       if (!now.ownExists || now.predecessor?.createRevision !== predecessor.createRevision) return now;
     }

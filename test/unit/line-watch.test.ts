@@ -1,0 +1,89 @@
+// The watch a line's waiters share (src/lock/line-watch.ts), on the in-memory gateway: one stream per line and
+// client, a delete delivered before a waiter subscribed found in the recent history (no read), a read asked
+// for once that history no longer covers the waiter's read, and the stream closed once no waiter is left.
+import { describe, expect, it } from "vitest";
+import { Etcd } from "../../src/index.js";
+import { lineWatchOf } from "../../src/lock/line-watch.js";
+import { createMockEtcdCore } from "../../src/testing/mock.js";
+
+function onMock() {
+  const mock = createMockEtcdCore();
+  const watches: string[] = [];
+  const fetch = ((input: string, init: RequestInit) => {
+    if (new URL(input).pathname === "/v3/watch") watches.push(String(init.body));
+    return mock.fetch(input, init as never);
+  }) as never;
+  return { mock, watches, etcd: new Etcd({ endpoints: "http://etcd.test:2379", fetch }) };
+}
+
+const never = new AbortController().signal;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function created(etcd: Etcd, key: string): Promise<void> {
+  const first = lineWatchOf(etcd, key, 2_000).waitForDelete(key, 0, never);
+  await first.gap;
+  first.cancel();
+}
+
+describe("a line's shared watch", () => {
+  it("serves every waiter of the line on one stream, and each only its own key's delete", async () => {
+    const { etcd, watches } = onMock();
+    for (const k of ["a", "b", "c"]) await etcd.put(`line/${k}`, k);
+    const read = (await etcd.range({ prefix: "line/" })).header.revision;
+    const onA = lineWatchOf(etcd, "line/a", 2_000).waitForDelete("line/a", read, never);
+    const onB = lineWatchOf(etcd, "line/b", 2_000).waitForDelete("line/b", read, never);
+    expect(await onA.gap).toBe(false);
+    const deletedB = await etcd.delete({ key: "line/b" });
+    expect((await onB.deleted).revision).toBe(deletedB.header.revision);
+    expect(await Promise.race([onA.deleted.then(() => "deleted"), sleep(50).then(() => "waiting")])).toBe("waiting");
+    onA.cancel();
+    expect(watches).toHaveLength(1);
+  });
+
+  it("a delete that went by between a waiter's read and its subscription is found without a read", async () => {
+    const { etcd } = onMock();
+    await etcd.put("line/a", "a");
+    await created(etcd, "line/x");
+    const read = (await etcd.range({ prefix: "line/" })).header.revision;
+    const gone = await etcd.delete({ key: "line/a" });
+    await sleep(20);
+    const late = lineWatchOf(etcd, "line/a", 2_000).waitForDelete("line/a", read, never);
+    expect(await late.gap).toBe(false);
+    expect((await late.deleted).revision).toBe(gone.header.revision);
+  });
+
+  it("asks for one read when the deletes since the waiter's read are no longer all remembered", async () => {
+    const { etcd } = onMock();
+    await created(etcd, "line/x");
+    const read = (await etcd.range({ prefix: "line/" })).header.revision;
+    for (let i = 0; i < 70; i++) {
+      await etcd.put(`line/${i}`, "v");
+      await etcd.delete({ key: `line/${i}` });
+    }
+    await sleep(50);
+    const late = lineWatchOf(etcd, "line/p", 2_000).waitForDelete("line/p", read, never);
+    expect(await late.gap).toBe(true);
+    late.cancel();
+  });
+
+  it("closes its stream soon after the last waiter leaves; the next waiter opens a new one", async () => {
+    const { etcd, watches } = onMock();
+    await created(etcd, "line/x");
+    await sleep(400);
+    await created(etcd, "line/x");
+    expect(watches).toHaveLength(2);
+  });
+
+  it("an abandoned wait rejects with ABORTED and leaves the others waiting", async () => {
+    const { etcd } = onMock();
+    await etcd.put("line/a", "a");
+    const read = (await etcd.range({ prefix: "line/" })).header.revision;
+    const controller = new AbortController();
+    const left = lineWatchOf(etcd, "line/a", 2_000).waitForDelete("line/a", read, controller.signal);
+    const stays = lineWatchOf(etcd, "line/a", 2_000).waitForDelete("line/a", read, never);
+    controller.abort();
+    await expect(left.deleted).rejects.toMatchObject({ code: "ABORTED" });
+    await etcd.delete({ key: "line/a" });
+    await expect(stays.deleted).resolves.toBeDefined();
+  });
+});
