@@ -43,11 +43,11 @@ interface Subscriber {
 }
 
 /**
- * One watch stream per line (the keys under the predecessor's parent, `<name>/`) and client, shared by every
- * waiter of this process in that line. Each waiter still waits only for its own predecessor's delete, so a
- * release wakes one waiter, as with a watch per waiter; but a handoff no longer opens and tears down a
- * connection (a watch's connection cannot be reused once it is aborted mid-stream), which was most of the
- * client's work per handoff on a hot lock, and etcd keeps one watcher per process instead of one per waiter.
+ * One watch stream per line (the keys under the predecessor's parent, `<name>/`) and client, shared by the
+ * waiters of this process in that line. Each waiter still waits only for its own predecessor's delete, so a
+ * release wakes one waiter; but a handoff no longer opens and tears down a connection (a watch's connection
+ * cannot be reused once it is aborted mid-stream), which was most of the client's work per handoff on a hot
+ * lock, and etcd keeps one watcher per process instead of one per waiter.
  */
 export class LineWatch {
   readonly #subscribers = new Map<string, Set<Subscriber>>();
@@ -83,6 +83,8 @@ export class LineWatch {
       failed(error);
       this.#fail(error);
     });
+    // Closes unless a waiter subscribes: nothing may keep a stream open that nobody listens to.
+    this.#idle();
   }
 
   /**
@@ -178,27 +180,66 @@ export class LineWatch {
   }
 }
 
-/**
- * The line watches of each client, by prefix. Held beside the client rather than in it: the client knows
- * nothing of lines, and a client that is dropped takes its watches' entries with it.
- */
-const watchesByClient = new WeakMap<EtcdClient, Map<string, LineWatch>>();
+/** A client's waiters in one line, and the line's shared watch while one is open. */
+interface Line {
+  waiters: number;
+  watch: LineWatch | undefined;
+}
 
-/** The shared watch of the line that `key` belongs to (the keys under its parent), opened if none is. */
-export function lineWatchOf(client: EtcdClient, key: string, idleTimeout: number): LineWatch {
+/**
+ * The lines each client waits in, by prefix. Held beside the client rather than in it: the client knows
+ * nothing of lines, and a client that is dropped takes its entries with it.
+ */
+const linesByClient = new WeakMap<EtcdClient, Map<string, Line>>();
+
+/** A waiter's place among its client's waiters of one line. */
+export interface PlaceInLine {
+  /**
+   * The line's shared watch when one is open or another waiter of this client is in the line; undefined for
+   * a waiter alone in its process, which watches its predecessor's key alone (see `enterLine`).
+   */
+  sharedWatch(): LineWatch | undefined;
+  /** The wait is over: leaves the line's count. */
+  leave(): void;
+}
+
+/**
+ * Counts a waiter into the line `key` belongs to (the keys under its parent). A line's stream carries every
+ * delete of the line to every process that holds one, so it is opened only where it pays: for a second
+ * waiter of the same client. A waiter alone in its process (the serverless case: one waiter per function)
+ * keeps a watch on its predecessor's key alone, so a release still reaches one process, herd-free.
+ */
+export function enterLine(client: EtcdClient, key: string, idleTimeout: number): PlaceInLine {
   const slash = key.lastIndexOf("/");
   // A key with no parent is its own line: the watch follows that key alone.
   const prefix = slash < 0 ? key : key.slice(0, slash + 1);
-  let watches = watchesByClient.get(client);
-  if (watches === undefined) watchesByClient.set(client, (watches = new Map()));
-  let watch = watches.get(prefix);
-  if (watch === undefined) {
-    const own = watches;
-    const opened: LineWatch = new LineWatch(client, prefix, idleTimeout, () => {
-      if (own.get(prefix) === opened) own.delete(prefix);
-    });
-    watch = opened;
-    watches.set(prefix, watch);
-  }
-  return watch;
+  let lines = linesByClient.get(client);
+  if (lines === undefined) linesByClient.set(client, (lines = new Map()));
+  const own = lines;
+  let line = own.get(prefix);
+  if (line === undefined) own.set(prefix, (line = { waiters: 0, watch: undefined }));
+  const here = line;
+  here.waiters++;
+  const forget = () => {
+    if (here.waiters === 0 && here.watch === undefined && own.get(prefix) === here) own.delete(prefix);
+  };
+  let left = false;
+  return {
+    sharedWatch: () => {
+      if (here.watch === undefined && here.waiters >= 2) {
+        const opened: LineWatch = new LineWatch(client, prefix, idleTimeout, () => {
+          if (here.watch === opened) here.watch = undefined;
+          forget();
+        });
+        here.watch = opened;
+      }
+      return here.watch;
+    },
+    leave: () => {
+      if (left) return;
+      left = true;
+      here.waiters--;
+      forget();
+    },
+  };
 }

@@ -4,7 +4,7 @@ import type { EtcdError } from "../errors/etcd-error.js";
 import { isEtcdError } from "../errors/etcd-error.js";
 import { type CallSignal, delay } from "../gateway/signals.js";
 import type { LeaseSession } from "./lease-session.js";
-import { lineWatchOf } from "./line-watch.js";
+import { enterLine, type LineWatch } from "./line-watch.js";
 import { type Enqueued, type LineState, type QueueState, onlyContenders, readLine, type WaitMode } from "./queue.js";
 
 /**
@@ -15,13 +15,23 @@ import { type Enqueued, type LineState, type QueueState, onlyContenders, readLin
  */
 
 /**
- * How long a line's watch may stay quiet before it is renewed. A healthy stream is ended cleanly by the
- * server at this pace (Grpc-Timeout) and reopened; one that stays silent a second longer is a dead
- * connection (a paused member, a NAT that dropped the flow) and is reopened on another endpoint. So a waiter
- * behind a silent connection learns that the lock is free within 3 s plus one reopen. One stream per line
- * and process renews at this pace however deep the line is.
+ * How long a waiter's watch (or a line's shared watch) may stay quiet before it is renewed. A healthy stream
+ * is ended cleanly by the server at this pace (Grpc-Timeout) and reopened; one that stays silent a second
+ * longer is a dead connection (a paused member, a NAT that dropped the flow) and is reopened on another
+ * endpoint. So a waiter behind a silent connection learns that the lock is free within 3 s plus one reopen
+ * and one read.
  */
 export const WAIT_IDLE_TIMEOUT = 2_000;
+
+/**
+ * The quiet time allowed to a lone waiter's own watch with `ahead` keys ahead of it when it last looked.
+ * Renewing costs a watch re-creation per waiter per period, which a deep line of many processes would turn
+ * into a load of its own; a waiter far back cannot take the lock before everyone ahead has held it, so it
+ * renews less often: 0.1 s more per key ahead, at most 30 s. (Waiters of one process share one stream.)
+ */
+export function waitIdleTimeout(ahead: number | undefined): number {
+  return ahead === undefined ? WAIT_IDLE_TIMEOUT : Math.min(30_000, WAIT_IDLE_TIMEOUT + 100 * Math.max(0, ahead - 1));
+}
 
 export interface WaitContext {
   signal: AbortSignal;
@@ -61,12 +71,15 @@ export function waitFailure(session: LeaseSession, call: CallSignal, thrown: unk
  */
 export async function waitForTurn(client: EtcdClient, read: LineReader, start: QueueState, context: WaitContext): Promise<ResponseHeader> {
   let state = start;
+  /** Keys ahead of us when we last looked: exact after the join, at least one fewer after each departure. */
+  let ahead = start.predecessorIsFirst ? 1 : start.ahead;
   while (state.predecessor !== undefined) {
     if (context.mode === "poll") {
       await delay(context.pollInterval, context.signal);
       state = checked(await read(context.signal), context);
     } else {
-      state = checked(await predecessorGone(client, read, state, context.signal), context);
+      state = checked(await predecessorGone(client, read, state, context.signal, waitIdleTimeout(ahead)), context);
+      ahead = state.predecessorIsFirst ? 1 : ahead === undefined ? undefined : Math.max(1, ahead - 1);
     }
   }
   return state.header;
@@ -78,20 +91,31 @@ function checked(state: LineState, context: WaitContext): LineState {
 }
 
 /**
- * Waits for the predecessor's key to go, then reads the line once; resolves with that read.
+ * Waits for the predecessor's key to go, then reads the line once; resolves with that read. A waiter alone
+ * in its process watches the predecessor's key alone; one with company shares the line's watch (LineWatch).
  *
- * The line's watch (shared by this process's waiters, see LineWatch) is opened without a start revision:
- * etcd serves a watch whose start revision is not newer than the store's revision from its "unsynced" set,
- * which it catches up only on a 100 ms sync pass, so under load (the store always moving on) every handoff
- * would wait up to 100 ms. A watch opened without one is synced and delivers events as they commit. What it
- * delivered before this waiter subscribed is not delivered again: deletes after our read
- * (`state.header.revision`) are found in its recent history, or if they are no longer there (or the stream
- * was created after our read), one read of the line closes the gap. Go's Mutex watches from the read's
- * revision and pays the 100 ms tail; this keeps the same guarantee without it.
+ * Either watch is opened without a start revision: etcd serves a watch whose start revision is not newer
+ * than the store's revision from its "unsynced" set, which it catches up only on a 100 ms sync pass, so
+ * under load (the store always moving on) every handoff would wait up to 100 ms. A watch opened without one
+ * is synced and delivers events as they commit; what it cannot show is a delete between our read
+ * (`state.header.revision`) and the moment we started listening. For our own watch that moment is its
+ * `created` revision; for the shared one it is the last delete it had delivered, and the deletes before it
+ * are in its recent history. If neither rules the gap out, one read of the line closes it. Go's Mutex watches
+ * from the read's revision and pays the 100 ms tail; this keeps the same guarantee without it.
  */
-async function predecessorGone(client: EtcdClient, read: LineReader, state: QueueState, signal: AbortSignal): Promise<LineState> {
+async function predecessorGone(client: EtcdClient, read: LineReader, state: QueueState, signal: AbortSignal, idleTimeout: number): Promise<LineState> {
+  const place = enterLine(client, state.predecessor!.key, WAIT_IDLE_TIMEOUT);
+  try {
+    const shared = place.sharedWatch();
+    return shared === undefined ? await ownWatch(client, read, state, signal, idleTimeout) : await onSharedWatch(shared, read, state, signal);
+  } finally {
+    place.leave();
+  }
+}
+
+async function onSharedWatch(shared: LineWatch, read: LineReader, state: QueueState, signal: AbortSignal): Promise<LineState> {
   const predecessor = state.predecessor!;
-  const wait = lineWatchOf(client, predecessor.key, WAIT_IDLE_TIMEOUT).waitForDelete(predecessor.key, state.header.revision, signal);
+  const wait = shared.waitForDelete(predecessor.key, state.header.revision, signal);
   try {
     if (await wait.gap) {
       const now = await read(signal);
@@ -110,4 +134,43 @@ async function predecessorGone(client: EtcdClient, read: LineReader, state: Queu
     wait.cancel();
   }
   return read(signal);
+}
+
+async function ownWatch(client: EtcdClient, read: LineReader, state: QueueState, signal: AbortSignal, idleTimeout: number): Promise<LineState> {
+  const predecessor = state.predecessor!;
+  const watching = new AbortController();
+  const stop = () => watching.abort(signal.reason);
+  signal.addEventListener("abort", stop, { once: true });
+  const reread = () => read(signal);
+  try {
+    return await new Promise<LineState>((resolve, reject) => {
+      let created = false;
+      const closeGap = (revision: number) => {
+        if (created) return;
+        created = true;
+        if (revision <= state.header.revision) return;
+        reread().then((now) => {
+          if (!now.ownExists || now.predecessor?.createRevision !== predecessor.createRevision) resolve(now);
+        }, reject);
+      };
+      const follow = async (): Promise<LineState> => {
+        try {
+          const batches = client.watch({ key: predecessor.keyBytes, noPut: true, idleTimeout, onCreated: closeGap, signal: watching.signal });
+          for await (const batch of batches) {
+            if (!batch.events.some((event) => event.type === "delete")) continue;
+            // As on the shared watch: right behind the holder, its delete alone makes us first.
+            if (state.predecessorIsFirst) return { header: batch.header, ownExists: true, predecessor: undefined };
+            break;
+          }
+        } catch (error) {
+          if (!isEtcdError(error, "COMPACTED") || signal.aborted) throw error;
+        }
+        return reread();
+      };
+      follow().then(resolve, reject);
+    });
+  } finally {
+    signal.removeEventListener("abort", stop);
+    watching.abort();
+  }
 }

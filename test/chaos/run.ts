@@ -61,11 +61,10 @@ const ELECTION_TIMEOUT_MS = 1_000;
  * The longest a running contender may sit first in line without taking the lock. A fair client needs at
  * most: a new leader elected (etcd notices the old one gone after one election timeout and may need one more
  * randomized round: 2 × 1 s), one poll interval for a polling waiter (0.05 s), the cost of one silent or
- * paused member (a request: one bounded attempt of at most timeout / 3 = 1.7 s before moving on; the line's
- * shared watch: the SDK's watchdog, its 2 s quiet period plus 1 s of grace, then a reopen elsewhere, which
- * resumes from a past revision and so is caught up on etcd's 100 ms sync pass; 0.1 s per contender beyond
- * two is kept as margin for that catch-up and the read after it, from when each waiter had a watch of its
- * own whose quiet period grew with the keys ahead), and scheduling delay on two loaded cores (0.5 s).
+ * paused member (a request: one bounded attempt of at most timeout / 3 = 1.7 s before moving on; a waiter's
+ * watch: the SDK's watchdog, its quiet period plus 1 s of grace, then a reopen elsewhere: the quiet period is
+ * 2 s plus 0.1 s per key that was ahead of the waiter when it last looked, at most `contenders - 1`), and
+ * scheduling delay on two loaded cores (0.5 s).
  */
 function freeWaitBound(contenders: number): number {
   const watchdog = 2_000 + 100 * Math.max(0, contenders - 2) + 1_000;

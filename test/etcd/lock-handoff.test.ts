@@ -143,6 +143,32 @@ describe("a hot lock in one process", () => {
   });
 });
 
+describe("waiters alone in their processes", () => {
+  // A line's shared stream carries every delete of the line: opened for a waiter alone in its process (the
+  // serverless case), every release would reach every waiting process.
+  it("each watches only its predecessor's key, so a release reaches one process", async () => {
+    const name = uniqueName();
+    const holderSession = await manualSession();
+    const holder = await holderSession.mutex(name).lock();
+    const fetches = [recordingFetch(), recordingFetch()];
+    const waiters = await Promise.all(fetches.map((fetch) => manualSession(onMember({ fetch }))));
+    const watchBody = (i: number) => fetches[i]!.calls.find((call) => call.path === "/v3/watch")?.body;
+    const first = waiters[0]!.mutex(name).lock({ timeout: 10_000 });
+    await until("the first waiter's watch", 5_000, () => watchBody(0) !== undefined);
+    const second = waiters[1]!.mutex(name).lock({ timeout: 10_000 });
+    await until("the second waiter's watch", 5_000, () => watchBody(1) !== undefined);
+    const watched = [0, 1].map((i) => (JSON.parse(String(watchBody(i))) as { create_request: { key: string; range_end?: string } }).create_request);
+    expect(watched.map((w) => w.range_end)).toEqual([undefined, undefined]);
+    expect(watched.map((w) => atob(w.key))).toEqual([holder.key, waiters[0]!.mutex(name).key]);
+    await holder.unlock();
+    const firstLock = await within(5_000, "the first waiter", first);
+    await firstLock.unlock();
+    const secondLock = await within(5_000, "the second waiter", second);
+    expect(secondLock.revision).toBeGreaterThan(firstLock.revision);
+    await secondLock.unlock();
+  });
+});
+
 describe("poll mode", () => {
   it("acquires after the release by repeated reads, never opening a watch", async () => {
     const name = uniqueName();

@@ -1,9 +1,10 @@
-// The watch a line's waiters share (src/lock/line-watch.ts), on the in-memory gateway: one stream per line and
-// client, a delete delivered before a waiter subscribed found in the recent history (no read), a read asked
-// for once that history no longer covers the waiter's read, and the stream closed once no waiter is left.
+// The watch a line's waiters share (src/lock/line-watch.ts), on the in-memory gateway: none for a waiter alone
+// in its client, one stream per line and client once a second waiter comes, a delete delivered before a
+// waiter subscribed found in the recent history (no read), a read asked for once that history no longer
+// covers the waiter's read, and the stream closed once no waiter is left.
 import { describe, expect, it } from "vitest";
 import { Etcd } from "../../src/index.js";
-import { lineWatchOf } from "../../src/lock/line-watch.js";
+import { enterLine, type LineWatch } from "../../src/lock/line-watch.js";
 import { createMockEtcdCore } from "../../src/testing/mock.js";
 
 function onMock() {
@@ -19,19 +20,45 @@ function onMock() {
 const never = new AbortController().signal;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-async function created(etcd: Etcd, key: string): Promise<void> {
-  const first = lineWatchOf(etcd, key, 2_000).waitForDelete(key, 0, never);
+/** The line's shared watch, opened as a client's second waiter in the line opens it. */
+function shared(etcd: Etcd, key: string): LineWatch {
+  const first = enterLine(etcd, key, 2_000);
+  const second = enterLine(etcd, key, 2_000);
+  const watch = second.sharedWatch()!;
+  first.leave();
+  second.leave();
+  return watch;
+}
+
+/** Opens the line's watch and waits until it is created. */
+async function created(etcd: Etcd, key: string): Promise<LineWatch> {
+  const watch = shared(etcd, key);
+  const first = watch.waitForDelete(key, 0, never);
   await first.gap;
   first.cancel();
+  return watch;
 }
 
 describe("a line's shared watch", () => {
+  it("is not opened for a waiter alone in its client: that one watches its predecessor's key alone", () => {
+    const { etcd, watches } = onMock();
+    const alone = enterLine(etcd, "line/a", 2_000);
+    expect(alone.sharedWatch()).toBeUndefined();
+    alone.leave();
+    expect(watches).toHaveLength(0);
+  });
+
   it("serves every waiter of the line on one stream, and each only its own key's delete", async () => {
     const { etcd, watches } = onMock();
     for (const k of ["a", "b", "c"]) await etcd.put(`line/${k}`, k);
     const read = (await etcd.range({ prefix: "line/" })).header.revision;
-    const onA = lineWatchOf(etcd, "line/a", 2_000).waitForDelete("line/a", read, never);
-    const onB = lineWatchOf(etcd, "line/b", 2_000).waitForDelete("line/b", read, never);
+    const watch = shared(etcd, "line/a");
+    const onA = watch.waitForDelete("line/a", read, never);
+    // While the stream is open, a waiter that comes alone uses it too.
+    const later = enterLine(etcd, "line/b", 2_000);
+    expect(later.sharedWatch()).toBe(watch);
+    later.leave();
+    const onB = watch.waitForDelete("line/b", read, never);
     expect(await onA.gap).toBe(false);
     const deletedB = await etcd.delete({ key: "line/b" });
     expect((await onB.deleted).revision).toBe(deletedB.header.revision);
@@ -43,25 +70,25 @@ describe("a line's shared watch", () => {
   it("a delete that went by between a waiter's read and its subscription is found without a read", async () => {
     const { etcd } = onMock();
     await etcd.put("line/a", "a");
-    await created(etcd, "line/x");
+    const watch = await created(etcd, "line/x");
     const read = (await etcd.range({ prefix: "line/" })).header.revision;
     const gone = await etcd.delete({ key: "line/a" });
     await sleep(20);
-    const late = lineWatchOf(etcd, "line/a", 2_000).waitForDelete("line/a", read, never);
+    const late = watch.waitForDelete("line/a", read, never);
     expect(await late.gap).toBe(false);
     expect((await late.deleted).revision).toBe(gone.header.revision);
   });
 
   it("asks for one read when the deletes since the waiter's read are no longer all remembered", async () => {
     const { etcd } = onMock();
-    await created(etcd, "line/x");
+    const watch = await created(etcd, "line/x");
     const read = (await etcd.range({ prefix: "line/" })).header.revision;
     for (let i = 0; i < 70; i++) {
       await etcd.put(`line/${i}`, "v");
       await etcd.delete({ key: `line/${i}` });
     }
     await sleep(50);
-    const late = lineWatchOf(etcd, "line/p", 2_000).waitForDelete("line/p", read, never);
+    const late = watch.waitForDelete("line/p", read, never);
     expect(await late.gap).toBe(true);
     late.cancel();
   });
@@ -79,8 +106,9 @@ describe("a line's shared watch", () => {
     await etcd.put("line/a", "a");
     const read = (await etcd.range({ prefix: "line/" })).header.revision;
     const controller = new AbortController();
-    const left = lineWatchOf(etcd, "line/a", 2_000).waitForDelete("line/a", read, controller.signal);
-    const stays = lineWatchOf(etcd, "line/a", 2_000).waitForDelete("line/a", read, never);
+    const watch = shared(etcd, "line/a");
+    const left = watch.waitForDelete("line/a", read, controller.signal);
+    const stays = watch.waitForDelete("line/a", read, never);
     controller.abort();
     await expect(left.deleted).rejects.toMatchObject({ code: "ABORTED" });
     await etcd.delete({ key: "line/a" });
