@@ -6,12 +6,8 @@ import { delay } from "../gateway/signals.js";
 import type { CallOptions } from "../gateway/transport.js";
 import type { LeaseSession } from "./lease-session.js";
 import { deleteOwnKey } from "./queue.js";
-import { ReleaseSends, unanswered } from "./sends.js";
+import { ReleaseSends, resendPause, unanswered } from "./sends.js";
 import { type Subject, subjectText } from "./subject.js";
-
-/** The background release's first pause, doubled after each failure up to the last. */
-const RESEND_FIRST_MS = 250;
-const RESEND_MAX_MS = 2_000;
 
 /** What every holding is made of. */
 export interface HeldState<S extends LeaseSession = LeaseSession> {
@@ -165,8 +161,8 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     if (this.#resending) return;
     this.#resending = true;
     void (async () => {
-      for (let pause = RESEND_FIRST_MS; !this.#released && !this.session.closed && this.session.alive; pause = Math.min(2 * pause, RESEND_MAX_MS)) {
-        await delay(pause, this.session.signal, true);
+      for (let failures = 0; !this.#released && !this.session.closed && this.session.alive; failures++) {
+        await delay(resendPause(failures), this.session.signal, true);
         if (this.#released) break;
         if (this.#releasing === undefined) {
           this.#told = false;

@@ -9,7 +9,7 @@ import { backgroundTimer, delay } from "../gateway/signals.js";
 import { now } from "./clock.js";
 import { KeysInUse } from "./keys-in-use.js";
 import { LocalTurns } from "./local-turns.js";
-import { ReleaseSends } from "./sends.js";
+import { ReleaseSends, resendPause } from "./sends.js";
 
 /**
  * How a session's lease is renewed: `"auto"` in the background, on a timer that does not keep the process
@@ -65,9 +65,6 @@ export async function openLease(client: EtcdClient, options: SessionOptions = {}
   const lease = await client.lease.grant(options.ttl ?? DEFAULT_SESSION_TTL, options);
   return { id: lease.id, ttl: lease.ttl, remaining: lease.ttl, sentAt, keepAlive };
 }
-
-/** The first pause before an abandoned lease's revocation is resent; doubled after each failure up to 2 s. */
-const REVOKE_FIRST_PAUSE_MS = 250;
 
 /**
  * A lease owned by this process, kept alive by background renewal or by explicit `renew()`. Everything
@@ -272,13 +269,13 @@ export class LeaseSession {
    */
   async #revokeAbandoned(): Promise<void> {
     const until = now() + 2 * this.ttl * 1000;
-    for (let pause = REVOKE_FIRST_PAUSE_MS; !this.#revoked && !this.#closed && now() < until; pause = Math.min(2 * pause, 2_000)) {
+    for (let failures = 0; !this.#revoked && !this.#closed && now() < until; failures++) {
       try {
         await this.client.lease.revoke(this.leaseId, { timeout: Math.max(1, Math.min(until - now(), this.ttl * 1000)), idempotent: true });
         this.#revoked = true;
       } catch (error) {
         if (isEtcdError(error, "LEASE_NOT_FOUND")) this.#revoked = true;
-        else await delay(pause, undefined, true);
+        else await delay(resendPause(failures), undefined, true);
       }
     }
   }
