@@ -98,6 +98,12 @@ export function hang(request: Request, ms = 5_000): Promise<void> {
   });
 }
 
+/** What undici's fetch throws when the connection drops mid-request: the server may have applied it. */
+export function connectionReset(): TypeError {
+  const cause = Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET", errno: -104, syscall: "read" });
+  return new TypeError("fetch failed", { cause });
+}
+
 /** A JSON answer with exactly this text (so key order and spacing are the fixture's, not JSON.stringify's). */
 export function jsonText(text: string, status = 200): Response {
   return new HttpResponse(text, { status, headers: { "content-type": "application/json" } });

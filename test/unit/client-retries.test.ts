@@ -1,7 +1,7 @@
 // Failover between endpoints, which calls are resent (and which must not be), backoff, auth token refresh.
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { cmp, Etcd, EtcdError, op, type Fetch } from "../../src/index.js";
-import { A, B, json, jsonText, rejection, route, useGateway } from "../support/gateway.js";
+import { A, B, connectionReset, json, jsonText, rejection, route, useGateway } from "../support/gateway.js";
 import { BIG_LEASE, header, kv, unaryErrorBody } from "../support/wire.js";
 
 const server = useGateway();
@@ -12,12 +12,6 @@ const rangeOk = () => json({ header: header(5), kvs: [kv({ key: "k", value: "v",
 /** What undici's fetch throws when nothing listens on the port: the request never left. */
 function connectionRefused(): TypeError {
   const cause = Object.assign(new Error("connect ECONNREFUSED 10.0.0.1:2379"), { code: "ECONNREFUSED", errno: -111, syscall: "connect" });
-  return new TypeError("fetch failed", { cause });
-}
-
-/** What undici's fetch throws when the connection drops mid-request: the server may have applied it. */
-function connectionReset(): TypeError {
-  const cause = Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET", errno: -104, syscall: "read" });
   return new TypeError("fetch failed", { cause });
 }
 

@@ -4,16 +4,10 @@ import { describe, expect, it } from "vitest";
 import { Etcd, type Fetch } from "../../src/index.js";
 import { createMockEtcdCore } from "../../src/testing/mock.js";
 import { rejection } from "../support/async.js";
-import { A, B, hang, json, jsonText, route, useGateway } from "../support/gateway.js";
+import { A, B, connectionReset, hang, json, jsonText, route, useGateway } from "../support/gateway.js";
 import { header, unaryErrorBody } from "../support/wire.js";
 
 const server = useGateway();
-
-/** What undici's fetch throws when the connection drops mid-request: the server may have applied it. */
-function connectionReset(): TypeError {
-  const cause = Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET", errno: -104, syscall: "read" });
-  return new TypeError("fetch failed", { cause });
-}
 
 describe("indeterminate outcomes are marked", () => {
   it("a put whose connection broke after it was sent is indeterminate", async () => {

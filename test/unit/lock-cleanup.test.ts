@@ -4,6 +4,7 @@ import { describe, expect, it } from "vitest";
 import { Etcd, type Fetch } from "../../src/index.js";
 import { createMockEtcdCore } from "../../src/testing/mock.js";
 import { rejection, until } from "../support/async.js";
+import { connectionReset } from "../support/gateway.js";
 
 const ENDPOINT = "http://etcd.test:2379";
 
@@ -16,7 +17,7 @@ describe("a join that lands after its acquisition is over", () => {
     const fetch: Fetch = async (input, init) => {
       if (held === undefined && input.endsWith("/v3/kv/txn") && init.body.includes("request_put")) {
         held = () => mock.fetch(input, { ...init, signal: undefined } as never);
-        throw new TypeError("fetch failed", { cause: Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET" }) });
+        throw connectionReset();
       }
       return mock.fetch(input, init as never) as ReturnType<Fetch>;
     };
@@ -42,7 +43,7 @@ describe("a join that lands after its acquisition is over", () => {
       // The first join's answer is lost after it was applied: the resend finds the key.
       if (input.endsWith("/v3/kv/txn") && init.body.includes("request_put") && sends++ === 0) {
         await mock.fetch(input, init as never);
-        throw new TypeError("fetch failed", { cause: Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET" }) });
+        throw connectionReset();
       }
       return mock.fetch(input, init as never) as ReturnType<Fetch>;
     };
