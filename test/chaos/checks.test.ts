@@ -263,5 +263,22 @@ describe("chaos checks", () => {
       w(record, "w0").stops.push({ from: T0 + 100, to: T0 + 11_000 });
       expect(checkSessionsSurvive(record).ok).toBe(true);
     });
+
+    it("counts apart a loss right after a leader paused past the renewal slack resumed, and only that", () => {
+      const paused = (ms: number, detail = "m0 (leader) for 6000 ms") => ({ kind: "pause-member" as const, t0: T0 + 6_000, t1: T0 + 6_000 + ms, detail });
+      const lostAt = (t: number, faults: RunRecord["faults"]) => {
+        const record = cleanRecord();
+        record.faults = faults;
+        w(record, "w0").events.push({ ev: "lost", t, op: "unlock", code: "LOCK_LOST", leaseId: "1" });
+        return checkSessionsSurvive(record);
+      };
+      const revoked = lostAt(T0 + 12_150, [paused(6_000)]);
+      expect(revoked.ok).toBe(true);
+      expect(revoked.summary).toContain("1 right after a long-paused leader resumed");
+      // Too late after the resume, a pause within the slack (2/3 of the 8 s TTL), or a paused follower: still a loss.
+      expect(lostAt(T0 + 14_500, [paused(6_000)]).ok).toBe(false);
+      expect(lostAt(T0 + 11_100, [paused(5_000)]).ok).toBe(false);
+      expect(lostAt(T0 + 12_150, [paused(6_000, "m1 for 6000 ms")]).ok).toBe(false);
+    });
   });
 });
