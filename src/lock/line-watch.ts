@@ -16,6 +16,23 @@ const LINGER_MS = 250;
  */
 const RECENT_DELETES = 64;
 
+/** The delete of the key a waiter waits for, as the line's watch saw it. */
+export interface Deleted {
+  /** The delete event's header. */
+  header: ResponseHeader;
+  /**
+   * The deleted key was, as this process knew it, the line's first (its holder): a waiter right behind it is
+   * first now. Known when a waiter of this process became first with that key (see `markFirst`).
+   */
+  wasFirst: boolean;
+}
+
+/** A key and the revision that created it: one incarnation of the key. */
+export interface Incarnation {
+  key: string;
+  createRevision: number;
+}
+
 /** What a waiter is told: the delete of the key it waits for, or the end of the watch. */
 export interface DeleteWait {
   /**
@@ -23,8 +40,8 @@ export interface DeleteWait {
    * subscribed, and the deletes in between are no longer in the stream's recent history.
    */
   readonly gap: Promise<boolean>;
-  /** Resolves with the header of the delete's event (at once if it is in the recent history). */
-  readonly deleted: Promise<ResponseHeader>;
+  /** Resolves with the delete (at once if it is in the recent history). */
+  readonly deleted: Promise<Deleted>;
   /** Unsubscribes (the wait is over or abandoned). */
   cancel(): void;
 }
@@ -34,11 +51,17 @@ interface RecentDelete {
   key: string;
   revision: number;
   header: ResponseHeader;
+  /** The create revision of the incarnation deleted here if it was known first, else 0. */
+  firstRevision: number;
 }
 
 interface Subscriber {
+  /** The key waited for, and the create revision of the incarnation the waiter saw. */
   key: string;
-  deleted: (header: ResponseHeader) => void;
+  createRevision: number;
+  /** The waiter's read of the line: a delete at or below it is an older incarnation's, not this one's. */
+  read: number;
+  deleted: (deleted: Deleted) => void;
   failed: (error: unknown) => void;
 }
 
@@ -58,6 +81,11 @@ export class LineWatch {
   /** The latest deletes, oldest first: every delete above `#recentFrom` is here. */
   readonly #recent: RecentDelete[] = [];
   #recentFrom = 0;
+  /**
+   * The line's first key (its holder) when a waiter of this process became first: only one key is first at a
+   * time, and it stays first until it is deleted (a key that joins later has a higher create revision).
+   */
+  #first: Incarnation | undefined;
   #linger: ReturnType<typeof setTimeout> | undefined;
   #failure: unknown;
   readonly #leave: () => void;
@@ -88,10 +116,20 @@ export class LineWatch {
   }
 
   /**
-   * Subscribes to the delete of `key`, for a waiter whose own read of the line was at revision `read`;
-   * `signal` abandons the wait (ABORTED).
+   * Records that `first` is the line's first key: a waiter of this process found itself first. The waiter
+   * behind it then needs no read when it is deleted (each waiter of a hot lock in one process would
+   * otherwise read the line once per handoff, on the handoff's path).
    */
-  waitForDelete(key: string, read: number, signal: AbortSignal): DeleteWait {
+  markFirst(first: Incarnation): void {
+    this.#first = first;
+  }
+
+  /**
+   * Subscribes to the delete of `predecessor` (the incarnation the waiter's read of the line at revision
+   * `read` showed); `signal` abandons the wait (ABORTED).
+   */
+  waitForDelete(predecessor: Incarnation, read: number, signal: AbortSignal): DeleteWait {
+    const { key, createRevision } = predecessor;
     if (this.#failure !== undefined) {
       const failure = Promise.reject(this.#failure);
       failure.catch(() => {});
@@ -100,13 +138,16 @@ export class LineWatch {
     if (this.#seen > read && this.#recentFrom <= read) {
       // Deletes since the waiter's read went by before it came, and all of them are remembered.
       const gone = this.#recent.find((d) => d.key === key && d.revision > read);
-      if (gone !== undefined) return { gap: Promise.resolve(false), deleted: Promise.resolve(gone.header), cancel: () => {} };
+      if (gone !== undefined) {
+        const deleted = { header: gone.header, wasFirst: gone.firstRevision !== 0 && gone.firstRevision === createRevision };
+        return { gap: Promise.resolve(false), deleted: Promise.resolve(deleted), cancel: () => {} };
+      }
     }
     if (this.#linger !== undefined) clearTimeout(this.#linger);
     this.#linger = undefined;
     let subscriber!: Subscriber;
-    const deleted = new Promise<ResponseHeader>((resolve, reject) => {
-      subscriber = { key, deleted: resolve, failed: reject };
+    const deleted = new Promise<Deleted>((resolve, reject) => {
+      subscriber = { key, createRevision, read, deleted: resolve, failed: reject };
     });
     deleted.catch(() => {});
     const cancel = () => {
@@ -133,11 +174,22 @@ export class LineWatch {
     const query = { prefix, noPut: true, idleTimeout, onCreated, signal: this.#controller.signal };
     for await (const batch of client.watch(query)) {
       for (const event of batch.events) {
-        this.#remember({ key: event.kv.key, revision: event.kv.modRevision, header: batch.header });
-        const waiting = this.#subscribers.get(event.kv.key);
+        const key = event.kv.key;
+        const revision = event.kv.modRevision;
+        // The first key leaves the line here, unless the mark is a later incarnation's (a read can run ahead
+        // of the stream).
+        const first = this.#first?.key === key && this.#first.createRevision < revision ? this.#first.createRevision : 0;
+        if (first !== 0) this.#first = undefined;
+        this.#remember({ key, revision, header: batch.header, firstRevision: first });
+        const waiting = this.#subscribers.get(key);
         if (waiting === undefined) continue;
-        this.#subscribers.delete(event.kv.key);
-        for (const subscriber of waiting) subscriber.deleted(batch.header);
+        for (const subscriber of waiting) {
+          // A waiter whose read already showed a later incarnation of the key waits for that one's delete.
+          if (subscriber.read >= revision) continue;
+          waiting.delete(subscriber);
+          subscriber.deleted({ header: batch.header, wasFirst: first !== 0 && first === subscriber.createRevision });
+        }
+        if (waiting.size === 0) this.#subscribers.delete(key);
       }
       // One revision per batch: a waiter that subscribes from now on finds this batch in #recent.
       if (batch.events.length > 0) this.#seen = Math.max(this.#seen, batch.events[0]!.kv.modRevision);

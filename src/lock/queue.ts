@@ -114,6 +114,7 @@ export async function enqueue(join: JoinTxn, key: string, call: CallOptions) {
     return {
       /** Every key the join saw in the line, for the caller's LineCheck (after the join: our key is there). */
       seen: [...owner.kvs, ...newest.kvs],
+      key,
       header: result.header,
       revision,
       own: newest.kvs[0],
@@ -130,6 +131,7 @@ export async function enqueue(join: JoinTxn, key: string, call: CallOptions) {
   if (mine === undefined) throw internal(`key ${key} vanished inside one transaction`);
   return {
     seen: owner.kvs,
+    key,
     header: result.header,
     revision: mine.createRevision,
     own: mine,

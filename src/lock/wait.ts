@@ -4,7 +4,7 @@ import type { EtcdError } from "../errors/etcd-error.js";
 import { isEtcdError } from "../errors/etcd-error.js";
 import { type CallSignal, delay } from "../gateway/signals.js";
 import type { LeaseSession } from "./lease-session.js";
-import { enterLine, type LineWatch } from "./line-watch.js";
+import { enterLine, type Incarnation, type LineWatch } from "./line-watch.js";
 import { type Enqueued, type LineState, type QueueState, onlyContenders, readLine, type WaitMode } from "./queue.js";
 
 /**
@@ -49,7 +49,8 @@ export async function waitInLine(client: EtcdClient, prefix: string, line: Enque
   const read: LineReader = (signal) => readLine(client, prefix, line.revision, signal, onlyContenders);
   let start: QueueState = line;
   if (!line.created) start = checked(await read(context.signal), context);
-  return waitForTurn(client, read, start, context);
+  // Each key waits for the next older one: whoever is behind our key is first once we are and we leave.
+  return waitForTurn(client, read, start, context, { key: line.key, createRevision: line.revision });
 }
 
 /**
@@ -67,9 +68,10 @@ export function waitFailure(session: LeaseSession, call: CallSignal, thrown: unk
 /**
  * Waits until `read` shows no key to wait for, from `start` (a read, or the join that showed the same).
  * Returns the header of the read that showed it. Throws SESSION_EXPIRED (via `expired`) when our own key
- * disappears meanwhile.
+ * disappears meanwhile. `own`: our key, given when the line is a plain queue (each key waits for the next
+ * older one), so that no key is ahead of ours once our wait is over.
  */
-export async function waitForTurn(client: EtcdClient, read: LineReader, start: QueueState, context: WaitContext): Promise<ResponseHeader> {
+export async function waitForTurn(client: EtcdClient, read: LineReader, start: QueueState, context: WaitContext, own?: Incarnation): Promise<ResponseHeader> {
   let state = start;
   /** Keys ahead of us when we last looked: exact after the join, at least one fewer after each departure. */
   let ahead = start.predecessorIsFirst ? 1 : start.ahead;
@@ -78,7 +80,7 @@ export async function waitForTurn(client: EtcdClient, read: LineReader, start: Q
       await delay(context.pollInterval, context.signal);
       state = checked(await read(context.signal), context);
     } else {
-      state = checked(await predecessorGone(client, read, state, context.signal, waitIdleTimeout(ahead)), context);
+      state = checked(await predecessorGone(client, read, state, context.signal, waitIdleTimeout(ahead), own), context);
       ahead = state.predecessorIsFirst ? 1 : ahead === undefined ? undefined : Math.max(1, ahead - 1);
     }
   }
@@ -103,29 +105,41 @@ function checked(state: LineState, context: WaitContext): LineState {
  * are in its recent history. If neither rules the gap out, one read of the line closes it. Go's Mutex watches
  * from the read's revision and pays the 100 ms tail; this keeps the same guarantee without it.
  */
-async function predecessorGone(client: EtcdClient, read: LineReader, state: QueueState, signal: AbortSignal, idleTimeout: number): Promise<LineState> {
+async function predecessorGone(
+  client: EtcdClient,
+  read: LineReader,
+  state: QueueState,
+  signal: AbortSignal,
+  idleTimeout: number,
+  own: Incarnation | undefined,
+): Promise<LineState> {
   const place = enterLine(client, state.predecessor!.key, WAIT_IDLE_TIMEOUT);
   try {
     const shared = place.sharedWatch();
-    return shared === undefined ? await ownWatch(client, read, state, signal, idleTimeout) : await onSharedWatch(shared, read, state, signal);
+    if (shared === undefined) return await ownWatch(client, read, state, signal, idleTimeout);
+    const now = await onSharedWatch(shared, read, state, signal, own !== undefined);
+    if (own !== undefined && now.ownExists && now.predecessor === undefined) shared.markFirst(own);
+    return now;
   } finally {
     place.leave();
   }
 }
 
-async function onSharedWatch(shared: LineWatch, read: LineReader, state: QueueState, signal: AbortSignal): Promise<LineState> {
+/** `plainQueue`: each key of the line waits for the next older one, so what was first is followed by us. */
+async function onSharedWatch(shared: LineWatch, read: LineReader, state: QueueState, signal: AbortSignal, plainQueue: boolean): Promise<LineState> {
   const predecessor = state.predecessor!;
-  const wait = shared.waitForDelete(predecessor.key, state.header.revision, signal);
+  const wait = shared.waitForDelete(predecessor, state.header.revision, signal);
   try {
     if (await wait.gap) {
       const now = await read(signal);
       if (!now.ownExists || now.predecessor?.createRevision !== predecessor.createRevision) return now;
     }
-    const header = await wait.deleted;
-    // The holder was the only key ahead of us: its delete makes us first, with no read. Our own key is
-    // trusted as the lease is (the session's deadline, checked before the lock is handed out), and a fenced
-    // write checks it on the server anyway.
-    if (state.predecessorIsFirst) return { header, ownExists: true, predecessor: undefined };
+    const { header, wasFirst } = await wait.deleted;
+    // The holder was the only key ahead of us (the join or read showed it, or a waiter of this process
+    // found it first): its delete makes us first, with no read. Our own key is trusted as the lease is (the
+    // session's deadline, checked before the lock is handed out), and a fenced write checks it on the
+    // server anyway.
+    if (state.predecessorIsFirst || (plainQueue && wasFirst)) return { header, ownExists: true, predecessor: undefined };
   } catch (error) {
     // A reopened watch resumes from its last revision; if that history was compacted, re-reading the line
     // tells us where we stand just as well.
