@@ -6,7 +6,7 @@ import type { CallOptions } from "../gateway/transport.js";
 import { attempt } from "./attempt.js";
 import type { LeaseSession } from "./lease-session.js";
 import { Lock } from "./lock.js";
-import { deleteOwnKey, enqueue, joinTxn, type JoinTxn, type LockOptions, onlyContenders } from "./queue.js";
+import { deleteOwnKey, enqueue, type GuardedDelete, guardedDelete, joinTxn, type JoinTxn, type LockOptions, onlyContenders } from "./queue.js";
 import { randomHex } from "./unique-key.js";
 import { waitInLine } from "./wait.js";
 import { nameArg } from "./names.js";
@@ -34,6 +34,8 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
   readonly #secret = randomHex(16);
   /** The join transaction, the same for every acquisition: built once. */
   #join: JoinTxn | undefined;
+  /** The release, the same for every acquisition but for its guard's revision: built once. */
+  #release: GuardedDelete | undefined;
 
   constructor(session: S, name: string) {
     nameArg(name, "a lock");
@@ -69,7 +71,8 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
       }
       // A key this session already had (a resent join) keeps its value and version.
       const own = { modRevision: line.own?.modRevision ?? line.revision, secret: line.created ? secret : (line.own?.value ?? "") };
-      return new Lock({ name, key, session, revision: line.revision, header, releaseLocal: turn, ...own });
+      const release = (this.#release ??= guardedDelete(session.client, key, "modRevision"));
+      return new Lock({ name, key, session, revision: line.revision, header, releaseLocal: turn, release, ...own });
     });
   }
 

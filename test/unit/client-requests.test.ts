@@ -330,3 +330,34 @@ describe("HTTP request", () => {
     expect(replacement.mock.calls[0]![0]).toBe(`${A}/v3/kv/range`);
   });
 });
+
+describe("a mutex's release", () => {
+  it("is its key's delete guarded by the acquisition's own revision, the same request but for that revision", async () => {
+    const { createMockEtcd } = await import("../../src/testing/index.js");
+    const mock = createMockEtcd();
+    const txns: string[] = [];
+    const fetch = ((url: string, init: RequestInit) => {
+      if (url.endsWith("/v3/kv/txn")) txns.push(String(init.body));
+      return mock.fetch(url, init as never);
+    }) as never;
+    const session = await new Etcd({ endpoints: [A], fetch }).session({ ttl: 30, keepAlive: "manual" });
+    const mutex = session.mutex("m");
+    const releases: Array<{ revision: number; body: unknown }> = [];
+    for (let i = 0; i < 3; i++) {
+      await mock.fetch(`${A}/v3/kv/put`, { method: "POST", body: JSON.stringify({ key: b64("other"), value: b64(String(i)) }) } as never);
+      const lock = await mutex.lock();
+      const before = txns.length;
+      await lock.unlock();
+      releases.push({ revision: lock.revision, body: JSON.parse(txns[before]!) });
+    }
+    expect(new Set(releases.map((r) => r.revision)).size).toBe(3);
+    for (const { revision, body } of releases) {
+      expect(body).toEqual({
+        compare: [{ key: b64(mutex.key), target: "MOD", result: "EQUAL", mod_revision: String(revision) }],
+        success: [{ request_delete_range: { key: b64(mutex.key) } }],
+        failure: [],
+      });
+    }
+    await session.close();
+  });
+});
