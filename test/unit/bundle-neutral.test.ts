@@ -3,11 +3,11 @@
 import { builtinModules } from "node:module";
 import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
-import { build, type BuildOptions, type Metafile } from "esbuild";
+import { build, type Metafile } from "esbuild";
 import { describe, expect, it } from "vitest";
+import { neutralBundle, REPO_ROOT as root } from "../support/neutral-bundle.js";
 
 const entry = fileURLToPath(new URL("../../src/index.ts", import.meta.url));
-const root = fileURLToPath(new URL("../..", import.meta.url));
 
 const BUILTINS = new Set(builtinModules.flatMap((name) => [name, name.replace(/^node:/, "")]));
 
@@ -17,17 +17,7 @@ function isNodeBuiltin(path: string): boolean {
   return BUILTINS.has(path) || BUILTINS.has(bare);
 }
 
-const options: BuildOptions = {
-  entryPoints: [entry],
-  absWorkingDir: root,
-  platform: "neutral",
-  bundle: true,
-  format: "esm",
-  write: false,
-  mainFields: ["module", "main"],
-  metafile: true,
-  logLevel: "silent",
-};
+const options = neutralBundle(entry);
 
 function offendingImports(metafile: Metafile): string[] {
   const bad: string[] = [];

@@ -2,27 +2,15 @@
 // has no Node builtin, no msw, no `Buffer` and no `process.`. Only etcd-edge/testing/msw imports msw, and only
 // etcd-edge/testing/server imports Node's modules.
 import { builtinModules } from "node:module";
-import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 import { describe, expect, it } from "vitest";
+import { neutralBundle } from "../support/neutral-bundle.js";
 
-const root = fileURLToPath(new URL("../..", import.meta.url));
 const BUILTINS = new Set(builtinModules.flatMap((name) => [name, `node:${name}`]));
 
 /** Every import the bundle leaves to its host, and the bundle's text. */
 async function bundle(entry: string): Promise<{ external: string[]; text: string }> {
-  const result = await build({
-    entryPoints: [entry],
-    absWorkingDir: root,
-    platform: "neutral",
-    bundle: true,
-    format: "esm",
-    write: false,
-    metafile: true,
-    mainFields: ["module", "main"],
-    external: ["msw", "node:*", ...builtinModules],
-    logLevel: "silent",
-  });
+  const result = await build({ ...neutralBundle(entry), external: ["msw", "node:*", ...builtinModules] });
   const external = Object.values(result.metafile.inputs).flatMap((i) => i.imports.filter((x) => x.external).map((x) => x.path));
   return { external: [...new Set(external)].sort(), text: result.outputFiles[0]!.text };
 }
