@@ -92,13 +92,27 @@ export async function attempt<T>(
     join: (send, value) => {
       // Given up already (a signal aborted before the call, say): send nothing.
       if (call?.aborted || session.signal.aborted) return Promise.reject(call?.signal.reason ?? session.signal.reason);
-      let sends = 0;
-      const sent = send({ signal: session.signal, onSent: () => void sends++ });
-      joining = sent;
-      sent.then(
-        () => sends > 1 && session.keys.suspect(keys, value),
-        (error: unknown) => (sends > 1 || !refused(error)) && session.keys.suspect(keys, value),
-      );
+      const sendJoin = () => {
+        let sends = 0;
+        const sent = send({ signal: session.signal, onSent: () => void sends++ });
+        joining = sent;
+        sent.then(
+          () => sends > 1 && session.keys.suspect(keys, value),
+          // Never handed to fetch (sends 0): nothing of it can land.
+          (error: unknown) => (sends > 1 || (sends === 1 && !refused(error))) && session.keys.suspect(keys, value),
+        );
+        return sent;
+      };
+      // A sweep of a key we join (a late copy of an earlier join) must be answered first: see KeysInUse. An
+      // attempt given up meanwhile sends nothing, and so has nothing to clean up.
+      const swept = session.keys.swept(keys);
+      const sent =
+        swept === undefined
+          ? sendJoin()
+          : swept.then(() => {
+              if (call?.aborted || session.signal.aborted) throw call?.signal.reason ?? session.signal.reason;
+              return sendJoin();
+            });
       return call === undefined ? sent : untilAborted(sent, call.signal);
     },
     local: undefined,

@@ -176,7 +176,7 @@ export class LeaseSession {
         const events = this.client.transport.events;
         if (events.on) events.emit({ type: "session.renewed", leaseId: this.leaseId, ttl });
         // Best effort, in the background: a key a late join brought back goes on the next renewal.
-        if (this.keys.anySuspect) void this.keys.sweep(this.client, this.leaseId, { timeout: options.timeout }).catch(() => {});
+        if (this.keys.anySuspect) this.keys.sweep(this.client, this.leaseId, { timeout: options.timeout }, this.signal);
       }
       this.#throwIfDead();
       return ttl;
