@@ -199,6 +199,11 @@ export type WorkerEvent =
    * granted to this worker, the one its session or withLock was using.
    */
   | { ev: "lost"; t: number; op: CallEvent["op"]; code: string; leaseId: string | undefined }
+  /**
+   * What the SDK reported through `onEvent` about sessions and endpoints (renewals, failed renewals, losses,
+   * failovers), to tell afterwards why a session was lost. Not read by the checks.
+   */
+  | { ev: "sdk"; t: number; type: string; leaseId?: string | undefined; code?: string | undefined; from?: string | undefined; to?: string | undefined }
   | { ev: "exit"; t: number; reason: string };
 
 /** One counter write of a recipe's fenced txn: `counterKey` set to `value`, and `logKey` put beside it. */

@@ -61,7 +61,14 @@ const fetch: Fetch = async (url, init) => {
   return { status: response.status, body: null, text: async () => text };
 };
 
-const etcd: EtcdClient = new sdk.Etcd({ endpoints: config.endpoints, timeout: T, fetch });
+/** The SDK's own account of sessions and endpoints, for the run record (see the "sdk" event). */
+const SDK_EVENTS = new Set(["session.renewed", "session.renewFailed", "session.lost", "failover"]);
+const onEvent = (event: { type: string; leaseId?: string; code?: string; from?: string; to?: string }) => {
+  if (!SDK_EVENTS.has(event.type)) return;
+  emit({ ev: "sdk", t: wallNow(), type: event.type, leaseId: event.leaseId, code: event.code, from: event.from, to: event.to });
+};
+
+const etcd: EtcdClient = new sdk.Etcd({ endpoints: config.endpoints, timeout: T, fetch, onEvent });
 let session: Session | undefined;
 let seq = 0;
 
