@@ -257,6 +257,21 @@ describe("chaos checks", () => {
       expect(checkSessionsSurvive(record).ok).toBe(false);
     });
 
+    it("prints the worker's SDK session and failover events before the loss, so CI's log can trace it", () => {
+      const record = cleanRecord();
+      const events = w(record, "w0").events;
+      events.push({ ev: "sdk", t: T0 + 100, type: "session.renewed", leaseId: "1" });
+      events.push({ ev: "sdk", t: T0 + 2_000, type: "failover", from: "http://127.0.0.1:4001", to: "http://127.0.0.1:4002", code: "TIMEOUT" });
+      events.push({ ev: "sdk", t: T0 + 3_000, type: "session.renewFailed", leaseId: "1", code: "UNAVAILABLE" });
+      events.push({ ev: "lost", t: T0 + 9_000, op: "lock", code: "SESSION_EXPIRED", leaseId: "1" });
+      const result = checkSessionsSurvive(record);
+      expect(result.ok).toBe(false);
+      const trace = result.details.find((line) => line.includes("its SDK events before"));
+      expect(trace).toContain("renewed");
+      expect(trace).toContain("failover :4001→:4002 TIMEOUT");
+      expect(trace).toContain("renewFailed UNAVAILABLE");
+    });
+
     it("excuses a worker frozen since its lease was granted", () => {
       const record = cleanRecord();
       w(record, "w0").events.push({ ev: "lost", t: T0 + 12_000, op: "unlock", code: "LOCK_LOST", leaseId: "1" });

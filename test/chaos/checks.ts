@@ -233,6 +233,8 @@ export function checkSessionsSurvive(record: RunRecord): CheckResult {
         continue;
       }
       details.push(`${worker.id} (${worker.kind.mode}/${worker.kind.wait}/${worker.kind.fetch}) ${e.op}: ${e.code} at +${((e.t - record.startedAt) / 1000).toFixed(1)} s`);
+      const trace = sdkTrace(worker, e.t - (record.settings.ttl + 2) * 1_000, e.t, record.startedAt);
+      if (trace !== "") details.push(`  its SDK events before: ${trace}`);
     }
   }
   return {
@@ -243,6 +245,23 @@ export function checkSessionsSurvive(record: RunRecord): CheckResult {
       (revokedByEtcd > 0 ? `; ${revokedByEtcd} right after a long-paused leader resumed (etcd's own revocation, etcd-io/etcd#15247)` : ""),
     details: details.slice(0, MAX_DETAILS),
   };
+}
+
+/**
+ * What the worker's SDK told about its sessions and endpoints between `from` and `to` (renewals, failed
+ * renewals, losses, failovers), so that a loss printed in CI's log can be traced without the run record.
+ */
+export function sdkTrace(worker: WorkerRecord, from: number, to: number, startedAt: number, most = 16): string {
+  const port = (url: string | undefined) => url?.replace(/^https?:\/\/[^:]+:/, ":") ?? "?";
+  const items = worker.events
+    .filter((e) => e.ev === "sdk" && e.t >= from && e.t <= to)
+    .map((e) => {
+      const event = e as Extract<WorkerEvent, { ev: "sdk" }>;
+      const at = `+${((event.t - startedAt) / 1000).toFixed(1)}`;
+      const what = event.type === "failover" ? `failover ${port(event.from)}→${port(event.to)}` : event.type.replace(/^session\./, "");
+      return `${at} ${what}${event.code ? ` ${event.code}` : ""}`;
+    });
+  return items.length > most ? [...items.slice(0, 4), `… ${items.length - most} more …`, ...items.slice(-(most - 4))].join(", ") : items.join(", ");
 }
 
 // ---------------------------------------------------------------------------------------------------
