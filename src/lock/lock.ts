@@ -3,7 +3,7 @@ import { cmp, type Compare } from "../api/txn.js";
 import type { CallOptions } from "../gateway/transport.js";
 import { HeldKey, type HeldKeyState } from "./held.js";
 import type { LeaseSession } from "./lease-session.js";
-import { deleteIf, type GuardedDelete } from "./queue.js";
+import type { GuardedDelete } from "./queue.js";
 
 /**
  * What another process or invocation needs to take over a held lock: small and JSON-serialisable. It is a
@@ -29,8 +29,8 @@ export interface LockState<S extends LeaseSession = LeaseSession> extends HeldKe
   modRevision: number;
   /** The key's value: a random secret, the proof of holding a ticket carries. */
   secret: string;
-  /** The key's delete guarded by its mod revision, built once by the mutex; else built at release. */
-  release?: GuardedDelete | undefined;
+  /** The key's delete guarded by its mod revision (built once per mutex: see `guardedDelete`). */
+  release: GuardedDelete;
 }
 
 /**
@@ -41,14 +41,14 @@ export class Lock<S extends LeaseSession = LeaseSession> extends HeldKey<S> {
   /** The key's mod revision as this handle knows it; a resumed ticket rewrites the key and moves it on. */
   readonly #modRevision: number;
   readonly #secret: string;
-  readonly #guardedDelete: GuardedDelete | undefined;
+  readonly #release: GuardedDelete;
 
   /** @internal Made by `mutex.lock()` and `etcd.resumeLock()`; subscribes to nothing until `signal` is read. */
   constructor(state: LockState<S>) {
     super(state, { kind: "lock", name: state.name });
     this.#modRevision = state.modRevision;
     this.#secret = state.secret;
-    this.#guardedDelete = state.release;
+    this.#release = state.release;
   }
 
   /**
@@ -82,7 +82,6 @@ export class Lock<S extends LeaseSession = LeaseSession> extends HeldKey<S> {
 
   /** @internal Guarded by this handle's version of the key, so a superseded handle deletes nothing. */
   protected override deleteKeys(options: CallOptions): Promise<boolean> {
-    if (this.#guardedDelete !== undefined) return this.#guardedDelete(this.#modRevision, options);
-    return deleteIf(this.session.client, this.key, cmp.modRevision(this.key, "==", this.#modRevision), options);
+    return this.#release(this.#modRevision, options);
   }
 }

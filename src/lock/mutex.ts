@@ -71,7 +71,7 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
       }
       // A key this session already had (a resent join) keeps its value and version.
       const own = { modRevision: line.own?.modRevision ?? line.revision, secret: line.created ? secret : (line.own?.value ?? "") };
-      const release = (this.#release ??= guardedDelete(session.client, key, "modRevision"));
+      const release = (this.#release ??= guardedDelete(session.client, key));
       return new Lock({ name, key, session, revision: line.revision, header, releaseLocal: turn, release, ...own });
     });
   }

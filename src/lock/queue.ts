@@ -183,20 +183,20 @@ export async function deleteOwnKey(client: EtcdClient, key: string, revision: nu
 /** Stands in for the guard's revision in a release built once: no key reaches it. */
 const ANY_REVISION = Number.MAX_SAFE_INTEGER;
 
-/** Deletes a key only while one of its revisions is the given one; safe to resend; true if it held. */
-export type GuardedDelete = (revision: number, options?: CallOptions) => Promise<boolean>;
+/** Deletes a key only while its mod revision is the given one; safe to resend; true if it held. */
+export type GuardedDelete = (modRevision: number, options?: CallOptions) => Promise<boolean>;
 
 /**
- * The guarded delete of `key` built once (a mutex releases the same key at every acquisition, and only the
+ * The release of a lock's `key` built once (a mutex releases the same key at every acquisition, and only the
  * guard's revision changes): each send copies one string instead of building and serialising a transaction.
  */
-export function guardedDelete(client: EtcdClient, key: string, field: "createRevision" | "modRevision"): GuardedDelete {
-  const template = client.txn().if(cmp[field](key, "==", ANY_REVISION)).then(op.delete(key)).prepare();
-  return async (revision, options = {}) => (await template.withRevision(ANY_REVISION, revision).commit({ ...options, idempotent: true })).succeeded;
+export function guardedDelete(client: EtcdClient, key: string): GuardedDelete {
+  const template = client.txn().if(cmp.modRevision(key, "==", ANY_REVISION)).then(op.delete(key)).prepare();
+  return async (modRevision, options = {}) => (await template.withRevision(ANY_REVISION, modRevision).commit({ ...options, idempotent: true })).succeeded;
 }
 
 /** Deletes `key` only while `guard` holds; safe to resend. Returns whether it held (the key was deleted). */
-export async function deleteIf(client: EtcdClient, key: string, guard: Compare, options: CallOptions = {}): Promise<boolean> {
+async function deleteIf(client: EtcdClient, key: string, guard: Compare, options: CallOptions = {}): Promise<boolean> {
   const result = await client.txn().if(guard).then(op.delete(key)).commit({ ...options, idempotent: true });
   return result.succeeded;
 }

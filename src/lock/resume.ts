@@ -8,6 +8,7 @@ import { now } from "./clock.js";
 import { type KeepAliveMode, keepAliveArg } from "./lease-session.js";
 import { Lock, type LockTicket } from "./lock.js";
 import { nameArg } from "./names.js";
+import { guardedDelete } from "./queue.js";
 import { Session } from "./session.js";
 import { randomHex } from "./unique-key.js";
 
@@ -46,7 +47,8 @@ export async function resumeLock(
   if (!taken.succeeded) throw lost();
   const session = new Session(client, { id: leaseId, ttl: lease.grantedTtl, remaining: lease.ttl, sentAt, keepAlive }).start();
   session.keys.use([key]);
-  return new Lock({ name, key, session, revision, header: taken.header, modRevision: taken.header.revision, secret: next });
+  const release = guardedDelete(client, key);
+  return new Lock({ name, key, session, revision, header: taken.header, modRevision: taken.header.revision, secret: next, release });
 }
 
 function checkTicket(ticket: unknown): LockTicket {
