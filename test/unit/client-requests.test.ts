@@ -1,6 +1,7 @@
 // What the client puts on the wire: request bodies, base64, ranges, namespaces, headers, how fetch is called.
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { cmp, Etcd, op } from "../../src/index.js";
+import { createMockEtcd } from "../../src/testing/index.js";
 import { A, controlledStream, json, jsonText, route, streamResponse, useGateway } from "../support/gateway.js";
 import { BIG_LEASE, b64, createdLine, header, kv } from "../support/wire.js";
 
@@ -333,7 +334,6 @@ describe("HTTP request", () => {
 
 describe("a mutex's release", () => {
   it("is its key's delete guarded by the acquisition's own revision, the same request but for that revision", async () => {
-    const { createMockEtcd } = await import("../../src/testing/index.js");
     const mock = createMockEtcd();
     const txns: string[] = [];
     const fetch = ((url: string, init: RequestInit) => {
