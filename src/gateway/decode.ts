@@ -1,6 +1,7 @@
 import { badResponse } from "../errors/catalogue.js";
 import { errorFromBody, errorFromStreamLine, parseJson } from "./status.js";
 import type { Schema } from "./wire.js";
+import { checkWire, WireMismatch } from "./wire-check.js";
 
 /** How to read one call's answer. */
 export interface Expected<T> {
@@ -21,13 +22,13 @@ export function decodeAnswer<T>(expected: Expected<T>, status: number, text: str
     if (line.error !== undefined) throw errorFromStreamLine(line.error, status, endpoint);
     payload = line.result;
   }
-  const parsed = expected.schema.safeParse(payload);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
+  const checked = checkWire(expected.schema, payload);
+  if (checked instanceof WireMismatch) {
+    const issue = checked.error.issues[0];
     const where = issue ? `${issue.path.join(".") || "body"}: ${issue.message}` : "unknown";
     throw badResponse(status, text, endpoint, `a body that does not match ${expected.path} (${where})`);
   }
-  return parsed.data;
+  return checked;
 }
 
 function firstLine(text: string): unknown {
