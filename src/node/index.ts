@@ -1,9 +1,8 @@
-import type { Readable } from "node:stream";
 import type { ConnectionOptions } from "node:tls";
-import { Agent, request } from "undici";
+import { Agent } from "undici";
 import { invalidArgument } from "../errors/catalogue.js";
-import { ByteBuffer } from "../gateway/byte-buffer.js";
-import { type Fetch, type FetchInit, type FetchResponse, READ_BOUNDED, type ReadBounded } from "../gateway/fetch.js";
+import type { Fetch, FetchInit, FetchResponse } from "../gateway/fetch.js";
+import { send, Targets } from "./dispatch.js";
 
 /** Options of {@link createNodeFetch}: pool sizes and TLS. Unset TLS options keep Node's defaults. */
 export interface NodeFetchOptions {
@@ -33,7 +32,7 @@ export interface NodeFetch extends Fetch {
 }
 
 /**
- * A `fetch` for Node built on undici's `request` over keep-alive pools: the same wire behaviour as the
+ * A `fetch` for Node built on undici's `dispatch` over keep-alive pools: the same wire behaviour as the
  * global fetch with a fraction of its per-request overhead. Pass it as `new Etcd({ fetch })`. Edge
  * bundles never see this module: it lives behind `etcd-edge/node`.
  *
@@ -42,7 +41,7 @@ export interface NodeFetch extends Fetch {
  * release, a renewal) needs. Requests share a bounded keep-alive pool that is reused across handoffs.
  *
  * TLS: `ca` for a private CA, `cert` and `key` for mutual TLS; both dispatchers use them. Certificates are
- * always verified. Redirects are never followed (undici's `request` does not, and the SDK refuses a 3xx).
+ * always verified. Redirects are never followed (undici's `dispatch` does not, and the SDK refuses a 3xx).
  */
 export function createNodeFetch(options: NodeFetchOptions = {}): NodeFetch {
   const keepAliveTimeout = options.keepAliveTimeout ?? 30_000;
@@ -53,26 +52,8 @@ export function createNodeFetch(options: NodeFetchOptions = {}): NodeFetch {
   const connect = tlsOptions(options);
   const requests = new Agent({ connections: options.connections ?? 16, keepAliveTimeout, connect });
   const streams = new Agent({ keepAliveTimeout, connect });
-  const fetch = async (url: string, init: FetchInit): Promise<FetchResponse> => {
-    const response = await request(url, {
-      method: init.method,
-      headers: init.headers,
-      body: init.body,
-      signal: init.signal,
-      dispatcher: isStream(url) ? streams : requests,
-    });
-    let stream: ReadableStream<Uint8Array> | undefined;
-    const answer: FetchResponse & { [READ_BOUNDED]: ReadBounded } = {
-      status: response.statusCode,
-      get body() {
-        stream ??= webStream(response.body);
-        return stream;
-      },
-      text: () => response.body.text(),
-      [READ_BOUNDED]: (maxBytes, firstLine) => readBounded(response.body, maxBytes, firstLine),
-    };
-    return answer;
-  };
+  const targets = new Targets();
+  const fetch = (url: string, init: FetchInit): Promise<FetchResponse> => send(isStream(url) ? streams : requests, targets.of(url), init);
   return Object.assign(fetch, { close: async () => void (await Promise.all([requests.close(), streams.close()])) });
 }
 
@@ -85,69 +66,6 @@ function tlsOptions(options: NodeFetchOptions): ConnectionOptions {
   if (options.passphrase !== undefined) tls.passphrase = options.passphrase;
   if (options.servername !== undefined) tls.servername = options.servername;
   return tls;
-}
-
-/**
- * The SDK's bounded read (see READ_BOUNDED) straight from the Node body: the same limits as its reading of
- * a web stream, without building one per answer (which cost about a tenth more client CPU per call).
- */
-function readBounded(body: Readable, maxBytes: number, firstLine: boolean): Promise<Uint8Array | undefined> {
-  return new Promise((resolve, reject) => {
-    const received = new ByteBuffer(maxBytes);
-    const finish = (result: Uint8Array | undefined, drop: boolean) => {
-      body.off("data", onData).off("end", onEnd).off("error", reject);
-      if (drop) {
-        // Destroying an unfinished body emits undici's AbortError: expected here, and nobody else listens.
-        body.on("error", () => {});
-        body.destroy();
-      }
-      resolve(result);
-    };
-    const onData = (chunk: Uint8Array) => {
-      const newline = firstLine ? chunk.indexOf(NEWLINE) : -1;
-      const used = newline >= 0 ? chunk.subarray(0, newline) : chunk;
-      if (received.length + used.byteLength > maxBytes) return finish(undefined, true);
-      received.append(used);
-      if (newline >= 0) finish(received.take(), true);
-    };
-    const onEnd = () => finish(received.take(), false);
-    body.on("data", onData).once("end", onEnd).once("error", reject);
-  });
-}
-
-const NEWLINE = 0x0a;
-
-/**
- * A web stream over a Node body, with backpressure (the body pauses while a chunk waits to be read) and
- * cancellation (which destroys the body and so its connection): for watch streams, and for anyone reading
- * `body`. `Readable.toWeb` does the same at about a third more client CPU.
- */
-function webStream(body: Readable): ReadableStream<Uint8Array> {
-  let settled = false;
-  return new ReadableStream<Uint8Array>({
-    start(controller) {
-      body.on("data", (chunk: Uint8Array) => {
-        if (settled) return;
-        controller.enqueue(chunk);
-        if ((controller.desiredSize ?? 0) <= 0) body.pause();
-      });
-      body.once("end", () => {
-        if (!settled) controller.close();
-        settled = true;
-      });
-      body.once("error", (error) => {
-        if (!settled) controller.error(error);
-        settled = true;
-      });
-    },
-    pull() {
-      body.resume();
-    },
-    cancel(reason) {
-      settled = true;
-      body.destroy(reason instanceof Error ? reason : undefined);
-    },
-  });
 }
 
 /** The gateway's long-lived streams: a watch answers for as long as it is open. */
