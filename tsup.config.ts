@@ -9,22 +9,29 @@ const shared: Options = {
   sourcemap: true,
   clean: false,
   treeshake: true,
-  external: ["base64-js", "msw", "undici"],
-  // zod/mini is bundled, tree-shaken to the checks we use: loaded from node_modules, Node compiles zod's whole
-  // module graph (its locales included) on a cold start, about 60 ms of a Lambda's init, where the one bundled
-  // file costs a few ms. An app that also uses zod carries a second copy of those parts (about 6 KB gzipped).
-  noExternal: [/^zod/],
+  external: ["msw", "undici"],
+  // zod/mini and base64-js are bundled, zod tree-shaken to the checks we use. Loaded from node_modules, Node
+  // compiles zod's whole module graph (its locales included) on a cold start, about 60 ms of a Lambda's init,
+  // and loading base64-js (CommonJS) from an ES module costs about 1 ms more; the bundled files cost a few ms
+  // in all. So the package has no runtime dependency, and a bundler needs no `mainFields` setting for it. An
+  // app that also uses zod carries a second copy of those parts (about 6 KB gzipped).
+  noExternal: [/^zod/, "base64-js"],
+  // Whitespace and syntax only: a cold import parses about a third less (measured: 0.75x of the time to
+  // import the main entry), while names stay as written, so stack traces still read like the source.
+  minifyWhitespace: true,
+  minifySyntax: true,
 };
 
 export default defineConfig([
-  // Platform-neutral ESM: the same files load in Node, Deno, Bun, workerd and bundlers. The msw handlers are an
-  // entry of their own, so the testing kit loads without msw. The mock over real HTTP and its command
-  // (etcd-edge-mock) are Node-only entries built here too, so they share the mock's chunk instead of copying it;
-  // only they import node: modules.
+  // Platform-neutral ESM: the same files load in Node, Deno, Bun, workerd and bundlers. The main entry is one
+  // file with nothing split out: a cold import loads one module, not a chain of chunks.
+  { ...shared, entry: { index: "src/index.ts" }, platform: "neutral", splitting: false },
+  // The testing kit shares no file with the client. The msw handlers are an entry of their own, so the kit
+  // loads without msw. The mock over real HTTP and its command (etcd-edge-mock) are Node-only entries built
+  // here too, so they share the mock's chunk instead of copying it; only they import node: modules.
   {
     ...shared,
     entry: {
-      index: "src/index.ts",
       testing: "src/testing/index.ts",
       "testing-msw": "src/testing/msw.ts",
       "testing-server": "src/testing/server/index.ts",

@@ -75,7 +75,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     const dir = join(root, "project");
     mkdirSync(dir);
     writeFileSync(join(dir, "package.json"), `${JSON.stringify({ name: "etcd-edge-runtimes", private: true, type: "module" }, null, 2)}\n`);
-    // Its dependency (base64-js) comes from the npm cache or registry, as for any user.
+    // The package has no runtime dependency (zod/mini and base64-js are bundled into dist/): nothing else is fetched.
     await npm(["install", "--ignore-scripts", "--no-package-lock", tarball], dir);
     cpSync(join(REPO_ROOT, "test", "runtimes", "scenario"), dir, { recursive: true });
     project.provide("runtimesProject", dir);

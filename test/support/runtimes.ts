@@ -353,8 +353,7 @@ export async function bundleWorker(outDir: string, entry = "worker.mjs"): Promis
     platform: "neutral",
     target: "es2022",
     conditions: ["workerd", "worker", "browser"],
-    // base64-js has only "main"; "neutral" has no default main fields.
-    mainFields: ["module", "main"],
+    // No `mainFields`: the package bundles its dependencies, so a neutral build resolves it by `exports` alone.
     metafile: true,
     logLevel: "silent",
   });
