@@ -16,23 +16,22 @@ export class InFlight {
     this.#limit = limit;
   }
 
-  /** A place now, or undefined when every place is taken. */
-  tryEnter(): (() => void) | undefined {
-    if (this.#active >= this.#limit || this.#waiting.length > 0) return undefined;
+  /** Takes a place if one is free now (give it back with `leave()`). */
+  tryEnter(): boolean {
+    if (this.#active >= this.#limit || this.#waiting.length > 0) return false;
     this.#active++;
-    return this.#leave();
+    return true;
   }
 
-  /** Waits for a place; resolves with the function that gives it back. Rejects when `signal` aborts first. */
-  enter(signal: AbortSignal | undefined): Promise<() => void> {
-    const now = this.tryEnter();
-    if (now !== undefined) return Promise.resolve(now);
+  /** Waits for a place (give it back with `leave()`). Rejects when `signal` aborts first. */
+  enter(signal: AbortSignal | undefined): Promise<void> {
+    if (this.tryEnter()) return Promise.resolve();
     if (signal?.aborted) return Promise.reject(aborted(signal.reason));
     return new Promise((resolve, reject) => {
       const admit = () => {
         signal?.removeEventListener("abort", onAbort);
         this.#active++;
-        resolve(this.#leave());
+        resolve();
       };
       const onAbort = () => {
         const at = this.#waiting.indexOf(admit);
@@ -44,13 +43,9 @@ export class InFlight {
     });
   }
 
-  #leave(): () => void {
-    let left = false;
-    return () => {
-      if (left) return;
-      left = true;
-      this.#active--;
-      this.#waiting.shift()?.();
-    };
+  /** Gives a place back, to the next waiting call if any. Once per place taken. */
+  leave(): void {
+    this.#active--;
+    this.#waiting.shift()?.();
   }
 }

@@ -3,12 +3,13 @@ import { EventSink } from "../events/events.js";
 import { EtcdError, type EtcdErrorCode } from "../errors/etcd-error.js";
 import { VERSION } from "../version.js";
 import { AuthToken } from "./auth.js";
-import { readBody } from "./body.js";
+import { type BodyLimits, readBody } from "./body.js";
 import { type GatewayConfig, resolveSignal, resolveTimeout } from "./config.js";
 import { decodeAnswer, type Expected } from "./decode.js";
 import { type Fetch, type FetchResponse, resolveFetch } from "./fetch.js";
 import { backoff, mayRetry, outcomeUnknown, type RetryPolicy } from "./retry-policy.js";
 import { errorFromBody } from "./status.js";
+import { Attempt } from "./attempt.js";
 import { InFlight } from "./in-flight.js";
 import { CallSignal, delay } from "./signals.js";
 import { authenticate } from "./wire.js";
@@ -44,19 +45,6 @@ export interface OpenStream {
   token: string | undefined;
 }
 
-/** One attempt on one endpoint: where, with which headers, bounded by which signal; `sent` once fetch has it. */
-interface Attempt {
-  endpoint: string;
-  headers: Record<string, string>;
-  signal: AbortSignal;
-  /** `promise`, or the attempt's abort reason as soon as its signal fires, whichever comes first. */
-  bounded<T>(promise: Promise<T>): Promise<T>;
-  sent: boolean;
-  onSent: (() => void) | undefined;
-  /** The answer's HTTP status, once one came. */
-  status?: number | undefined;
-}
-
 /**
  * Sends JSON requests to the gateway: endpoint failover, a time budget per call and per attempt, abort,
  * jittered retries where the retry policy allows them, and the auth token on every request.
@@ -90,15 +78,12 @@ export class Transport {
 
   /** One request/response call, parsed and validated against its schema. */
   unary<T>(request: Unary<T>, options: CallOptions = {}): Promise<T> {
-    const budget = new Budget(resolveSignal(options.signal), this.#timeout(options.timeout));
     const writes = request.writes ?? request.retry === "write";
+    const call = new Call(request.path, request.retry, writes, resolveSignal(options.signal), this.#timeout(options.timeout), options);
     // Serialised once, whatever the number of attempts.
     const body = request.json ?? JSON.stringify(request.body);
     const limits = { maxBytes: this.#config.maxResponseBytes, firstLine: request.firstLine };
-    return this.#withRetries(request.path, request.retry, writes, budget, options, async (attempt) => {
-      const response = await this.#post(attempt, request.path, body);
-      return decodeAnswer(request, response.status, await attempt.bounded(readBody(response, limits, attempt.endpoint)), attempt.endpoint);
-    });
+    return this.#withRetries(call, (attempt) => this.#exchange(attempt, request, body, limits));
   }
 
   /**
@@ -112,9 +97,9 @@ export class Transport {
     signal: AbortSignal,
     options: { timeout?: number | undefined; headers?: Record<string, string> | undefined } = {},
   ): Promise<OpenStream> {
-    const budget = new Budget(signal, this.#timeout(options.timeout));
+    const call = new Call(path, "idempotent", false, signal, this.#timeout(options.timeout), {});
     const text = JSON.stringify(body);
-    return this.#withRetries(path, "idempotent", false, budget, {}, async (attempt) => {
+    return this.#withRetries(call, async (attempt) => {
         const token = attempt.headers.authorization;
         if (options.headers !== undefined) attempt.headers = { ...attempt.headers, ...options.headers };
         // The stream outlives this attempt: once open it is bound to the caller's signal alone, but a failed
@@ -123,7 +108,7 @@ export class Transport {
         const follow = () => request.abort(signal.reason);
         signal.addEventListener("abort", follow, { once: true });
         try {
-          const response = await this.#post(attempt, path, text, request.signal);
+          const response = await attempt.bounded(arrive(attempt, this.#post(attempt, path, text, request.signal)));
           if (response.status !== 200 || response.body === null) {
             const answer = readBody(response, { maxBytes: this.#config.maxResponseBytes }, attempt.endpoint);
             throw errorFromBody(response.status, await attempt.bounded(answer), attempt.endpoint);
@@ -153,114 +138,116 @@ export class Transport {
   }
 
   /**
-   * Runs `attempt` on the current endpoint, moving on to the next one when it fails in a way `policy`
-   * allows to repeat. A repeatable call gives each endpoint at most `attemptTimeout`, so one silent member
-   * costs one attempt rather than the whole budget; a write that may not be repeated keeps the whole budget
-   * for its one attempt. An error after the request was handed to fetch says whether the outcome is unknown.
+   * Runs `attempt` on the current endpoint, moving on to the next one when it fails in a way the call's
+   * retry policy allows to repeat. A repeatable call gives each endpoint at most `attemptTimeout`, so one
+   * silent member costs one attempt rather than the whole budget; a write that may not be repeated keeps the
+   * whole budget for its one attempt. An error after the request was handed to fetch says whether the
+   * outcome is unknown.
    */
-  async #withRetries<T>(
-    path: string,
-    policy: RetryPolicy,
-    writes: boolean,
-    budget: Budget,
-    options: Pick<CallOptions, "attemptTimeout" | "onSent">,
-    run: (attempt: Attempt) => Promise<T>,
-    withToken = true,
-  ): Promise<T> {
-    const perAttempt = policy === "write" ? undefined : (resolveTimeout(options.attemptTimeout, "attemptTimeout") ?? this.#config.attemptTimeout);
-    let refreshedToken = false;
-    /** Some attempt of this write was sent and its outcome never learned: it may have been applied. */
-    let undecided = false;
-    for (let tries = 0; ; tries++) {
+  async #withRetries<T>(call: Call, run: (attempt: Attempt) => Promise<T>, withToken = true): Promise<T> {
+    const perAttempt = call.policy === "write" ? undefined : (resolveTimeout(call.attemptTimeout, "attemptTimeout") ?? this.#config.attemptTimeout);
+    for (; ; call.tries++) {
       // A place on the wire first: waiting for one spends the call's budget, not the attempt's. Signing in
       // takes none: the calls holding every place may be the ones waiting for its token.
-      let leave = withToken ? this.#inFlight.tryEnter() : () => {};
-      if (leave === undefined) {
-        const queued = new CallSignal(budget.signal, Math.max(0, budget.remaining()));
-        try {
-          leave = await this.#inFlight.enter(queued.signal);
-        } catch {
-          throw budget.signal?.aborted ? aborted(budget.signal.reason) : timedOut(budget.timeout);
-        } finally {
-          queued.dispose();
-        }
+      let placed = withToken && this.#inFlight.tryEnter();
+      if (withToken && !placed) {
+        await this.#waitForPlace(call);
+        placed = true;
       }
       const index = this.#current;
       const endpoint = this.#config.endpoints[index]!;
-      const left = budget.remaining();
+      const left = call.remaining();
       // One timer per attempt: at the attempt's own limit when that comes first, else at the call's end.
       const attemptOnly = perAttempt !== undefined && perAttempt < left;
-      const step = new CallSignal(budget.signal, Math.max(0, attemptOnly ? perAttempt : left));
-      const attempt = newAttempt(endpoint, this.#baseHeaders, step.signal, options.onSent);
+      const attempt = new Attempt(endpoint, this.#baseHeaders, call.signal, Math.max(0, attemptOnly ? perAttempt : left), call.onSent);
       const startedAt = this.events.on ? performance.now() : 0;
       try {
-        if (budget.signal?.aborted) throw aborted(budget.signal.reason, endpoint);
-        if (left <= 0) throw timedOut(budget.timeout, { endpoint });
+        if (call.signal?.aborted) throw aborted(call.signal.reason, endpoint);
+        if (left <= 0) throw timedOut(call.timeout, { endpoint });
         const pending = withToken ? this.#token?.get() : undefined;
         if (pending !== undefined) attempt.headers = { ...this.#baseHeaders, authorization: await attempt.bounded(pending) };
         const result = await run(attempt);
-        if (this.events.on) this.#requestEvent(path, attempt, tries, startedAt);
+        if (this.events.on) this.#requestEvent(call.path, attempt, call.tries, startedAt);
         return result;
       } catch (thrown) {
         // The place goes back before any backoff: a waiting call may use it meanwhile.
-        leave();
-        // Cut off after the request left (abort, timeout), or failed in a way that leaves it open.
-        const cutOff = step.aborted;
-        undecided ||= writes && attempt.sent && (cutOff || outcomeUnknown(thrown));
-        const unknown = undecided;
-        if (budget.signal?.aborted || (step.timedOut && !attemptOnly) || (thrown instanceof EtcdError && thrown.code === "TIMEOUT" && left <= 0)) {
-          // The caller's signal, or the call's whole budget: nothing more is tried.
-          const error = budget.signal?.aborted ? aborted(budget.signal.reason, endpoint, unknown) : timedOut(budget.timeout, { endpoint, indeterminate: unknown });
-          if (this.events.on && attempt.sent) this.#requestEvent(path, attempt, tries, startedAt, error.code);
-          // An endpoint that lets a call time out is no place for the next call either.
-          if (error.code === "TIMEOUT") this.#failedOver(index, error.code);
-          throw error;
-        }
-        const timedOutHere = step.timedOut;
-        const error = timedOutHere ? step.error(endpoint, unknown) : toEtcdError(thrown, endpoint, unknown);
-        if (this.events.on && attempt.sent) this.#requestEvent(path, attempt, tries, startedAt, error.code);
-        const token = attempt.headers.authorization;
-        if (error.code === "UNAUTHENTICATED" && token !== undefined && !refreshedToken) {
-          // The token expired or the server restarted with new tokens: the request was refused unapplied.
-          refreshedToken = true;
-          this.#token?.rejected(token);
-          tries--;
-          continue;
-        }
-        if (tries >= this.#config.retries || !(timedOutHere ? policy === "idempotent" : mayRetry(error, thrown, policy))) throw error;
-        this.#failedOver(index, error.code);
-        const wait = Math.min(backoff(tries), Math.max(0, budget.remaining()));
-        if (this.events.on) this.events.emit({ type: "retry", path, endpoint: this.#config.endpoints[this.#current]!, attempt: tries + 1, code: error.code, delayMs: wait });
-        await delay(wait, budget.signal).catch(() => {
-          throw aborted(budget.signal?.reason, endpoint);
-        });
+        if (placed) this.#inFlight.leave();
+        placed = false;
+        await this.#afterFailure(call, attempt, thrown, { index, left, attemptOnly, startedAt });
       } finally {
-        step.dispose();
-        leave();
+        attempt.dispose();
+        if (placed) this.#inFlight.leave();
       }
     }
   }
 
-  /**
-   * Hands the request to fetch and waits for the response head, bounded by the attempt's signal even when
-   * the fetch implementation queues the request and ignores the signal meanwhile. `requestSignal` is what
-   * the request itself is bound to (a stream outlives its attempt).
-   */
-  async #post(attempt: Attempt, path: string, body: string, requestSignal = attempt.signal): Promise<FetchResponse> {
-    const fetch: Fetch = resolveFetch(this.#config.fetch);
-    const init = { method: "POST", headers: attempt.headers, body, signal: requestSignal, redirect: "manual" } as const;
-    const pending = fetch(attempt.endpoint + path, init);
-    attempt.sent = true;
-    attempt.onSent?.();
+  /** Waits for a place on the wire within the call's budget. */
+  async #waitForPlace(call: Call): Promise<void> {
+    const queued = new CallSignal(call.signal, Math.max(0, call.remaining()));
     try {
-      const response = await attempt.bounded(pending);
-      attempt.status = response.status;
-      return response;
-    } catch (error) {
-      // A response that turns up after we gave up must not hold its connection.
-      if (attempt.signal.aborted) pending.then((late) => late.body?.cancel().catch(() => {}), () => {});
+      await this.#inFlight.enter(queued.signal);
+    } catch {
+      throw call.signal?.aborted ? aborted(call.signal.reason) : timedOut(call.timeout);
+    } finally {
+      queued.dispose();
+    }
+  }
+
+  /**
+   * After a failed attempt: throws what the call fails with, or returns (after a backoff) when it is to be
+   * tried again.
+   */
+  async #afterFailure(
+    call: Call,
+    attempt: Attempt,
+    thrown: unknown,
+    { index, left, attemptOnly, startedAt }: { index: number; left: number; attemptOnly: boolean; startedAt: number },
+  ): Promise<void> {
+    const { endpoint } = attempt;
+    const signal = call.signal;
+    // Cut off after the request left (abort, timeout), or failed in a way that leaves it open.
+    call.undecided ||= call.writes && attempt.sent && (attempt.aborted || outcomeUnknown(thrown));
+    const unknown = call.undecided;
+    if (signal?.aborted || (attempt.timedOut && !attemptOnly) || (thrown instanceof EtcdError && thrown.code === "TIMEOUT" && left <= 0)) {
+      // The caller's signal, or the call's whole budget: nothing more is tried.
+      const error = signal?.aborted ? aborted(signal.reason, endpoint, unknown) : timedOut(call.timeout, { endpoint, indeterminate: unknown });
+      if (this.events.on && attempt.sent) this.#requestEvent(call.path, attempt, call.tries, startedAt, error.code);
+      // An endpoint that lets a call time out is no place for the next call either.
+      if (error.code === "TIMEOUT") this.#failedOver(index, error.code);
       throw error;
     }
+    const timedOutHere = attempt.timedOut;
+    const error = timedOutHere ? attempt.error(endpoint, unknown) : toEtcdError(thrown, endpoint, unknown);
+    if (this.events.on && attempt.sent) this.#requestEvent(call.path, attempt, call.tries, startedAt, error.code);
+    const token = attempt.headers.authorization;
+    if (error.code === "UNAUTHENTICATED" && token !== undefined && !call.refreshedToken) {
+      // The token expired or the server restarted with new tokens: the request was refused unapplied.
+      call.refreshedToken = true;
+      this.#token?.rejected(token);
+      call.tries--;
+      return;
+    }
+    if (call.tries >= this.#config.retries || !(timedOutHere ? call.policy === "idempotent" : mayRetry(error, thrown, call.policy))) throw error;
+    this.#failedOver(index, error.code);
+    const wait = Math.min(backoff(call.tries), Math.max(0, call.remaining()));
+    if (this.events.on) this.events.emit({ type: "retry", path: call.path, endpoint: this.#config.endpoints[this.#current]!, attempt: call.tries + 1, code: error.code, delayMs: wait });
+    await delay(wait, signal).catch(() => {
+      throw aborted(signal?.reason, endpoint);
+    });
+  }
+
+  /** One request and its answer, read and checked; the attempt bounds the whole exchange. */
+  #exchange<T>(attempt: Attempt, expected: Expected<T>, body: string, limits: BodyLimits): Promise<T> {
+    return attempt.bounded(receive(attempt, this.#post(attempt, expected.path, body), expected, limits));
+  }
+
+  /** Hands the request to fetch. `requestSignal` is what the request is bound to (a stream outlives its attempt). */
+  #post(attempt: Attempt, path: string, body: string, requestSignal = attempt.signal): Promise<FetchResponse> {
+    const fetch: Fetch = resolveFetch(this.#config.fetch);
+    const pending = fetch(attempt.endpoint + path, { method: "POST", headers: attempt.headers, body, signal: requestSignal, redirect: "manual" });
+    attempt.sent = true;
+    attempt.onSent?.();
+    return pending;
   }
 
   /** Moves on from a failed endpoint, unless a concurrent call already did. */
@@ -280,33 +267,39 @@ export class Transport {
   async #authenticate(name: string, password: string): Promise<string> {
     const expected = { path: "/v3/auth/authenticate", schema: authenticate };
     const body = JSON.stringify({ name, password });
-    const result = await this.#withRetries(
-      expected.path,
-      "idempotent",
-      false,
-      new Budget(undefined, this.#config.timeout),
-      {},
-      async (attempt) => {
-        const response = await this.#post(attempt, expected.path, body);
-        const text = readBody(response, { maxBytes: this.#config.maxResponseBytes }, attempt.endpoint);
-        return decodeAnswer(expected, response.status, await attempt.bounded(text), attempt.endpoint);
-      },
-      false,
-    );
+    const call = new Call(expected.path, "idempotent", false, undefined, this.#config.timeout, {});
+    const limits = { maxBytes: this.#config.maxResponseBytes };
+    const result = await this.#withRetries(call, (attempt) => this.#exchange(attempt, expected, body, limits), false);
     if (!result.token) throw noToken();
     return result.token;
   }
 }
 
-/** A call's time budget and the caller's signal, with no timer of its own: each attempt arms one. */
-class Budget {
+/** One call: what it is, its time budget and the caller's signal, and what its attempts so far showed. */
+class Call {
   readonly #startedAt = performance.now();
+  readonly attemptTimeout: number | undefined;
+  readonly onSent: (() => void) | undefined;
+  /** Attempts made so far, less one. */
+  tries = 0;
+  /** The auth token was refreshed once after an UNAUTHENTICATED answer. */
+  refreshedToken = false;
+  /** Some attempt of this write was sent and its outcome never learned: it may have been applied. */
+  undecided = false;
 
   constructor(
+    readonly path: string,
+    readonly policy: RetryPolicy,
+    /** Whether the call changes the store, so that a lost answer leaves its outcome unknown. */
+    readonly writes: boolean,
     readonly signal: AbortSignal | undefined,
     /** Milliseconds, Infinity for none. */
     readonly timeout: number,
-  ) {}
+    options: Pick<CallOptions, "attemptTimeout" | "onSent">,
+  ) {
+    this.attemptTimeout = options.attemptTimeout;
+    this.onSent = options.onSent;
+  }
 
   /** Milliseconds left of the budget. */
   remaining(): number {
@@ -314,22 +307,33 @@ class Budget {
   }
 }
 
-function newAttempt(endpoint: string, headers: Record<string, string>, signal: AbortSignal, onSent: (() => void) | undefined): Attempt {
-  let cut: Promise<never> | undefined;
-  return {
-    endpoint,
-    headers,
-    signal,
-    sent: false,
-    onSent,
-    // One listener for every wait of the attempt, and a fetch that queues a request and ignores the signal
-    // still cannot hold the attempt past its limit.
-    bounded<T>(promise: Promise<T>): Promise<T> {
-      if (signal.aborted) return Promise.reject(signal.reason as unknown);
-      cut ??= new Promise<never>((_, reject) => signal.addEventListener("abort", () => reject(signal.reason as unknown), { once: true }));
-      return Promise.race([promise, cut]);
-    },
-  };
+/**
+ * The answer, read and checked, once it comes. A response that comes after the attempt gave up is dropped
+ * unread (see `late`).
+ */
+async function receive<T>(attempt: Attempt, pending: Promise<FetchResponse>, expected: Expected<T>, limits: BodyLimits): Promise<T> {
+  const response = await pending;
+  if (late(attempt, response)) throw attempt.signal.reason;
+  const text = await readBody(response, limits, attempt.endpoint);
+  return decodeAnswer(expected, response.status, text, attempt.endpoint);
+}
+
+/** The response head, once it comes (see `late`). */
+async function arrive(attempt: Attempt, pending: Promise<FetchResponse>): Promise<FetchResponse> {
+  const response = await pending;
+  if (late(attempt, response)) throw attempt.signal.reason;
+  return response;
+}
+
+/**
+ * Records the response's status; true when it came after its attempt gave up (a fetch that ignores its
+ * signal), its body then dropped so that it does not hold its connection.
+ */
+function late(attempt: Attempt, response: FetchResponse): boolean {
+  attempt.status = response.status;
+  if (!attempt.aborted) return false;
+  response.body?.cancel().catch(() => {});
+  return true;
 }
 
 function toEtcdError(thrown: unknown, endpoint: string, indeterminate: boolean): EtcdError {
