@@ -44,15 +44,28 @@ export interface KeyValue {
  * it exactly: JSON.parse has already rounded anything past 2^53, so such a number is refused, never used.
  * Hex, exponents, signs, spaces and leading zeros are not protojson and are refused.
  */
-const UNSIGNED = /^(?:0|[1-9][0-9]{0,19})$/;
 const SIGNED = /^-?(?:0|[1-9][0-9]{0,18})$/;
 const INT64_MAX = "9223372036854775807";
 const UINT64_MAX = "18446744073709551615";
 
+/**
+ * Whether `text` is an unsigned decimal as protojson writes one: 1 to 20 digits, no sign, no leading zero.
+ * A loop rather than a regular expression: every answer has a dozen of these.
+ */
+function isUnsigned(text: string): boolean {
+  const length = text.length;
+  if (length === 0 || length > 20 || (length > 1 && text.charCodeAt(0) === 0x30)) return false;
+  for (let i = 0; i < length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 0x30 || c > 0x39) return false;
+  }
+  return true;
+}
+
 /** A count or revision from the wire: a whole number >= 0 that a double holds exactly. */
 export function int(value: string | number | undefined, field = "value"): number {
   if (value === undefined) return 0;
-  if (typeof value === "string" && !UNSIGNED.test(value)) throw badField(field, value, "is not a decimal integer >= 0");
+  if (typeof value === "string" && !isUnsigned(value)) throw badField(field, value, "is not a decimal integer >= 0");
   const number = typeof value === "number" ? value : Number(value);
   if (!Number.isSafeInteger(number) || number < 0) {
     throw badField(field, value, "is not an integer from 0 to Number.MAX_SAFE_INTEGER");
@@ -80,7 +93,7 @@ export function id(value: string | number | undefined, field = "ID", int64 = fal
     return String(value);
   }
   const max = int64 ? INT64_MAX : UINT64_MAX;
-  if (!UNSIGNED.test(value) || (value.length === max.length && value > max) || value.length > max.length) {
+  if (!isUnsigned(value) || (value.length === max.length && value > max) || value.length > max.length) {
     throw badField(field, value, `is not a decimal ${int64 ? "int64" : "uint64"} >= 0`);
   }
   return value;
@@ -101,12 +114,13 @@ export function decodeHeader(wire: WireHeader): ResponseHeader {
 }
 
 export function decodeKeyValue(keyspace: Keyspace, wire: WireKeyValue): KeyValue {
-  const keyBytes = keyspace.decode(wire.key);
+  const key = keyspace.decode(wire.key);
   const valueBytes = fromBase64(wire.value, "value");
   return {
-    key: toText(keyBytes),
+    key: key.text,
     value: toText(valueBytes),
-    keyBytes,
+    // The caller's own copy: the decoded key is kept for the next answer that shows it.
+    keyBytes: key.bytes.slice(),
     valueBytes,
     createRevision: int(wire.create_revision, "create_revision"),
     modRevision: int(wire.mod_revision, "mod_revision"),

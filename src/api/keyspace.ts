@@ -7,6 +7,7 @@ import {
   startsWith,
   toBase64,
   toBytes,
+  toText,
   ZERO_BYTE,
 } from "./bytes.js";
 import { invalidArgument } from "../errors/catalogue.js";
@@ -51,6 +52,11 @@ export class Keyspace {
    */
   readonly #keys = new Map<string, string>();
   readonly #prefixes = new Map<string, WireRange>();
+  /**
+   * Keys received lately, decoded: a lock's line shows the same few keys in every answer, and checking and
+   * decoding base64 and UTF-8 cost more than the rest of reading a key-value. Short keys only; bounded.
+   */
+  readonly #received = new Map<string, ReceivedKey>();
 
   constructor(readonly namespace: Uint8Array) {}
 
@@ -99,10 +105,20 @@ export class Keyspace {
     return { key, range_end: toBase64(concatBytes(this.namespace, end)) };
   }
 
-  /** A key as received, with the namespace removed. */
-  decode(base64: string | undefined): Uint8Array {
-    const bytes = fromBase64(base64, "key");
-    return this.namespace.length > 0 && startsWith(bytes, this.namespace) ? bytes.subarray(this.namespace.length) : bytes;
+  /**
+   * A key as received, with the namespace removed, as bytes and as text. The bytes may be shared with
+   * other answers: copy them before handing them to a caller.
+   */
+  decode(base64: string | undefined): ReceivedKey {
+    const cacheable = base64 !== undefined && base64.length <= MAX_REMEMBERED_KEY;
+    let key = cacheable ? this.#received.get(base64) : undefined;
+    if (key === undefined) {
+      const all = fromBase64(base64, "key");
+      const bytes = this.namespace.length > 0 && startsWith(all, this.namespace) ? all.subarray(this.namespace.length) : all;
+      key = { bytes, text: toText(bytes) };
+      if (cacheable) remember(this.#received, base64, key);
+    }
+    return key;
   }
 
   /**
@@ -116,7 +132,15 @@ export class Keyspace {
   }
 }
 
+/** A key received, decoded. */
+export interface ReceivedKey {
+  readonly bytes: Uint8Array;
+  readonly text: string;
+}
+
 const REMEMBERED = 256;
+/** The longest base64 key remembered (192 bytes decoded): lock and election keys are far shorter. */
+const MAX_REMEMBERED_KEY = 256;
 
 function remember<V>(cache: Map<string, V>, text: string, value: V): void {
   if (cache.size >= REMEMBERED) cache.clear();

@@ -19,13 +19,13 @@ export class PreparedTxn<Then extends readonly AnyOp[] = [], Else extends readon
   readonly #writes: boolean;
 
   /** @internal Made by `TxnBuilder.prepare()`. */
-  constructor(transport: Transport, keyspace: Keyspace, json: string, then: Then, otherwise: Else) {
+  constructor(transport: Transport, keyspace: Keyspace, json: string, then: Then, otherwise: Else, writes = [...then, ...otherwise].some((o) => o.writes)) {
     this.#transport = transport;
     this.#keyspace = keyspace;
     this.#json = json;
     this.#then = then;
     this.#else = otherwise;
-    this.#writes = [...then, ...otherwise].some((o) => o.writes);
+    this.#writes = writes;
   }
 
   /**
@@ -33,7 +33,7 @@ export class PreparedTxn<Then extends readonly AnyOp[] = [], Else extends readon
    * built once whose only change between sends is one revision (a release's guard).
    */
   withRevision(from: number, to: number): PreparedTxn<Then, Else> {
-    return new PreparedTxn(this.#transport, this.#keyspace, this.#json.replace(`"${from}"`, `"${to}"`), this.#then, this.#else);
+    return new PreparedTxn(this.#transport, this.#keyspace, this.#json.replace(`"${from}"`, `"${to}"`), this.#then, this.#else, this.#writes);
   }
 
   /**

@@ -8,19 +8,13 @@ import { unanswered } from "./sends.js";
 import type { LeaseSession } from "./lease-session.js";
 import { type Subject, subjectText } from "./subject.js";
 import type { LockOptions } from "./queue.js";
-import { type LineState, waitSettings } from "./queue.js";
+import { type JoinCall, type LineState, type WaitMode, waitSettings } from "./queue.js";
 import { type LineReader, type WaitContext, waitFailure, waitForTurn } from "./wait.js";
 
 /** How long a failed acquisition waits for its join and cleanup before leaving the cleanup to run on its own. */
 const JOIN_GRACE_MS = 500;
 /** Tries to delete a failed acquisition's key (1, 2, 3, 4 s apart): a short outage does not strand it. */
 const CLEANUP_TRIES = 5;
-
-/** What a join's request is sent with: the session's signal, and a count of its sends. */
-export interface JoinCall {
-  signal: AbortSignal;
-  onSent: () => void;
-}
 
 /** One acquisition in progress, as its steps see it. */
 export interface Attempt {
@@ -62,66 +56,14 @@ export async function attempt<T>(
   leave: (revision: number | undefined) => Promise<unknown>,
   steps: (attempt: Attempt) => Promise<T>,
 ): Promise<T> {
-  const settings = waitSettings(options);
-  const tryOnly = options.timeout === 0;
-  // A signal of its own only when the caller brings a limit (a signal, a timeout) or the attempt must wait:
-  // an uncontended acquisition is bounded by the session's signal, which its join already carries.
-  let call: CallSignal | undefined =
-    options.signal !== undefined || (options.timeout !== undefined && !tryOnly)
-      ? new CallSignal(anySignal(options.signal, session.signal), tryOnly ? undefined : options.timeout)
-      : undefined;
-  const callSignal = (): CallSignal => (call ??= new CallSignal(session.signal, undefined));
-  const expired = (cause?: unknown): EtcdError => sessionExpired(session.leaseId, cause ?? session.signal.reason, `waiting for ${subjectText(subject)}`);
+  const frame = new Frame(session, options, subject, keys);
   const events = session.client.transport.events;
   const startedAt = events.on ? performance.now() : 0;
-  /** The join, once sent: in flight, landed or failed. */
-  let joining: Promise<{ revision: number }> | undefined;
-  const context: WaitContext = {
-    ...settings,
-    get signal() {
-      return callSignal().signal;
-    },
-    expired: () => expired(),
-  };
-  const frame: Attempt = {
-    get signal() {
-      return callSignal().signal;
-    },
-    tryOnly,
-    context,
-    join: (send, value) => {
-      // Given up already (a signal aborted before the call, say): send nothing.
-      if (call?.aborted || session.signal.aborted) return Promise.reject(call?.signal.reason ?? session.signal.reason);
-      const sendJoin = () => {
-        let sends = 0;
-        const sent = send({ signal: session.signal, onSent: () => void sends++ });
-        joining = sent;
-        sent.then(
-          () => sends > 1 && session.keys.suspect(keys, value),
-          // Never handed to fetch (sends 0): nothing of it can land.
-          (error: unknown) => (sends > 1 || (sends === 1 && !refused(error))) && session.keys.suspect(keys, value),
-        );
-        return sent;
-      };
-      // A sweep of a key we join (a late copy of an earlier join) must be answered first: see KeysInUse. An
-      // attempt given up meanwhile sends nothing, and so has nothing to clean up.
-      const swept = session.keys.swept(keys);
-      const sent =
-        swept === undefined
-          ? sendJoin()
-          : swept.then(() => {
-              if (call?.aborted || session.signal.aborted) throw call?.signal.reason ?? session.signal.reason;
-              return sendJoin();
-            });
-      return call === undefined ? sent : untilAborted(sent, call.signal);
-    },
-    local: undefined,
-    waiting: (position) => events.on && events.emit({ type: "lock.waiting", ...subject, position }),
-  };
   session.keys.use(keys);
   try {
     const result = await steps(frame);
-    if (!session.alive) throw expired();
+    frame.joinSettled(true);
+    if (!session.alive) throw frame.expired();
     if (events.on) {
       const revision = result instanceof Held ? result.revision : (result as number);
       events.emit({ type: "lock.acquired", ...subject, revision, waitedMs: performance.now() - startedAt });
@@ -129,7 +71,12 @@ export async function attempt<T>(
     }
     return result;
   } catch (thrown) {
-    const error = waitFailure(session, callSignal(), thrown, expired);
+    const error = waitFailure(session, frame.call, thrown, (cause) => frame.expired(cause));
+    const joining = frame.joining;
+    joining?.then(
+      () => frame.joinSettled(true),
+      (error: unknown) => frame.joinSettled(false, error),
+    );
     const cleanup = joining !== undefined && !session.closed ? leaveAfter(joining, leave, session) : Promise.resolve();
     // The local turn and the keys stay taken until our key is gone, so this session's next caller cannot
     // meet it and a sweep cannot race the cleanup.
@@ -146,7 +93,105 @@ export async function attempt<T>(
     grace.abort();
     throw error;
   } finally {
-    call?.dispose();
+    frame.dispose();
+  }
+}
+
+/**
+ * One acquisition in progress: its steps' view (`Attempt`) and its waits' (`WaitContext`). A class, since every
+ * lock builds one: its signal is made only when something needs it (an uncontended acquisition with no limit
+ * of the caller's is bounded by the session's signal, which its join already carries), and its methods are
+ * shared rather than closures per acquisition.
+ */
+class Frame implements Attempt, WaitContext {
+  readonly tryOnly: boolean;
+  readonly mode: WaitMode;
+  readonly pollInterval: number;
+  local: (() => void) | undefined = undefined;
+  /** The join, once sent: in flight, landed or failed. */
+  joining: Promise<{ revision: number }> | undefined = undefined;
+  readonly #session: LeaseSession;
+  readonly #subject: Subject;
+  readonly #keys: readonly string[];
+  #call: CallSignal | undefined;
+  /** How often the join was handed to fetch, and the value it writes. */
+  #sends = 0;
+  #value: string | undefined;
+  readonly #countSend = (): void => void this.#sends++;
+
+  constructor(session: LeaseSession, options: LockOptions, subject: Subject, keys: readonly string[]) {
+    ({ mode: this.mode, pollInterval: this.pollInterval } = waitSettings(options));
+    this.tryOnly = options.timeout === 0;
+    this.#session = session;
+    this.#subject = subject;
+    this.#keys = keys;
+    // A signal of its own only when the caller brings a limit (a signal, a timeout) or the attempt must wait.
+    this.#call =
+      options.signal !== undefined || (options.timeout !== undefined && !this.tryOnly)
+        ? new CallSignal(anySignal(options.signal, session.signal), this.tryOnly ? undefined : options.timeout)
+        : undefined;
+  }
+
+  /** The caller's abort, the session's loss and the timeout in one: made on first use. */
+  get call(): CallSignal {
+    return (this.#call ??= new CallSignal(this.#session.signal, undefined));
+  }
+
+  get signal(): AbortSignal {
+    return this.call.signal;
+  }
+
+  get context(): WaitContext {
+    return this;
+  }
+
+  /** SESSION_EXPIRED for this acquisition: its session's lease ended (`cause`, else the session's reason). */
+  expired(cause?: unknown): EtcdError {
+    const session = this.#session;
+    return sessionExpired(session.leaseId, cause ?? session.signal.reason, `waiting for ${subjectText(this.#subject)}`);
+  }
+
+  join<J extends { revision: number }>(send: (call: JoinCall) => Promise<J>, value?: string): Promise<J> {
+    const session = this.#session;
+    const call = this.#call;
+    // Given up already (a signal aborted before the call, say): send nothing.
+    if (call?.aborted || session.signal.aborted) return Promise.reject(call?.signal.reason ?? session.signal.reason);
+    // A sweep of a key we join (a late copy of an earlier join) must be answered first: see KeysInUse. An
+    // attempt given up meanwhile sends nothing, and so has nothing to clean up.
+    const swept = session.keys.swept(this.#keys);
+    const sent =
+      swept === undefined
+        ? this.#sendJoin(send, value)
+        : swept.then(() => {
+            if (this.#call?.aborted || session.signal.aborted) throw this.#call?.signal.reason ?? session.signal.reason;
+            return this.#sendJoin(send, value);
+          });
+    return call === undefined ? sent : untilAborted(sent, call.signal);
+  }
+
+  waiting(position?: number): void {
+    const events = this.#session.client.transport.events;
+    if (events.on) events.emit({ type: "lock.waiting", ...this.#subject, position });
+  }
+
+  dispose(): void {
+    this.#call?.dispose();
+  }
+
+  /**
+   * The join settled (`landed`, or failed with `error`): a join sent more than once, or once with its outcome
+   * unknown, may land again later, after this acquisition is over, so its keys become suspects for the
+   * session to sweep (see KeysInUse). One never handed to fetch (no send) left nothing.
+   */
+  joinSettled(landed: boolean, error?: unknown): void {
+    if (this.#sends > 1 || (this.#sends === 1 && !landed && !refused(error))) this.#session.keys.suspect(this.#keys, this.#value);
+  }
+
+  #sendJoin<J extends { revision: number }>(send: (call: JoinCall) => Promise<J>, value: string | undefined): Promise<J> {
+    this.#value = value;
+    const sent = send({ signal: this.#session.signal, onSent: this.#countSend, idempotent: true });
+    this.joining = sent;
+    return sent;
   }
 }
 

@@ -40,8 +40,6 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   abstract readonly revision: number;
   /** What it is, for errors and events. */
   readonly #subject: Subject;
-  /** How errors name it: "lock x", "permit of semaphore y". */
-  readonly #what: string;
   /** When it was acquired, for `onEvent` only. */
   readonly #acquiredAt: number;
   readonly #releaseLocal: () => void;
@@ -52,7 +50,8 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   /** The release's outcome is known (released, or found lost). */
   #released = false;
   #releasing: Promise<void> | undefined;
-  readonly #releaseSends: ReleaseSends;
+  /** The release's sends, from its first one on. */
+  #releaseSends: ReleaseSends | undefined;
   /** The release goes on in the background after a caller's call failed. */
   #resending = false;
   /** The outcome of a release finished in the background, for the next caller of `unlock()` to learn. */
@@ -66,10 +65,8 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     this.leaseId = state.session.leaseId;
     this.header = state.header;
     this.#subject = subject;
-    this.#what = subjectText(subject);
     this.#acquiredAt = state.session.client.transport.events.on ? performance.now() : 0;
     this.#releaseLocal = state.releaseLocal ?? (() => {});
-    this.#releaseSends = new ReleaseSends(() => state.session.beforeDeadline());
   }
 
   /** Aborts when it is lost (its session's lease ended) or released. */
@@ -139,14 +136,14 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   async #release(options: CallOptions): Promise<void> {
     let deleted: boolean;
     try {
-      deleted = await this.deleteKeys({ ...options, onSent: this.#releaseSends.sent });
+      deleted = await this.deleteKeys({ ...options, onSent: (this.#releaseSends ??= new ReleaseSends(this.session)).sent });
     } catch (error) {
       if (unanswered(error)) this.#resendInBackground();
       throw error;
     }
     if (this.#released) return;
     this.#released = true;
-    const lost = !deleted && !this.#releaseSends.goneMeansDone;
+    const lost = !deleted && !this.#releaseSends?.goneMeansDone;
     this.#emit(lost ? "lock.lost" : "lock.released");
     this.#end(() => heldReleased(this.#what, "it was released"));
     if (lost) throw heldLost(this.#what);
@@ -178,6 +175,11 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     })()
       .catch(() => {})
       .finally(() => (this.#resending = false));
+  }
+
+  /** How errors name it ("lock x", "permit of semaphore y"): only an error needs it. */
+  get #what(): string {
+    return subjectText(this.#subject);
   }
 
   /**

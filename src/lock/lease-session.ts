@@ -9,6 +9,7 @@ import { backgroundTimer, delay } from "../gateway/signals.js";
 import { now } from "./clock.js";
 import { KeysInUse } from "./keys-in-use.js";
 import { LocalTurns } from "./local-turns.js";
+import { leaseHex } from "./names.js";
 import { ReleaseSends, resendPause } from "./sends.js";
 
 /**
@@ -93,7 +94,7 @@ export class LeaseSession {
   /** The lease is gone for sure: revoked by `close()`, or found missing by it. */
   #revoked = false;
   #closing: Promise<boolean> | undefined;
-  readonly #revokeSends = new ReleaseSends(() => this.beforeDeadline());
+  readonly #revokeSends = new ReleaseSends(this);
 
   /** @internal Made by `etcd.session()`; constructing one starts nothing and sends nothing. */
   constructor(client: EtcdClient, lease: LeaseGrant) {
@@ -158,7 +159,7 @@ export class LeaseSession {
 
   /** The lease key suffix used by Go's concurrency package: the lease ID in lowercase hex. */
   get leaseHex(): string {
-    return BigInt(this.leaseId).toString(16);
+    return leaseHex(this.leaseId);
   }
 
   /**

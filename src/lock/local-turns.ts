@@ -1,41 +1,54 @@
-import { untilAborted } from "../gateway/signals.js";
-
 /**
  * Turns per key among the callers of one process. etcd sees a single key per session and name
  * (`<name>/<leaseHex>`), so two callers of one session contending for one name must take turns here
- * before either joins etcd's line.
+ * before either joins etcd's line. Every lock takes a turn, and nearly always nobody else wants it, so a
+ * turn taken at once costs a map entry and no promise.
  */
 export class LocalTurns {
-  readonly #turns = new Map<string, Promise<void>>();
+  /** The keys whose turn is taken, each with the callers waiting for it, in order. */
+  readonly #waiting = new Map<string, Array<() => void>>();
 
   /** Waits for the turn on `key`; resolves with the function that hands it on. */
   async take(key: string, signal: AbortSignal): Promise<() => void> {
-    const previous = this.#turns.get(key);
-    const release = this.#enqueue(key, previous);
-    if (previous === undefined) return release;
-    try {
-      await untilAborted(previous, signal);
-      return release;
-    } catch (error) {
-      release();
-      throw error;
-    }
+    const queue = this.#waiting.get(key);
+    if (queue === undefined) return this.#took(key);
+    if (signal.aborted) throw signal.reason;
+    await new Promise<void>((resolve, reject) => {
+      const admit = () => {
+        signal.removeEventListener("abort", onAbort);
+        resolve();
+      };
+      const onAbort = () => {
+        const at = queue.indexOf(admit);
+        if (at >= 0) queue.splice(at, 1);
+        reject(signal.reason);
+      };
+      signal.addEventListener("abort", onAbort, { once: true });
+      queue.push(admit);
+    });
+    return this.#handOn(key);
   }
 
   /** The turn on `key` if nobody has it, else undefined. */
   tryTake(key: string): (() => void) | undefined {
-    return this.#turns.has(key) ? undefined : this.#enqueue(key, undefined);
+    return this.#waiting.has(key) ? undefined : this.#took(key);
   }
 
-  #enqueue(key: string, previous: Promise<void> | undefined): () => void {
-    let release!: () => void;
-    const mine = new Promise<void>((resolve) => (release = resolve));
-    const turn = previous === undefined ? mine : previous.then(() => mine);
-    this.#turns.set(key, turn);
-    // The entry goes only when every turn before and including this one is over.
-    void turn.then(() => {
-      if (this.#turns.get(key) === turn) this.#turns.delete(key);
-    });
-    return release;
+  #took(key: string): () => void {
+    this.#waiting.set(key, []);
+    return this.#handOn(key);
+  }
+
+  /** Hands the turn on `key` to the next caller waiting for it, once; with none, the key is free. */
+  #handOn(key: string): () => void {
+    let handed = false;
+    return () => {
+      if (handed) return;
+      handed = true;
+      const queue = this.#waiting.get(key);
+      const next = queue?.shift();
+      if (next !== undefined) next();
+      else this.#waiting.delete(key);
+    };
   }
 }

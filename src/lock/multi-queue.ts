@@ -5,7 +5,7 @@ import { cmp, op } from "../api/txn.js";
 import { internal, lockedBySameLease } from "../errors/catalogue.js";
 import type { CallOptions } from "../gateway/transport.js";
 import { type LineState, NEWEST_FIRST } from "./queue.js";
-import type { JoinCall } from "./attempt.js";
+import type { JoinCall } from "./queue.js";
 
 /**
  * The requests of a multi-lock: join every line in one transaction, leave them all in one. Its keys are the
@@ -44,7 +44,7 @@ export async function joinAll(client: EtcdClient, lines: readonly Line[], leaseI
       ...lines.map((line) => op.get({ prefix: line.prefix, sort: NEWEST_FIRST, limit: 2 })),
     )
     .else(...lines.map((line) => op.get(line.key)))
-    .commit({ ...call, idempotent: true });
+    .commit(call);
   const { header } = result;
   if (result.succeeded) {
     const revision = header.revision;

@@ -3,14 +3,14 @@ import { isEtcdError } from "../errors/etcd-error.js";
 import { resolveTimeout } from "../gateway/config.js";
 import { CallSignal } from "../gateway/signals.js";
 import type { CallOptions } from "../gateway/transport.js";
-import { attempt } from "./attempt.js";
+import { type Attempt, attempt } from "./attempt.js";
 import type { LeaseSession } from "./lease-session.js";
 import { Lock } from "./lock.js";
 import { deleteOwnKey, enqueue, type GuardedDelete, guardedDelete, joinTxn, type JoinTxn, type LockOptions, onlyContenders } from "./queue.js";
 import { randomHex } from "./unique-key.js";
 import { waitInLine } from "./wait.js";
 import { nameArg } from "./names.js";
-
+import type { Subject } from "./subject.js";
 
 /**
  * etcd's Go `concurrency.Mutex`: a key `<name>/<leaseIdHex>` bound to the session's lease, ordered by
@@ -36,6 +36,10 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
   #join: JoinTxn | undefined;
   /** The release, the same for every acquisition but for its guard's revision: built once. */
   #release: GuardedDelete | undefined;
+  /** What errors and events call this lock. */
+  readonly #subject: Subject;
+  /** The one key an acquisition joins with. */
+  readonly #keys: readonly string[];
 
   constructor(session: S, name: string) {
     nameArg(name, "a lock");
@@ -43,6 +47,8 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
     this.name = name;
     this.prefix = `${name}/`;
     this.key = `${this.prefix}${session.leaseHex}`;
+    this.#subject = { kind: "lock", name };
+    this.#keys = [this.key];
   }
 
   /**
@@ -51,30 +57,37 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
    * key is deleted so it blocks nobody (after its join has settled: see `attempt`).
    */
   lock(options: LockOptions = {}): Promise<Lock<S>> {
-    const { session, name, key, prefix } = this;
-    // With the revision unknown (the join's answer was lost) the key is deleted unguarded: this caller still
-    // holds the session's local turn for it, so no other contender of this session can be using it.
-    const leave = (revision: number | undefined) => deleteOwnKey(session.client, key, revision);
-    return attempt(session, options, { kind: "lock", name }, [key], leave, async (frame) => {
-      // etcd sees one key per session and name, so this session's own contenders queue here first.
-      const turn = session.turns.tryTake(key) ?? (frame.tryOnly ? undefined : await session.turns.take(key, frame.signal));
-      if (turn === undefined) throw locked(name, "another caller of this session");
-      frame.local = turn;
-      const secret = this.#secret;
-      const line = await frame.join((call) => enqueue((this.#join ??= joinTxn(session.client, prefix, key, secret, session.leaseId)), key, call), secret);
-      onlyContenders(prefix, line.seen);
-      let header = line.header;
-      if (line.owner !== undefined && line.owner.createRevision !== line.revision) {
-        if (frame.tryOnly) throw locked(name, line.owner.key);
-        frame.waiting(line.ahead);
-        header = await waitInLine(session.client, prefix, line, frame.context);
-      }
-      // A key this session already had (a resent join) keeps its value and version.
-      const own = { modRevision: line.own?.modRevision ?? line.revision, secret: line.created ? secret : (line.own?.value ?? "") };
-      const release = (this.#release ??= guardedDelete(session.client, key));
-      return new Lock({ name, key, session, revision: line.revision, header, releaseLocal: turn, release, ...own });
-    });
+    return attempt(this.session, options, this.#subject, this.#keys, this.#leave, this.#steps);
   }
+
+  /**
+   * Deletes our key after a failed acquisition. With the revision unknown (the join's answer was lost) the
+   * key is deleted unguarded: this caller still holds the session's local turn for it, so no other contender
+   * of this session can be using it.
+   */
+  readonly #leave = (revision: number | undefined) => deleteOwnKey(this.session.client, this.key, revision);
+
+  /** An acquisition's steps, the same for every call: built once. */
+  readonly #steps = async (frame: Attempt): Promise<Lock<S>> => {
+    const { session, name, key, prefix } = this;
+    // etcd sees one key per session and name, so this session's own contenders queue here first.
+    const turn = session.turns.tryTake(key) ?? (frame.tryOnly ? undefined : await session.turns.take(key, frame.signal));
+    if (turn === undefined) throw locked(name, "another caller of this session");
+    frame.local = turn;
+    const secret = this.#secret;
+    const line = await frame.join((call) => enqueue((this.#join ??= joinTxn(session.client, prefix, key, secret, session.leaseId)), key, call), secret);
+    onlyContenders(prefix, line.seen);
+    let header = line.header;
+    if (line.owner !== undefined && line.owner.createRevision !== line.revision) {
+      if (frame.tryOnly) throw locked(name, line.owner.key);
+      frame.waiting(line.ahead);
+      header = await waitInLine(session.client, prefix, line, frame.context);
+    }
+    // A key this session already had (a resent join) keeps its value and version.
+    const own = { modRevision: line.own?.modRevision ?? line.revision, secret: line.created ? secret : (line.own?.value ?? "") };
+    const release = (this.#release ??= guardedDelete(session.client, key));
+    return new Lock({ name, key, session, revision: line.revision, header, releaseLocal: turn, release, ...own });
+  };
 
   /** The lock if it is free now, else undefined; leaves no key behind when it fails. */
   async tryLock(options: CallOptions = {}): Promise<Lock<S> | undefined> {

@@ -4,6 +4,7 @@ import { cmp, type Compare, op } from "../api/txn.js";
 import { describe, internal, invalidArgument, lockNameConflict } from "../errors/catalogue.js";
 import { resolveTimeout } from "../gateway/config.js";
 import type { CallOptions } from "../gateway/transport.js";
+import { leaseHex } from "./names.js";
 
 /**
  * The waiting line behind etcd's Go `concurrency` package: every contender puts a key under `prefix`, and
@@ -78,36 +79,50 @@ const OLDEST_FIRST = { target: "createRevision", order: "ascend" } as const;
 /** Range options that select the line's first key: the holder. */
 export const OLDEST = { sort: OLDEST_FIRST, limit: 1 } as const;
 
+/** The holder, without its value: the join needs only its key and revisions. */
 function ownerOp(prefix: string) {
-  return op.get({ prefix, ...OLDEST });
+  return op.get({ prefix, ...OLDEST, keysOnly: true });
 }
 
-/**
- * Joins the line in one transaction: put our key if it does not exist yet (else read it back), and read
- * the holder and, right after our put, the two newest keys: ours and our predecessor.
- */
+/** What a join showed of the line. */
 export type Enqueued = Awaited<ReturnType<typeof enqueue>>;
+
+/**
+ * What a join's request is sent with: the session's signal, a count of its sends, and `idempotent`: a join
+ * is a create-if-absent, so a repeat finds the key and changes nothing.
+ */
+export interface JoinCall {
+  signal: AbortSignal;
+  onSent: () => void;
+  idempotent: true;
+}
 
 /** What a line's keys must be; a mutex's line holds only `<name>/<leaseHex>` keys (see `onlyContenders`). */
 export type LineCheck = (prefix: string, ...lists: KeyValue[][]) => void;
 
 const anyKeys: LineCheck = () => {};
 
-/** A contender's join: the same transaction whenever this key joins with this value, so it is built once. */
+/**
+ * Joins the line in one transaction: put our key if it does not exist yet (else read it back, value and
+ * all), and read the holder and, right after our put, the two newest keys: ours and our predecessor. Those
+ * reads leave values out: nobody reads a contender's value from them, and every lock sends them, so a
+ * smaller answer is less work for etcd's gateway and for us. The same transaction whenever this key joins
+ * with this value, so it is built once.
+ */
 export function joinTxn(client: EtcdClient, prefix: string, key: string, value: string, leaseId: string) {
   return client
     .txn()
     .if(cmp.createRevision(key, "==", 0))
-    .then(op.put(key, value, { lease: leaseId }), ownerOp(prefix), op.get({ prefix, sort: NEWEST_FIRST, limit: 2 }))
+    .then(op.put(key, value, { lease: leaseId }), ownerOp(prefix), op.get({ prefix, sort: NEWEST_FIRST, limit: 2, keysOnly: true }))
     .else(op.get(key), ownerOp(prefix))
     .prepare();
 }
 
 export type JoinTxn = ReturnType<typeof joinTxn>;
 
-export async function enqueue(join: JoinTxn, key: string, call: CallOptions) {
+export async function enqueue(join: JoinTxn, key: string, call: JoinCall) {
   // A create-if-absent is safe to resend: a repeat finds the key and reads it back (created: false).
-  const result = await join.commit({ ...call, idempotent: true });
+  const result = await join.commit(call);
   if (result.succeeded) {
     const [, owner, newest] = result.responses;
     const revision = result.header.revision;
@@ -166,7 +181,7 @@ export async function readLine(client: EtcdClient, prefix: string, revision: num
 export const onlyContenders: LineCheck = (prefix, ...lists) => {
   for (const kvs of lists) {
     for (const kv of kvs) {
-      if (kv.lease === "0" || kv.key !== prefix + BigInt(kv.lease).toString(16)) throw lockNameConflict(prefix.slice(0, -1), kv.key);
+      if (kv.lease === "0" || kv.key !== prefix + leaseHex(kv.lease)) throw lockNameConflict(prefix.slice(0, -1), kv.key);
     }
   }
 };

@@ -7,7 +7,7 @@ import type { CallOptions } from "../gateway/transport.js";
 import { now } from "./clock.js";
 import { type KeepAliveMode, keepAliveArg } from "./lease-session.js";
 import { Lock, type LockTicket } from "./lock.js";
-import { nameArg } from "./names.js";
+import { leaseHex, nameArg } from "./names.js";
 import { guardedDelete } from "./queue.js";
 import { Session } from "./session.js";
 import { randomHex } from "./unique-key.js";
@@ -26,7 +26,7 @@ export async function resumeLock(
 ): Promise<Lock<Session>> {
   const { name, key, revision, secret } = checkTicket(ticket);
   const leaseId = leaseIdArg(ticket.leaseId, "ticket.leaseId");
-  if (key !== `${name}/${BigInt(leaseId).toString(16)}`) {
+  if (key !== `${name}/${leaseHex(leaseId)}`) {
     throw invalidArgument(`ticket.key ${key} does not match lock ${name} and lease ${leaseId}`);
   }
   const keepAlive = keepAliveArg(options.keepAlive, "manual");

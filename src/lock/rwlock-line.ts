@@ -3,7 +3,7 @@ import { cmp, op } from "../api/txn.js";
 import { internal } from "../errors/catalogue.js";
 import { type LineState, NEWEST_FIRST, readLine } from "./queue.js";
 import type { LineReader } from "./wait.js";
-import type { JoinCall } from "./attempt.js";
+import type { JoinCall } from "./queue.js";
 
 /**
  * A read-write lock's line and its requests. Writers' keys live under `<name>/write/`, readers' under
@@ -33,7 +33,7 @@ export async function joinAsReader(client: EtcdClient, line: RWLine, leaseId: st
     .if(cmp.createRevision(line.key, "==", 0))
     .then(op.put(line.key, "", { lease: leaseId }), op.get({ prefix: line.writers, sort: NEWEST_FIRST, limit: 1 }))
     .else(op.get(line.key))
-    .commit({ ...call, idempotent: true });
+    .commit(call);
   if (result.succeeded) {
     const [, writer] = result.responses;
     return { header: result.header, revision: result.header.revision, ownExists: true, predecessor: writer.kvs[0], created: true };

@@ -6,7 +6,7 @@ import { isEtcdError } from "../errors/etcd-error.js";
 import { delay } from "../gateway/signals.js";
 import { NEWEST_FIRST, OLDEST } from "./queue.js";
 import { WAIT_IDLE_TIMEOUT, type WaitContext } from "./wait.js";
-import type { JoinCall } from "./attempt.js";
+import type { JoinCall } from "./queue.js";
 
 /**
  * A semaphore's line and its requests: join it, count the keys ahead, wait for a permit. semaphore.ts says
@@ -49,7 +49,7 @@ export async function joinSlots(client: EtcdClient, line: SlotLine, leaseId: str
     .if(cmp.createRevision(key, "==", 0))
     .then(op.put(key, String(line.permits), { lease: leaseId }), op.get({ prefix, ...OLDEST }), op.get({ prefix, countOnly: true }))
     .else(op.get(key), op.get({ prefix, ...OLDEST }))
-    .commit({ ...call, idempotent: true });
+    .commit(call);
   if (result.succeeded) {
     const [, oldest, all] = result.responses;
     return { header: result.header, revision: result.header.revision, ownExists: true, older: all.count - 1, oldest: oldest.kvs[0] };

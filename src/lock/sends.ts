@@ -11,19 +11,19 @@ import { isEtcdError } from "../errors/etcd-error.js";
  * already finds it gone was the lock lost before the release (the lease had ended under the work).
  */
 export class ReleaseSends {
-  /** Whether the lease's deadline has not passed yet. */
-  readonly #beforeDeadline: () => boolean;
+  /** The lease's holder, which tells whether its deadline has not passed yet. */
+  readonly #lease: { beforeDeadline(): boolean };
   #withinDeadline = 0;
   #earlierWithinDeadline = false;
 
-  constructor(beforeDeadline: () => boolean) {
-    this.#beforeDeadline = beforeDeadline;
+  constructor(lease: { beforeDeadline(): boolean }) {
+    this.#lease = lease;
   }
 
   /** Pass as the call's `onSent`: records one send. */
   readonly sent = (): void => {
     this.#earlierWithinDeadline = this.#withinDeadline > 0;
-    if (this.#beforeDeadline()) this.#withinDeadline++;
+    if (this.#lease.beforeDeadline()) this.#withinDeadline++;
   };
 
   /** Whether "already gone" in the latest answer means the release is done (see the class comment). */
