@@ -12,12 +12,14 @@ import { sleep } from "./bounded.mjs";
 export function etcd3Mutex(client, name, leaseId) {
   const key = `${name}/${BigInt(leaseId).toString(16)}`;
   const prefix = `${name}/`;
-  const oldest = () => client.getAll().prefix(prefix).sort("Create", "Ascend").limit(1);
+  // Without values, as etcd-edge reads them (etcd3's builders set keys_only only on a read they send themselves).
+  const keysOnly = (range) => Object.assign(range, { request: { ...range.request, keys_only: true } });
+  const oldest = () => keysOnly(client.getAll().prefix(prefix).sort("Create", "Ascend").limit(1));
   return {
     async lock() {
       const res = await client
         .if(key, "Create", "==", 0)
-        .then(client.put(key).value("").lease(leaseId), oldest(), client.getAll().prefix(prefix).sort("Create", "Descend").limit(2))
+        .then(client.put(key).value("").lease(leaseId), oldest(), keysOnly(client.getAll().prefix(prefix).sort("Create", "Descend").limit(2)))
         .else(client.get(key), oldest())
         .commit();
       const revision = String(res.header.revision);

@@ -2,10 +2,10 @@
 // with the same fetch, and really taking and releasing a lock. The enqueue transaction puts
 // `<name>/<leaseHex>` bound to the lease, with the mutex's secret as its value (a ticket's proof), if its
 // create revision is 0, and reads the holder (the oldest key under `<name>/`) and the two newest keys (ours
-// and a predecessor), as the SDK does; the lock is taken when the holder's create revision is the
-// transaction's revision. The release is a delete guarded by the key's mod revision (the key is written
-// once, so it is the create revision). No client library work is left but JSON.parse and one string per
-// request.
+// and a predecessor), without values, as the SDK does; the lock is taken when the holder's create revision
+// is the transaction's revision. The release is a delete guarded by the key's mod revision (the key is
+// written once, so it is the create revision). No client library work is left but JSON.parse and one
+// string per request.
 import { VERSION } from "etcd-edge";
 
 export const b64 = (text) => Buffer.from(text).toString("base64");
@@ -41,7 +41,7 @@ export async function revokeRawLease(send, endpoint, id) {
 export function rawMutex(send, endpoint, name, leaseId) {
   const key = b64(`${name}/${BigInt(leaseId).toString(16)}`);
   const secret = b64(Buffer.from(crypto.getRandomValues(new Uint8Array(16))).toString("hex"));
-  const owner = { key: b64(`${name}/`), range_end: prefixEnd(`${name}/`), limit: "1", sort_target: "CREATE", sort_order: "ASCEND" };
+  const owner = { key: b64(`${name}/`), range_end: prefixEnd(`${name}/`), limit: "1", sort_target: "CREATE", sort_order: "ASCEND", keys_only: true };
   const newest = { ...owner, limit: "2", sort_order: "DESCEND" };
   const enqueueBody = JSON.stringify({
     compare: [{ key, target: "CREATE", result: "EQUAL", create_revision: "0" }],
