@@ -8,19 +8,39 @@ import type { LockOptions } from "./queue.js";
 import { RWLock } from "./rwlock.js";
 import { Semaphore, type SemaphoreOptions } from "./semaphore.js";
 
+/** How many names' mutexes a session keeps: a session may lock any number of names. */
+const MUTEXES_KEPT = 32;
+
 /**
- * A {@link LeaseSession} with factories for what is built on it: `session.mutex(name)` is
- * `new Mutex(session, name)`, as Go's `concurrency.NewMutex(session, name)`.
+ * A {@link LeaseSession} with factories for what is built on it, as Go's `concurrency.NewMutex(session,
+ * name)`: `new Mutex(session, name)` works as well.
  */
 export class Session extends LeaseSession {
+  /**
+   * The mutexes of the names locked lately. A mutex builds its join and release once, and every mutex of
+   * one name in one session is the same key anyway, so `mutex(name)` called before each lock (the natural
+   * use, and every warm `withLock`) builds nothing again. The one used least lately goes past the bound.
+   */
+  readonly #mutexes = new Map<string, Mutex<this>>();
+
   /** @internal Use `etcd.session()`: grants (or adopts) the lease, then starts the session's timers. */
   static async create(client: EtcdClient, options: SessionOptions = {}): Promise<Session> {
     return new Session(client, await openLease(client, options)).start();
   }
 
-  /** A mutex named `name` whose key is bound to this session's lease. */
+  /** The mutex named `name` whose key is bound to this session's lease (the same one each time). */
   mutex(name: string): Mutex<this> {
-    return new Mutex(this, name);
+    const mutexes = this.#mutexes;
+    let mutex = mutexes.get(name);
+    if (mutex === undefined) {
+      mutex = new Mutex(this, name);
+      if (mutexes.size >= MUTEXES_KEPT) mutexes.delete(mutexes.keys().next().value!);
+    } else {
+      // Used again: last to go.
+      mutexes.delete(name);
+    }
+    mutexes.set(name, mutex);
+    return mutex;
   }
 
   /** A leader election named `name`, campaigning with this session's lease. */

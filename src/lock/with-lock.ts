@@ -7,7 +7,6 @@ import { DEFAULT_SESSION_TTL, type KeepAliveMode, keepAliveArg } from "./lease-s
 import { namesArg } from "./lock-all.js";
 import type { Lock } from "./lock.js";
 import type { MultiLock } from "./multi-lock.js";
-import type { Mutex } from "./mutex.js";
 import { type LockOptions, waitSettings } from "./queue.js";
 import type { Permit } from "./permit.js";
 import { permitsArg } from "./semaphore.js";
@@ -51,26 +50,7 @@ export async function withLock<T>(on: LockClient, name: string, fn: (lock: Lock<
   // Refused before a lease is granted for nothing.
   nameArg(name, "a lock");
   checkFn("withLock", fn);
-  return withHeld(on, (session) => mutexOf(session, name).lock(options), fn, options, () => lockLost(name, "its lease had expired before it was released"));
-}
-
-/** How many names' mutexes a session keeps for one-shot locks; a client may lock any number of names. */
-const MUTEXES_PER_SESSION = 32;
-const mutexesBySession = new WeakMap<Session, Map<string, Mutex<Session>>>();
-
-/**
- * The session's mutex for `name`, kept across the one-shot locks of a shared lease: a mutex builds its join
- * and release once, so a warm call does not build them again. The oldest goes past the bound.
- */
-function mutexOf(session: Session, name: string): Mutex<Session> {
-  let mutexes = mutexesBySession.get(session);
-  if (mutexes === undefined) mutexesBySession.set(session, (mutexes = new Map()));
-  let mutex = mutexes.get(name);
-  if (mutex === undefined) {
-    if (mutexes.size >= MUTEXES_PER_SESSION) mutexes.delete(mutexes.keys().next().value!);
-    mutexes.set(name, (mutex = session.mutex(name)));
-  }
-  return mutex;
+  return withHeld(on, (session) => session.mutex(name).lock(options), fn, options, () => lockLost(name, "its lease had expired before it was released"));
 }
 
 /** As `withLock`, holding a permit of semaphore `name` (of `permits`) while `fn` runs. */

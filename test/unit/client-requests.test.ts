@@ -361,3 +361,38 @@ describe("a mutex's release", () => {
     await session.close();
   });
 });
+
+describe("a session's mutexes", () => {
+  it("are one per name, kept for the 32 names used last, so a lock taken again builds no request again", async () => {
+    const mock = createMockEtcd();
+    const session = await new Etcd({ endpoints: [A], fetch: mock.fetch }).session({ ttl: 30, keepAlive: "manual" });
+    const first = session.mutex("m");
+    expect(session.mutex("m")).toBe(first);
+    await (await session.mutex("m").lock()).unlock();
+    for (let i = 0; i < 31; i++) session.mutex(`other/${i}`);
+    expect(session.mutex("m")).toBe(first);
+    // The 33rd name drops the one used least lately, here "other/0" (m was just used again).
+    session.mutex("other/31");
+    expect(session.mutex("m")).toBe(first);
+    const other0 = session.mutex("other/0");
+    session.mutex("another");
+    expect(session.mutex("other/0")).toBe(other0);
+    await session.close();
+  });
+
+  it("join the line reading the holder and the two newest keys without their values", async () => {
+    const mock = createMockEtcd();
+    const txns: string[] = [];
+    const fetch = ((url: string, init: RequestInit) => {
+      if (url.endsWith("/v3/kv/txn")) txns.push(String(init.body));
+      return mock.fetch(url, init as never);
+    }) as never;
+    const session = await new Etcd({ endpoints: [A], fetch }).session({ ttl: 30, keepAlive: "manual" });
+    const lock = await session.mutex("m").lock();
+    const join = JSON.parse(txns[0]!) as { success: Array<{ request_range?: { keys_only?: boolean; limit?: string } }> };
+    const reads = join.success.flatMap((op) => (op.request_range ? [op.request_range] : []));
+    expect(reads.map((r) => [r.limit, r.keys_only])).toEqual([["1", true], ["2", true]]);
+    await lock.unlock();
+    await session.close();
+  });
+});
