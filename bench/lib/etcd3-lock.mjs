@@ -6,30 +6,42 @@ import { sleep } from "./bounded.mjs";
 
 /**
  * etcd3's lock API cannot reuse a lease, so the session-lock comparison sends etcd-edge's own two
- * transactions through etcd3's KV API on one lease granted up front (kept alive by etcd3): the enqueue
- * (put-if-absent bound to the lease, holder read, two newest keys) and the guarded delete.
+ * transactions through etcd3's gRPC KV client (`client.kv.txn`, as etcd3's builders do, but with what they
+ * cannot express: a compare over a range and a nested transaction) on one lease granted up front (kept
+ * alive by etcd3): the join (put-if-absent into an empty line, else the full join) and the guarded delete.
  */
 export function etcd3Mutex(client, name, leaseId) {
-  const key = `${name}/${BigInt(leaseId).toString(16)}`;
-  const prefix = `${name}/`;
-  // Without values, as etcd-edge reads them (etcd3's builders set keys_only only on a read they send themselves).
-  const keysOnly = (range) => Object.assign(range, { request: { ...range.request, keys_only: true } });
-  const oldest = () => keysOnly(client.getAll().prefix(prefix).sort("Create", "Ascend").limit(1));
+  const key = Buffer.from(`${name}/${BigInt(leaseId).toString(16)}`);
+  const line = { key: Buffer.from(`${name}/`), range_end: Buffer.from(`${name}0`) };
+  const owner = { request_range: { ...line, limit: 1, sort_target: "CREATE", sort_order: "ASCEND", keys_only: true } };
+  const newest = { request_range: { ...line, limit: 2, sort_target: "CREATE", sort_order: "DESCEND", keys_only: true } };
+  // A value as long as etcd-edge's secret.
+  const put = { request_put: { key, value: Buffer.from("0".repeat(32)), lease: leaseId } };
+  const join = {
+    compare: [{ ...line, target: "VERSION", result: "EQUAL", version: 0 }],
+    success: [put],
+    failure: [
+      {
+        request_txn: {
+          compare: [{ key, target: "CREATE", result: "EQUAL", create_revision: 0 }],
+          success: [put, owner, newest],
+          failure: [{ request_range: { key } }, owner],
+        },
+      },
+    ],
+  };
   return {
     async lock() {
-      const res = await client
-        .if(key, "Create", "==", 0)
-        .then(client.put(key).value("").lease(leaseId), oldest(), keysOnly(client.getAll().prefix(prefix).sort("Create", "Descend").limit(2)))
-        .else(client.get(key), oldest())
-        .commit();
-      const revision = String(res.header.revision);
-      if (!res.succeeded || String(res.responses[1].response_range.kvs[0].create_revision) !== revision) {
-        throw new Error(`etcd3 mutex on ${name} not acquired`);
-      }
-      return revision;
+      const res = await client.kv.txn(join);
+      if (!res.succeeded) throw new Error(`etcd3 mutex on ${name} not acquired`);
+      return String(res.header.revision);
     },
     async unlock(revision) {
-      const res = await client.if(key, "Create", "==", revision).then(client.delete().key(key)).commit();
+      const res = await client.kv.txn({
+        compare: [{ key, target: "MOD", result: "EQUAL", mod_revision: revision }],
+        success: [{ request_delete_range: { key } }],
+        failure: [],
+      });
       if (!res.succeeded) throw new Error(`etcd3 unlock on ${name} found no key`);
     },
   };

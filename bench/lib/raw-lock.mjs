@@ -1,11 +1,10 @@
 // The raw floor: the requests of an uncontended etcd-edge lock+unlock, written by hand against the gateway
 // with the same fetch, and really taking and releasing a lock. The enqueue transaction puts
-// `<name>/<leaseHex>` bound to the lease, with the mutex's secret as its value (a ticket's proof), if its
-// create revision is 0, and reads the holder (the oldest key under `<name>/`) and the two newest keys (ours
-// and a predecessor), without values, as the SDK does; the lock is taken when the holder's create revision
-// is the transaction's revision. The release is a delete guarded by the key's mod revision (the key is
-// written once, so it is the create revision). No client library work is left but JSON.parse and one
-// string per request.
+// `<name>/<leaseHex>` bound to the lease, with the mutex's secret as its value (a ticket's proof), if no key
+// is under `<name>/` (the line is empty), and the lock is then taken at the transaction's revision;
+// otherwise it joins as the SDK does (put if absent, read the holder and the two newest keys without values).
+// The release is a delete guarded by the key's mod revision (the key is written once, so it is the create
+// revision). No client library work is left but JSON.parse and one string per request.
 import { VERSION } from "etcd-edge";
 
 export const b64 = (text) => Buffer.from(text).toString("base64");
@@ -41,12 +40,22 @@ export async function revokeRawLease(send, endpoint, id) {
 export function rawMutex(send, endpoint, name, leaseId) {
   const key = b64(`${name}/${BigInt(leaseId).toString(16)}`);
   const secret = b64(Buffer.from(crypto.getRandomValues(new Uint8Array(16))).toString("hex"));
-  const owner = { key: b64(`${name}/`), range_end: prefixEnd(`${name}/`), limit: "1", sort_target: "CREATE", sort_order: "ASCEND", keys_only: true };
+  const line = { key: b64(`${name}/`), range_end: prefixEnd(`${name}/`) };
+  const owner = { ...line, limit: "1", sort_target: "CREATE", sort_order: "ASCEND", keys_only: true };
   const newest = { ...owner, limit: "2", sort_order: "DESCEND" };
+  const put = { request_put: { key, value: secret, lease: leaseId } };
   const enqueueBody = JSON.stringify({
-    compare: [{ key, target: "CREATE", result: "EQUAL", create_revision: "0" }],
-    success: [{ request_put: { key, value: secret, lease: leaseId } }, { request_range: owner }, { request_range: newest }],
-    failure: [{ request_range: { key } }, { request_range: owner }],
+    compare: [{ ...line, target: "VERSION", result: "EQUAL", version: "0" }],
+    success: [put],
+    failure: [
+      {
+        request_txn: {
+          compare: [{ key, target: "CREATE", result: "EQUAL", create_revision: "0" }],
+          success: [put, { request_range: owner }, { request_range: newest }],
+          failure: [{ request_range: { key } }, { request_range: owner }],
+        },
+      },
+    ],
   });
   const unlockBody = (revision) =>
     `{"compare":[{"key":"${key}","target":"MOD","result":"EQUAL","mod_revision":"${revision}"}],"success":[{"request_delete_range":{"key":"${key}"}}],"failure":[]}`;
@@ -56,11 +65,9 @@ export function rawMutex(send, endpoint, name, leaseId) {
     unlockBody,
     async lock() {
       const res = await post(send, txn, enqueueBody);
-      const revision = res.header.revision;
-      if (!res.succeeded || res.responses[1].response_range.kvs[0].create_revision !== revision) {
-        throw new Error(`raw lock on ${name} not acquired (key left over, or held by another)`);
-      }
-      return revision;
+      // Uncontended, the line is empty and the put alone answers.
+      if (!res.succeeded) throw new Error(`raw lock on ${name} not acquired (key left over, or held by another)`);
+      return res.header.revision;
     },
     async unlock(revision) {
       const res = await post(send, txn, unlockBody(revision));
@@ -75,15 +82,21 @@ export function rawMutex(send, endpoint, name, leaseId) {
  * If the SDK changes its requests, the floor must follow.
  */
 export function floorMatches(captured, floor) {
-  const canon = (json) => JSON.stringify(sortKeys(JSON.parse(json)));
+  const canon = (json) => JSON.stringify(sortKeys(json));
   const revision = JSON.parse(captured.unlock).compare?.[0]?.mod_revision;
-  const sdk = JSON.parse(captured.enqueue);
-  const put = sdk.success?.[0]?.request_put;
   const ours = JSON.parse(floor.enqueueBody).success[0].request_put.value;
-  if (put?.value?.length === ours.length) put.value = ours;
-  const enqueue = canon(JSON.stringify(sdk)) === canon(floor.enqueueBody);
-  const unlock = canon(captured.unlock) === canon(floor.unlockBody(revision));
+  const enqueue = canon(withValue(JSON.parse(captured.enqueue), ours)) === canon(JSON.parse(floor.enqueueBody));
+  const unlock = canon(JSON.parse(captured.unlock)) === canon(JSON.parse(floor.unlockBody(revision)));
   return { match: enqueue && unlock, enqueue, unlock };
+}
+
+/** `json` with every put's value of the same length as `value` set to it (the secret's bytes are random). */
+function withValue(json, value) {
+  if (Array.isArray(json)) return json.map((item) => withValue(item, value));
+  if (json === null || typeof json !== "object") return json;
+  const out = Object.fromEntries(Object.entries(json).map(([k, v]) => [k, withValue(v, value)]));
+  if (typeof out.request_put?.value === "string" && out.request_put.value.length === value.length) out.request_put = { ...out.request_put, value };
+  return out;
 }
 
 function sortKeys(value) {

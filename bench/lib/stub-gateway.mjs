@@ -1,15 +1,15 @@
 // A fetch that answers at once with canned gateway bodies (the JSON etcd 3.4 sends for the requests of
-// an uncontended lock on one name and lease), so the client's own CPU cost can be measured without a
-// network. Bodies are built once; picking one costs a path test and one substring test.
+// an uncontended lock on one name and lease: the join into an empty line answers with its put alone), so
+// the client's own CPU cost can be measured without a network. Bodies are built once; picking one costs a
+// path test and one substring test.
 import { b64 } from "./raw-lock.mjs";
 
 export function stubGateway({ name, leaseId = "7587899071857085703", ttl = 30 }) {
   const key = b64(`${name}/${BigInt(leaseId).toString(16)}`);
   const header = '"header":{"cluster_id":"14841639068965178418","member_id":"10276657743932975437","revision":"42","raft_term":"2"}';
   const kv = `{"key":"${key}","create_revision":"42","mod_revision":"42","version":"1","lease":"${leaseId}"}`;
-  const range = `{"header":{"revision":"42"},"kvs":[${kv}],"count":"1"}`;
   const bodies = {
-    lock: `{${header},"succeeded":true,"responses":[{"response_put":{"header":{"revision":"42"}}},{"response_range":${range}},{"response_range":${range}}]}`,
+    lock: `{${header},"succeeded":true,"responses":[{"response_put":{"header":{"revision":"42"}}}]}`,
     unlock: `{${header},"succeeded":true,"responses":[{"response_delete_range":{"header":{"revision":"43"},"deleted":"1"}}]}`,
     grant: `{${header},"ID":"${leaseId}","TTL":"${ttl}"}`,
     revoke: `{${header}}`,

@@ -103,18 +103,29 @@ export type LineCheck = (prefix: string, ...lists: KeyValue[][]) => void;
 const anyKeys: LineCheck = () => {};
 
 /**
- * Joins the line in one transaction: put our key if it does not exist yet (else read it back, value and
- * all), and read the holder and, right after our put, the two newest keys: ours and our predecessor. Those
- * reads leave values out: nobody reads a contender's value from them, and every lock sends them, so a
- * smaller answer is less work for etcd's gateway and for us. The same transaction whenever this key joins
- * with this value, so it is built once.
+ * Joins the line in one transaction. When the line is empty (no key under `prefix`: the common, uncontended
+ * case), our key is put and is the holder, and the answer is the put's revision alone. Go's Mutex always
+ * puts its key and reads the holder back (and, behind another holder, reads again for its predecessor);
+ * an empty line needs no read at all, which spares etcd two sorted ranges and its gateway and us a larger
+ * answer. Otherwise, as before: put our key if it does not exist yet (else read it back, value and all), and
+ * read the holder and, right after our put, the two newest keys: ours and our predecessor, without values
+ * (nobody reads a contender's value from them). A resent join finds its own key there, so it takes the
+ * second branch and reads it back. The same transaction whenever this key joins with this value, so it is
+ * built once.
  */
 export function joinTxn(client: EtcdClient, prefix: string, key: string, value: string, leaseId: string) {
+  const put = op.put(key, value, { lease: leaseId });
   return client
     .txn()
-    .if(cmp.createRevision(key, "==", 0))
-    .then(op.put(key, value, { lease: leaseId }), ownerOp(prefix), op.get({ prefix, sort: NEWEST_FIRST, limit: 2, keysOnly: true }))
-    .else(op.get(key), ownerOp(prefix))
+    .if(cmp.version({ prefix }, "==", 0))
+    .then(put)
+    .else(
+      op.txn(
+        [cmp.createRevision(key, "==", 0)],
+        [put, ownerOp(prefix), op.get({ prefix, sort: NEWEST_FIRST, limit: 2, keysOnly: true })],
+        [op.get(key), ownerOp(prefix)],
+      ),
+    )
     .prepare();
 }
 
@@ -123,14 +134,20 @@ export type JoinTxn = ReturnType<typeof joinTxn>;
 export async function enqueue(join: JoinTxn, key: string, call: JoinCall) {
   // A create-if-absent is safe to resend: a repeat finds the key and reads it back (created: false).
   const result = await join.commit(call);
+  const { header } = result;
   if (result.succeeded) {
-    const [, owner, newest] = result.responses;
-    const revision = result.header.revision;
+    // The line was empty: ours is its only key, the holder.
+    return { seen: [], key, header, revision: header.revision, own: undefined, owner: undefined, predecessor: undefined, ahead: 0, created: true };
+  }
+  const [line] = result.responses;
+  if (line.succeeded) {
+    const [, owner, newest] = line.responses;
+    const revision = header.revision;
     return {
       /** Every key the join saw in the line, for the caller's LineCheck (after the join: our key is there). */
       seen: [...owner.kvs, ...newest.kvs],
       key,
-      header: result.header,
+      header,
       revision,
       own: newest.kvs[0],
       owner: owner.kvs[0],
@@ -141,13 +158,13 @@ export async function enqueue(join: JoinTxn, key: string, call: JoinCall) {
       created: true,
     };
   }
-  const [own, owner] = result.responses;
+  const [own, owner] = line.responses;
   const mine = own.kvs[0];
   if (mine === undefined) throw internal(`key ${key} vanished inside one transaction`);
   return {
     seen: owner.kvs,
     key,
-    header: result.header,
+    header,
     revision: mine.createRevision,
     own: mine,
     owner: owner.kvs[0],

@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { cmp, Etcd, op } from "../../src/index.js";
 import { createMockEtcd } from "../../src/testing/index.js";
 import { A, controlledStream, json, jsonText, route, streamResponse, useGateway } from "../support/gateway.js";
+import { until } from "../support/async.js";
 import { BIG_LEASE, b64, createdLine, header, kv } from "../support/wire.js";
 
 const server = useGateway();
@@ -380,19 +381,37 @@ describe("a session's mutexes", () => {
     await session.close();
   });
 
-  it("join the line reading the holder and the two newest keys without their values", async () => {
+  it("join an empty line with one put under a compare that the line is empty, and behind a holder read the holder and the two newest keys without values", async () => {
     const mock = createMockEtcd();
-    const txns: string[] = [];
-    const fetch = ((url: string, init: RequestInit) => {
-      if (url.endsWith("/v3/kv/txn")) txns.push(String(init.body));
-      return mock.fetch(url, init as never);
+    const exchanges: Array<{ body: string; answer: string }> = [];
+    const fetch = (async (url: string, init: RequestInit) => {
+      const response = await mock.fetch(url, init as never);
+      if (!url.endsWith("/v3/kv/txn")) return response;
+      const answer = await response.text();
+      exchanges.push({ body: String(init.body), answer });
+      return new Response(answer, { status: response.status });
     }) as never;
-    const session = await new Etcd({ endpoints: [A], fetch }).session({ ttl: 30, keepAlive: "manual" });
-    const lock = await session.mutex("m").lock();
-    const join = JSON.parse(txns[0]!) as { success: Array<{ request_range?: { keys_only?: boolean; limit?: string } }> };
-    const reads = join.success.flatMap((op) => (op.request_range ? [op.request_range] : []));
+    const etcd = new Etcd({ endpoints: [A], fetch });
+    const [first, second] = await Promise.all([etcd.session({ ttl: 30, keepAlive: "manual" }), etcd.session({ ttl: 30, keepAlive: "manual" })]);
+    const prefix = { key: b64("m/"), range_end: b64("m0") };
+
+    const held = await first.mutex("m").lock();
+    const empty = JSON.parse(exchanges[0]!.body) as { compare: unknown[]; success: Array<Record<string, unknown>> };
+    expect(empty.compare).toEqual([{ ...prefix, target: "VERSION", result: "EQUAL", version: "0" }]);
+    expect(empty.success.map((o) => Object.keys(o))).toEqual([["request_put"]]);
+    // The answer is the put's revision alone: no key-value to read, and the lock is held at that revision.
+    const answer = JSON.parse(exchanges[0]!.answer) as { succeeded: boolean; header: { revision: string }; responses: unknown[] };
+    expect(answer.succeeded).toBe(true);
+    expect(answer.responses).toEqual([{ response_put: { header: { revision: answer.header.revision } } }]);
+    expect(held.revision).toBe(Number(answer.header.revision));
+
+    const waiting = second.mutex("m").lock();
+    await until("the second join", 5_000, () => exchanges.length === 2);
+    const behind = JSON.parse(exchanges[1]!.body) as { failure: Array<{ request_txn: { success: Array<{ request_range?: { limit?: string; keys_only?: boolean } }> } }> };
+    const reads = behind.failure[0]!.request_txn.success.flatMap((o) => (o.request_range ? [o.request_range] : []));
     expect(reads.map((r) => [r.limit, r.keys_only])).toEqual([["1", true], ["2", true]]);
-    await lock.unlock();
-    await session.close();
+    await held.unlock();
+    await (await waiting).unlock();
+    await Promise.all([first.close(), second.close()]);
   });
 });
