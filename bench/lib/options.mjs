@@ -15,7 +15,7 @@ const KNOBS = {
   lockTimeout: { env: "BENCH_LOCK_TIMEOUT_MS", def: 3000, help: "timeout of every lock and unlock call in sections 3 and 4, ms" },
   waiters: { env: "BENCH_WAITERS", def: 1000, help: "waiters on one name in section 5" },
   deepTimeout: { env: "BENCH_DEEP_TIMEOUT_MS", def: 30000, help: "timeout of each waiter's lock() in section 5, ms" },
-  cpuCycles: { env: "BENCH_CPU_CYCLES", def: 20000, help: "stub-fetch cycles in section 6 (split over its rounds)" },
+  cpuCycles: { env: "BENCH_CPU_CYCLES", def: 140000, help: "stub-fetch cycles in section 6 (split over its rounds, plus two rounds of warm-up)" },
   importRuns: { env: "BENCH_IMPORT_RUNS", def: 9, help: "fresh processes timing the cold import" },
 };
 

@@ -49,7 +49,7 @@ export async function clientCost({ options, summary }) {
     await warm.withLock(NAME, () => {});
     const before = warmStub.requests();
     withLock = await cpuPerCycle(() => warm.withLock(NAME, () => {}), perRound, options.rounds);
-    requests = (warmStub.requests() - before) / (perRound * (options.rounds + 1));
+    requests = (warmStub.requests() - before) / (perRound * (options.rounds + 2));
   } catch (error) {
     console.log(`   warm withLock against the stub failed: ${error.code ?? ""} ${error.message}`);
   }
@@ -75,12 +75,14 @@ export async function clientCost({ options, summary }) {
 }
 
 /**
- * Process CPU (user + system, so GC threads count too) per cycle, in µs: `rounds` rounds of `cycles`
- * after one warm-up round; median and min–max over the rounds.
+ * Process CPU (user + system, so GC and compiler threads count too) per cycle, in µs: `rounds` rounds of
+ * `cycles` after a warm-up of two rounds (V8 compiles the hot path and grows its young generation over the
+ * first tens of thousands of cycles, promoting much of what it copies meanwhile); median and min–max over
+ * the rounds.
  */
 async function cpuPerCycle(cycle, cycles, rounds) {
   const values = [];
-  for (let round = -1; round < rounds; round++) {
+  for (let round = -2; round < rounds; round++) {
     const start = process.cpuUsage();
     for (let i = 0; i < cycles; i++) await cycle();
     const used = process.cpuUsage(start);
