@@ -1,7 +1,7 @@
 // The gRPC client etcd3 (npm) in the two shapes the bench compares against. Its lock API is one-shot:
 // `lock(name)` grants a fresh lease, puts `name` if absent, and releases by revoking the lease; it fails
 // at once (EtcdLockFailedError) when the name is held, and has no waiting line.
-import { EtcdLockFailedError } from "etcd3";
+import { CompareResult, CompareTarget, EtcdLockFailedError, SortOrder, SortTarget } from "etcd3";
 import { sleep } from "./bounded.mjs";
 
 /**
@@ -13,17 +13,18 @@ import { sleep } from "./bounded.mjs";
 export function etcd3Mutex(client, name, leaseId) {
   const key = Buffer.from(`${name}/${BigInt(leaseId).toString(16)}`);
   const line = { key: Buffer.from(`${name}/`), range_end: Buffer.from(`${name}0`) };
-  const owner = { request_range: { ...line, limit: 1, sort_target: "CREATE", sort_order: "ASCEND", keys_only: true } };
-  const newest = { request_range: { ...line, limit: 2, sort_target: "CREATE", sort_order: "DESCEND", keys_only: true } };
+  // etcd3's serializer takes enums as numbers.
+  const owner = { request_range: { ...line, limit: 1, sort_target: SortTarget.Create, sort_order: SortOrder.Ascend, keys_only: true } };
+  const newest = { request_range: { ...line, limit: 2, sort_target: SortTarget.Create, sort_order: SortOrder.Descend, keys_only: true } };
   // A value as long as etcd-edge's secret.
   const put = { request_put: { key, value: Buffer.from("0".repeat(32)), lease: leaseId } };
   const join = {
-    compare: [{ ...line, target: "VERSION", result: "EQUAL", version: 0 }],
+    compare: [{ ...line, target: CompareTarget.Version, result: CompareResult.Equal, version: 0 }],
     success: [put],
     failure: [
       {
         request_txn: {
-          compare: [{ key, target: "CREATE", result: "EQUAL", create_revision: 0 }],
+          compare: [{ key, target: CompareTarget.Create, result: CompareResult.Equal, create_revision: 0 }],
           success: [put, owner, newest],
           failure: [{ request_range: { key } }, owner],
         },
@@ -38,7 +39,7 @@ export function etcd3Mutex(client, name, leaseId) {
     },
     async unlock(revision) {
       const res = await client.kv.txn({
-        compare: [{ key, target: "MOD", result: "EQUAL", mod_revision: revision }],
+        compare: [{ key, target: CompareTarget.Mod, result: CompareResult.Equal, mod_revision: revision }],
         success: [{ request_delete_range: { key } }],
         failure: [],
       });
