@@ -9,7 +9,7 @@ import { RWLock } from "./rwlock.js";
 import { Semaphore, type SemaphoreOptions } from "./semaphore.js";
 
 /** How many names' mutexes a session keeps: a session may lock any number of names. */
-const MUTEXES_KEPT = 32;
+const MUTEXES_KEPT = 128;
 
 /**
  * A {@link LeaseSession} with factories for what is built on it, as Go's `concurrency.NewMutex(session,

@@ -6,7 +6,11 @@ import { send, Targets } from "./dispatch.js";
 
 /** Options of {@link createNodeFetch}: pool sizes and TLS. Unset TLS options keep Node's defaults. */
 export interface NodeFetchOptions {
-  /** Keep-alive connections per endpoint for requests (watch streams never use them). Default 16. */
+  /**
+   * Keep-alive connections per endpoint for requests (watch streams never use them). Default 64: a client
+   * has at most `maxConcurrentRequests` (64) requests on the wire, so none of them waits in this pool's
+   * queue, where its attempt's time would run.
+   */
   connections?: number | undefined;
   /** How long an idle connection stays open, in milliseconds. Default 30 000. */
   keepAliveTimeout?: number | undefined;
@@ -50,7 +54,7 @@ export function createNodeFetch(options: NodeFetchOptions = {}): NodeFetch {
     throw invalidArgument("createNodeFetch: cert and key are given together (the client certificate and its private key)");
   }
   const connect = tlsOptions(options);
-  const requests = new Agent({ connections: options.connections ?? 16, keepAliveTimeout, connect });
+  const requests = new Agent({ connections: options.connections ?? 64, keepAliveTimeout, connect });
   const streams = new Agent({ keepAliveTimeout, connect });
   const targets = new Targets();
   const fetch = (url: string, init: FetchInit): Promise<FetchResponse> => send(isStream(url) ? streams : requests, targets.of(url), init);

@@ -364,20 +364,20 @@ describe("a mutex's release", () => {
 });
 
 describe("a session's mutexes", () => {
-  it("are one per name, kept for the 32 names used last, so a lock taken again builds no request again", async () => {
+  it("are one per name, kept for the 128 names used last, so a lock taken again builds no request again", async () => {
     const mock = createMockEtcd();
     const session = await new Etcd({ endpoints: [A], fetch: mock.fetch }).session({ ttl: 30, keepAlive: "manual" });
     const first = session.mutex("m");
-    expect(session.mutex("m")).toBe(first);
     await (await session.mutex("m").lock()).unlock();
-    for (let i = 0; i < 31; i++) session.mutex(`other/${i}`);
     expect(session.mutex("m")).toBe(first);
-    // The 33rd name drops the one used least lately, here "other/0" (m was just used again).
-    session.mutex("other/31");
+    const others = Array.from({ length: 127 }, (_, i) => session.mutex(`other/${i}`));
+    // 128 names now; m, used again, is the last to go.
     expect(session.mutex("m")).toBe(first);
-    const other0 = session.mutex("other/0");
-    session.mutex("another");
-    expect(session.mutex("other/0")).toBe(other0);
+    // The 129th name drops the one used least lately: other/0.
+    session.mutex("other/127");
+    expect(session.mutex("m")).toBe(first);
+    expect(session.mutex("other/1")).toBe(others[1]);
+    expect(session.mutex("other/0")).not.toBe(others[0]);
     await session.close();
   });
 
