@@ -6,6 +6,7 @@ import { Etcd } from "etcd-edge";
 import { Etcd3 } from "etcd3";
 import { bounded, Tally } from "../lib/bounded.mjs";
 import { EDGE_LABEL, FETCH_KINDS, FETCH_LABEL, openFetch } from "../lib/fetches.mjs";
+import { cpuPerRequest } from "../lib/request-cpu.mjs";
 import { interleaved, numbersOf } from "../lib/rounds.mjs";
 import { fmt, pairedRatio, ratioText, summarize, withSpread } from "../lib/stats.mjs";
 import { meets } from "../lib/summary.mjs";
@@ -65,6 +66,10 @@ export async function distinctNames({ endpoint, options, summary, run }) {
     for (const fetch of Object.values(fetches)) await fetch.close();
   }
   printTable(["W  contender", "cycles/s [min–max]", "÷ etcd3", "failed calls"], rows, { align: "lrrl" });
+  // Many workers share two cores with etcd: what each request costs the client process bounds the rate.
+  const perRequest = await cpuPerRequest(endpoint);
+  const cost = Object.entries(perRequest).map(([client, stat]) => `${client} ${withSpread(stat)} µs`);
+  console.log(`   client CPU per request, the HTTP client alone (serial reads of one key): ${cost.join("; ")}`);
   for (const [shape, targets] of [["withLock", { node: 1.3, global: 1.0 }], ["session", { node: 1.3, global: 1.0 }]]) {
     for (const kind of ["node", "global"]) {
       const points = (ratios[shape][kind] ?? []).filter((p) => p.W >= 4);
