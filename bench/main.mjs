@@ -50,7 +50,7 @@ const started = performance.now();
 try {
   for (const n of options.only) {
     try {
-      await SECTIONS[n]({ endpoint, options, summary, run: `${run}/${n}` });
+      await SECTIONS[n]({ endpoint, etcdPid: backend?.pid, options, summary, run: `${run}/${n}` });
     } catch (error) {
       failed = true;
       console.log(`   section ${n} failed: ${error.code ?? ""} ${error.stack ?? error}\n`);

@@ -1,5 +1,6 @@
 // §3 Distinct names: W concurrent workers, each locking its own name, so there is no contention and the
-// figure is how many lock cycles per second each client sustains. The headline compares one-shot locks
+// figure is how many lock cycles per second each client sustains, with the CPU each cycle cost the client
+// process and the etcd member (the two share the machine's cores). The headline compares one-shot locks
 // (etcd-edge's withLock with its default lease mode vs etcd3's lock().do()); long-lived sessions (one per
 // worker, lock+unlock) are shown beside them.
 import { Etcd } from "etcd-edge";
@@ -15,7 +16,7 @@ import { runWorkers } from "../lib/workers.mjs";
 
 const noop = () => {};
 
-export async function distinctNames({ endpoint, options, summary, run }) {
+export async function distinctNames({ endpoint, etcdPid, options, summary, run }) {
   const widths = options.distinctW;
   console.log(`3. distinct names: W workers, each on its own name (cycles/s; ${options.tpRounds} rounds × ${options.seconds} s)`);
   const fetches = Object.fromEntries(FETCH_KINDS.map((kind) => [kind, openFetch(kind)]));
@@ -44,7 +45,7 @@ export async function distinctNames({ endpoint, options, summary, run }) {
         })),
       ];
       const results = await interleaved(contenders, options.tpRounds, (c, round) =>
-        runWorkers(W, round < 0 ? options.seconds / 2 : options.seconds, c.cycle, bound),
+        runWorkers(W, round < 0 ? options.seconds / 2 : options.seconds, c.cycle, bound, etcdPid),
       );
       for (const kind of FETCH_KINDS) {
         await Promise.all(sessions[kind].map((s) => bounded(s.close({ timeout: 3_000 }), 5_000)));
@@ -58,14 +59,21 @@ export async function distinctNames({ endpoint, options, summary, run }) {
         const [shape, kind] = contender.name.split("-");
         if (kind) ratios[shape][kind] = [...(ratios[shape][kind] ?? []), { W, ratio: ratio.median }];
         const label = kind ? `${EDGE_LABEL[kind]}, ${shape === "withLock" ? "withLock" : "session"}` : "etcd3 lock().do()";
-        rows.push([`W=${String(W).padStart(2)}  ${label}`, withSpread(summarize(values)), kind ? ratioText(ratio) : "1.00×", error ? `${failures} (${error.code ?? error.message})` : failures.toString()]);
+        const cpu = (pick) => fmt(summarize(numbersOf(results.get(contender.name), pick).values).median);
+        rows.push([
+          `W=${String(W).padStart(2)}  ${label}`,
+          withSpread(summarize(values)),
+          kind ? ratioText(ratio) : "1.00×",
+          `${cpu((r) => r.clientCpu)} + ${cpu((r) => r.etcdCpu)}`,
+          error ? `${failures} (${error.code ?? error.message})` : failures.toString(),
+        ]);
       }
     }
   } finally {
     grpc.close();
     for (const fetch of Object.values(fetches)) await fetch.close();
   }
-  printTable(["W  contender", "cycles/s [min–max]", "÷ etcd3", "failed calls"], rows, { align: "lrrl" });
+  printTable(["W  contender", "cycles/s [min–max]", "÷ etcd3", "CPU µs/cycle: client + etcd", "failed calls"], rows, { align: "lrrrl" });
   // Many workers share two cores with etcd: what each request costs the client process bounds the rate.
   const perRequest = await cpuPerRequest(endpoint);
   const cost = Object.entries(perRequest).map(([client, stat]) => `${client} ${withSpread(stat)} µs`);
