@@ -25,7 +25,6 @@ export class Attempt {
   /** Rejects the wait in progress (there is at most one at a time). */
   #cut: ((reason: unknown) => void) | undefined;
 
-
   /** Starts the clock (`limit` ms) and follows `parent`, the caller's signal; `dispose()` stops both. */
   constructor(
     readonly endpoint: string,

@@ -1,4 +1,5 @@
 import { aborted } from "../errors/catalogue.js";
+import { queueUp } from "./signals.js";
 
 /**
  * At most `limit` requests of one client on the wire at a time; the others wait here, in order. A request
@@ -24,28 +25,17 @@ export class InFlight {
   }
 
   /** Waits for a place (give it back with `leave()`). Rejects when `signal` aborts first. */
-  enter(signal: AbortSignal | undefined): Promise<void> {
-    if (this.tryEnter()) return Promise.resolve();
-    if (signal?.aborted) return Promise.reject(aborted(signal.reason));
-    return new Promise((resolve, reject) => {
-      const admit = () => {
-        signal?.removeEventListener("abort", onAbort);
-        this.#active++;
-        resolve();
-      };
-      const onAbort = () => {
-        const at = this.#waiting.indexOf(admit);
-        if (at >= 0) this.#waiting.splice(at, 1);
-        reject(aborted(signal?.reason));
-      };
-      signal?.addEventListener("abort", onAbort, { once: true });
-      this.#waiting.push(admit);
+  async enter(signal: AbortSignal | undefined): Promise<void> {
+    if (this.tryEnter()) return;
+    await queueUp(this.#waiting, signal).catch((reason: unknown) => {
+      throw aborted(reason);
     });
   }
 
-  /** Gives a place back, to the next waiting call if any. Once per place taken. */
+  /** Gives a place back: to the next waiting call if any (which then has it), else to the pool. Once per place taken. */
   leave(): void {
-    this.#active--;
-    this.#waiting.shift()?.();
+    const next = this.#waiting.shift();
+    if (next !== undefined) next();
+    else this.#active--;
   }
 }

@@ -91,6 +91,27 @@ export function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promi
   });
 }
 
+/**
+ * Waits in `line` (callers in order) until the one ahead hands on by calling the first function in it, or
+ * rejects with `signal`'s reason, leaving the line, when it aborts first.
+ */
+export function queueUp(line: Array<() => void>, signal: AbortSignal | undefined): Promise<void> {
+  if (signal?.aborted) return Promise.reject(signal.reason);
+  return new Promise((resolve, reject) => {
+    const admit = () => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    };
+    const onAbort = () => {
+      const at = line.indexOf(admit);
+      if (at >= 0) line.splice(at, 1);
+      reject(signal?.reason);
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
+    line.push(admit);
+  });
+}
+
 /** Aborts with whichever signal aborts first; AbortSignal.any holds its sources weakly, so nothing leaks. */
 export function anySignal(...signals: Array<AbortSignal | undefined>): AbortSignal {
   const present = signals.filter((s): s is AbortSignal => resolveSignal(s) !== undefined);

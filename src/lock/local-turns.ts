@@ -1,3 +1,5 @@
+import { queueUp } from "../gateway/signals.js";
+
 /**
  * Turns per key among the callers of one process. etcd sees a single key per session and name
  * (`<name>/<leaseHex>`), so two callers of one session contending for one name must take turns here
@@ -12,20 +14,7 @@ export class LocalTurns {
   async take(key: string, signal: AbortSignal): Promise<() => void> {
     const queue = this.#waiting.get(key);
     if (queue === undefined) return this.#took(key);
-    if (signal.aborted) throw signal.reason;
-    await new Promise<void>((resolve, reject) => {
-      const admit = () => {
-        signal.removeEventListener("abort", onAbort);
-        resolve();
-      };
-      const onAbort = () => {
-        const at = queue.indexOf(admit);
-        if (at >= 0) queue.splice(at, 1);
-        reject(signal.reason);
-      };
-      signal.addEventListener("abort", onAbort, { once: true });
-      queue.push(admit);
-    });
+    await queueUp(queue, signal);
     return this.#handOn(key);
   }
 
