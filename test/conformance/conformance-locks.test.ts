@@ -3,7 +3,7 @@
 // Sessions here are keepAlive "manual": no background renewals. Their client-side deadline runs on the REAL
 // monotonic clock, while the mock's leases run on virtual time; see the expiry tests for what that means.
 import { afterAll, describe, expect, it } from "vitest";
-import { type Etcd, EtcdError, type Lock, op, type Session } from "../../src/index.js";
+import { type Etcd, EtcdError, type Fetch, type Lock, op, type Session } from "../../src/index.js";
 import { rejection, stillPending, until, within } from "../support/async.js";
 import { recordingFetch } from "../support/etcd.js";
 import { useBackend } from "./backend.js";
@@ -58,6 +58,50 @@ describe("mutex", () => {
     await within(10_000, "all waiters", Promise.all(waiters));
     expect(order).toEqual([0, 1, 2, 3, 4]);
     expect((await etcd.range({ prefix: `${name}/` })).count).toBe(0);
+  });
+
+  it("joins an empty line with one transaction answered by its put alone; behind a holder, reads the holder and the newest keys without values", async () => {
+    const name = fresh();
+    interface WireKv {
+      key: string;
+      value?: string;
+    }
+    interface WireTxn {
+      header: { revision: string };
+      succeeded?: boolean;
+      responses: Array<{ response_put?: unknown; response_range?: { kvs?: WireKv[] }; response_txn?: WireTxn }>;
+    }
+    const answers: WireTxn[] = [];
+    const fetch: Fetch = async (input, init) => {
+      const response = await backend.fetch(input, init);
+      if (!input.endsWith("/v3/kv/txn")) return response;
+      const text = await response.text();
+      answers.push(JSON.parse(text) as WireTxn);
+      return { status: response.status, body: null, text: () => Promise.resolve(text) };
+    };
+    const client = backend.client({ fetch });
+    const held = await (await session(30, client)).mutex(name).lock();
+    expect(answers).toHaveLength(1);
+    const empty = answers[0]!;
+    expect(empty.succeeded).toBe(true);
+    expect(empty.responses).toEqual([{ response_put: { header: { revision: empty.header.revision } } }]);
+    expect(held.revision).toBe(Number(empty.header.revision));
+
+    const waiter = (await session(30, client)).mutex(name);
+    const waiting = waiter.lock();
+    await lineLength(name, 2);
+    // The compare (an empty line) failed, so the join ran its nested transaction: put, holder, two newest.
+    const behind = answers[1]!;
+    expect(behind.succeeded ?? false).toBe(false);
+    const line = behind.responses[0]!.response_txn!;
+    expect(line.succeeded).toBe(true);
+    const [, owner, newest] = line.responses;
+    const keys = (r: { response_range?: { kvs?: WireKv[] } } | undefined) => (r?.response_range?.kvs ?? []).map((kv) => atob(kv.key));
+    expect(keys(owner)).toEqual([`${backend.namespace}${held.key}`]);
+    expect(keys(newest)).toEqual([`${backend.namespace}${waiter.key}`, `${backend.namespace}${held.key}`]);
+    expect([...(owner!.response_range!.kvs ?? []), ...(newest!.response_range!.kvs ?? [])].map((kv) => kv.value)).toEqual([undefined, undefined, undefined]);
+    await held.unlock();
+    await (await within(5_000, "the waiter", waiting)).unlock();
   });
 
   it("tryLock: undefined while held (no key left behind); lock({ timeout: 0 }) → LOCKED; a Lock once free", async () => {
