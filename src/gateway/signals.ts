@@ -6,36 +6,34 @@ const MAX_TIMER_MS = 2_147_483_647;
 
 /**
  * One signal for one call (or one attempt of it): aborts when the parent signal does or when the time
- * budget runs out, and remembers which of the two it was so the error says so.
+ * budget runs out, and remembers which of the two it was so the error says so. Every request makes one (see
+ * Attempt), so it allocates no closure: it is its own listener on the parent (`handleEvent`), and its timer
+ * calls back with it as the argument.
  */
 export class CallSignal {
-  readonly signal: AbortSignal;
   readonly #controller = new AbortController();
   readonly #parent: AbortSignal | undefined;
   readonly #timeout: number | undefined;
-  readonly #startedAt = performance.now();
   #timer: ReturnType<typeof setTimeout> | undefined;
   #timedOut = false;
-  readonly #onParentAbort = () => this.#controller.abort(this.#parent?.reason);
 
   /** Starts the clock and follows `parent`; `dispose()` stops both. */
   constructor(parent: AbortSignal | undefined, timeout: number | undefined) {
     resolveSignal(parent);
-    this.signal = this.#controller.signal;
     this.#parent = parent;
     this.#timeout = timeout;
     if (parent?.aborted) {
+      // Aborted from the start: nothing can be waiting on it yet, so `onAbort` is not told.
       this.#controller.abort(parent.reason);
       return;
     }
-    parent?.addEventListener("abort", this.#onParentAbort, { once: true });
+    parent?.addEventListener("abort", this);
     // Beyond 2^31-1 ms timers fire at once; such a budget is as good as none.
-    if (timeout !== undefined && timeout <= MAX_TIMER_MS) {
-      this.#timer = setTimeout(() => {
-        this.#timedOut = true;
-        this.#controller.abort(timedOut(timeout));
-      }, timeout);
-    }
+    if (timeout !== undefined && timeout <= MAX_TIMER_MS) this.#timer = setTimeout(expire, timeout, this);
+  }
+
+  get signal(): AbortSignal {
+    return this.#controller.signal;
   }
 
   get timedOut(): boolean {
@@ -46,22 +44,43 @@ export class CallSignal {
     return this.#controller.signal.aborted;
   }
 
-  /** Milliseconds left of the budget (Infinity without one). */
-  remaining(): number {
-    return this.#timeout === undefined ? Infinity : this.#timeout - (performance.now() - this.#startedAt);
-  }
-
   /** The error to throw now that the signal has fired; `indeterminate` when a write was sent unanswered. */
   error(endpoint?: string, indeterminate = false): EtcdError {
     if (this.#timedOut) return timedOut(this.#timeout ?? 0, { endpoint, indeterminate });
     return aborted(this.#parent?.reason, endpoint, indeterminate);
   }
 
+  /** @internal The parent signal aborted. */
+  handleEvent(): void {
+    this.#abort(this.#parent?.reason);
+  }
+
+  /** @internal The time budget ran out. */
+  expire(): void {
+    this.#timedOut = true;
+    this.#abort(timedOut(this.#timeout ?? 0));
+  }
+
   dispose(): void {
     if (this.#timer !== undefined) clearTimeout(this.#timer);
     this.#timer = undefined;
-    this.#parent?.removeEventListener("abort", this.#onParentAbort);
+    this.#parent?.removeEventListener("abort", this);
   }
+
+  /** Told once when it aborts after construction, with the signal's reason: a subclass ends its waits here. */
+  protected onAbort(_reason: unknown): void {}
+
+  #abort(reason: unknown): void {
+    const signal = this.#controller.signal;
+    if (signal.aborted) return;
+    this.#controller.abort(reason);
+    // The signal's reason: an AbortError when `reason` is undefined, as fetch would reject with.
+    this.onAbort(signal.reason);
+  }
+}
+
+function expire(signal: CallSignal): void {
+  signal.expire();
 }
 
 /** A pause that `signal` cuts short (ABORTED); `background`: one that does not keep a Node or Bun process alive. */
