@@ -307,33 +307,25 @@ class Call {
   }
 }
 
-/**
- * The answer, read and checked, once it comes. A response that comes after the attempt gave up is dropped
- * unread (see `late`).
- */
+/** The answer, read and checked, once it comes. */
 async function receive<T>(attempt: Attempt, pending: Promise<FetchResponse>, expected: Expected<T>, limits: BodyLimits): Promise<T> {
-  const response = await pending;
-  if (late(attempt, response)) throw attempt.signal.reason;
+  const response = await arrive(attempt, pending);
   const text = await readBody(response, limits, attempt.endpoint);
   return decodeAnswer(expected, response.status, text, attempt.endpoint);
 }
 
-/** The response head, once it comes (see `late`). */
+/**
+ * The response head, once it comes, with its status recorded. One that comes after its attempt gave up (a
+ * fetch that ignores its signal) has its body dropped, so that it does not hold its connection.
+ */
 async function arrive(attempt: Attempt, pending: Promise<FetchResponse>): Promise<FetchResponse> {
   const response = await pending;
-  if (late(attempt, response)) throw attempt.signal.reason;
-  return response;
-}
-
-/**
- * Records the response's status; true when it came after its attempt gave up (a fetch that ignores its
- * signal), its body then dropped so that it does not hold its connection.
- */
-function late(attempt: Attempt, response: FetchResponse): boolean {
   attempt.status = response.status;
-  if (!attempt.aborted) return false;
-  response.body?.cancel().catch(() => {});
-  return true;
+  if (attempt.aborted) {
+    response.body?.cancel().catch(() => {});
+    throw attempt.signal.reason;
+  }
+  return response;
 }
 
 function toEtcdError(thrown: unknown, endpoint: string, indeterminate: boolean): EtcdError {
