@@ -315,9 +315,19 @@ class Differential {
   /** Whether no key older than the waiter's is left in its line on etcd. */
   private async lineEmptyOnEtcd(p: Pending): Promise<boolean> {
     const name = atob((JSON.parse(p.text.mock) as { name: string }).name);
-    const query = JSON.stringify({ key: btoa(`${name}/`), range_end: btoa(`${name}0`), max_create_revision: String(p.joinedAt - 1), count_only: true });
-    const res = (await (await fetch(`${this.base.real}/v3/kv/range`, { method: "POST", body: query })).json()) as { count?: string };
-    return Number(res.count ?? 0) === 0;
+    // Keys, not count_only: etcd counts a range before it filters by revision, so a count would include the
+    // waiter's own key and every newer one.
+    const query = JSON.stringify({ key: btoa(`${name}/`), range_end: btoa(`${name}0`), max_create_revision: String(p.joinedAt - 1), keys_only: true });
+    const res = (await (await fetch(`${this.base.real}/v3/kv/range`, { method: "POST", body: query })).json()) as { kvs?: unknown[] };
+    return (res.kvs ?? []).length === 0;
+  }
+
+  /** A waiter's whole line on one side, for an error message. */
+  private async line(side: Side, p: Pending): Promise<string> {
+    const name = atob((JSON.parse(p.text.mock) as { name: string }).name);
+    const query = JSON.stringify({ key: btoa(`${name}/`), range_end: btoa(`${name}0`), keys_only: true });
+    const res = (await (await fetch(`${this.base[side]}/v3/kv/range`, { method: "POST", body: query })).json()) as { kvs?: { key: string; create_revision: string }[] };
+    return (res.kvs ?? []).map((kv) => `${atob(kv.key)}@${kv.create_revision}`).join(", ") || "empty";
   }
 
   /** The keys under the names that waiting locks and campaigns wait on (mock side). */
@@ -445,7 +455,10 @@ class Differential {
       }
       if (!p.answers.real || !p.answers.mock) {
         const answer = JSON.stringify(p.answers.real ?? p.answers.mock);
-        throw new Error(`seed ${this.seed} step ${p.step}: ${p.op.path} ${p.text.real} answered on ${p.answers.real ? "etcd" : "the mock"} only (${OTHER_SIDE_MS} ms later): ${answer}`);
+        throw new Error(
+          `seed ${this.seed} step ${p.step}: ${p.op.path} ${p.text.real} answered on ${p.answers.real ? "etcd" : "the mock"} only (${OTHER_SIDE_MS} ms later): ${answer}\n` +
+            `  joined at ${p.joinedAt}; its line (key@create_revision) on etcd: ${await this.line("real", p)}; on the mock: ${await this.line("mock", p)}`,
+        );
       }
       this.finish(p, true);
     }
