@@ -108,6 +108,16 @@ interface Pending {
   joinedAt: number;
 }
 
+/** Observe lines as `key@create_revision/mod_revision`, for an error message. */
+function leaders(lines: Json[]): string {
+  return lines
+    .map((line) => {
+      const kv = (line as { result?: { kv?: { key: string; create_revision: string; mod_revision: string } } }).result?.kv;
+      return kv ? `${atob(kv.key)}@${kv.create_revision}/${kv.mod_revision}` : JSON.stringify(line);
+    })
+    .join(" ");
+}
+
 class Differential {
   /** Lease IDs etcd picked, real ↔ mock, in the order they appeared. */
   private readonly leases: Record<Side, string>[] = [];
@@ -482,7 +492,13 @@ class Differential {
       const mockLines = s.op.kind === "observe" ? this.observedAlso(realLines, s.collectors.mock.lines) : s.collectors.mock.lines;
       const real: Answer = { status: s.collectors.real.status, body: this.streamShape(s.op, realLines) };
       const mock: Answer = { status: s.collectors.mock.status, body: this.streamShape(s.op, mockLines) };
-      this.compare(s.step, s.op, s.text, real, mock, s.op.kind === "observe" ? ["revision"] : []);
+      try {
+        this.compare(s.step, s.op, s.text, real, mock, s.op.kind === "observe" ? ["revision"] : []);
+      } catch (err) {
+        // The answers above are cut at 2,000 characters; an observer's whole story fits in a line each.
+        if (s.op.kind !== "observe") throw err;
+        throw new Error(`${(err as Error).message}\n  etcd's leaders: ${leaders(realLines)}\n  mock's leaders: ${leaders(s.collectors.mock.lines)}`);
+      }
     }
     for (const p of this.pending) {
       for (const side of SIDES) p.abort[side].abort();
