@@ -10,7 +10,6 @@ import { type FetchResponse, READ_BOUNDED, type ReadBounded } from "./fetch.js";
 
 /** An error body is only parsed for etcd's small JSON error or shown as a preview: no need for more. */
 const ERROR_BODY_LIMIT = 64 * 1024;
-const NEWLINE = 0x0a;
 
 export interface BodyLimits {
   /** The most decoded bytes to buffer for a successful answer. */
@@ -66,15 +65,14 @@ async function readStream(
         finished = true;
         return decoder.decode(received.take());
       }
-      const newline = firstLine ? value.indexOf(NEWLINE) : -1;
-      const used = newline >= 0 ? value.subarray(0, newline) : value;
-      if (received.length + used.byteLength > maxBytes) {
+      const outcome = received.appendBounded(value, firstLine);
+      if (outcome === "over") {
         if (ok) throw answerTooLarge(maxBytes, firstLine ? "the first line of the answer" : "the answer", endpoint);
-        received.append(used.subarray(0, maxBytes - received.length));
+        // An error body (never cut at a line) is kept up to the limit, for its preview.
+        received.append(value.subarray(0, maxBytes - received.length));
         return decoder.decode(received.take());
       }
-      received.append(used);
-      if (newline >= 0) return decoder.decode(received.take());
+      if (outcome === "line") return decoder.decode(received.take());
     }
   } finally {
     // Anything left unread (the rest of a stream, an oversized body) is dropped with its connection.

@@ -1,3 +1,5 @@
+const NEWLINE = 0x0a;
+
 /**
  * Bytes gathered from a stream's chunks. A chunk may be a small view of a much larger buffer (a socket read
  * of a few bytes into a 64 KiB allocation, say): keeping the views would pin their whole buffers, so that a
@@ -31,6 +33,19 @@ export class ByteBuffer {
       this.#copy(first);
     }
     this.#copy(chunk);
+  }
+
+  /**
+   * One chunk of a bounded read (see body.ts), the same for every way a body arrives: its bytes, or those
+   * before its first newline when only the first line is wanted, are added unless they would pass the
+   * limit. "line": the first line is complete; "over": nothing was added, the answer is too large.
+   */
+  appendBounded(chunk: Uint8Array, firstLine: boolean): "more" | "line" | "over" {
+    const newline = firstLine ? chunk.indexOf(NEWLINE) : -1;
+    const used = newline >= 0 ? chunk.subarray(0, newline) : chunk;
+    if (this.length + used.byteLength > this.#limit) return "over";
+    this.append(used);
+    return newline >= 0 ? "line" : "more";
   }
 
   /** The bytes so far (the buffer is emptied). */

@@ -49,7 +49,6 @@ export class Targets {
  * smaller than this, which is almost every answer, completes without a pause.
  */
 const UNREAD_LIMIT = 64 * 1024;
-const NEWLINE = 0x0a;
 
 /** Where the body goes once someone reads it: `false` from `data` asks for a pause until `resume`. */
 interface Sink {
@@ -187,17 +186,10 @@ class Exchange implements Dispatcher.DispatchHandler {
       const received = new ByteBuffer(maxBytes);
       this.#attach({
         data: (chunk) => {
-          const newline = firstLine ? chunk.indexOf(NEWLINE) : -1;
-          const used = newline >= 0 ? chunk.subarray(0, newline) : chunk;
-          if (received.length + used.byteLength > maxBytes) {
+          const outcome = received.appendBounded(chunk, firstLine);
+          if (outcome !== "more") {
             this.#drop();
-            resolve(undefined);
-          } else {
-            received.append(used);
-            if (newline >= 0) {
-              this.#drop();
-              resolve(received.take());
-            }
+            resolve(outcome === "line" ? received.take() : undefined);
           }
           return true;
         },
