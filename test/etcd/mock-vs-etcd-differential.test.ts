@@ -113,11 +113,23 @@ interface Pending {
   joinedAt: number;
 }
 
+/** A key-value as etcd's range and observe answer it (the fields read here). */
+interface WireKv {
+  key: string;
+  create_revision: string;
+  mod_revision: string;
+}
+
+/** The lock or election name of a lock, campaign or observe request. */
+function nameOf(text: Record<Side, string>): string {
+  return atob((JSON.parse(text.mock) as { name: string }).name);
+}
+
 /** Observe lines as `key@create_revision/mod_revision`, for an error message. */
 function leaders(lines: Json[]): string {
   return lines
     .map((line) => {
-      const kv = (line as { result?: { kv?: { key: string; create_revision: string; mod_revision: string } } }).result?.kv;
+      const kv = (line as { result?: { kv?: WireKv } }).result?.kv;
       return kv ? `${atob(kv.key)}@${kv.create_revision}/${kv.mod_revision}` : JSON.stringify(line);
     })
     .join(" ");
@@ -329,25 +341,29 @@ class Differential {
 
   /** Whether no key older than the waiter's is left in its line on etcd. */
   private async lineEmptyOnEtcd(p: Pending): Promise<boolean> {
-    const name = atob((JSON.parse(p.text.mock) as { name: string }).name);
+    const name = nameOf(p.text);
     // Keys, not count_only: etcd counts a range before it filters by revision, so a count would include the
     // waiter's own key and every newer one.
-    const query = JSON.stringify({ key: btoa(`${name}/`), range_end: btoa(`${name}0`), max_create_revision: String(p.joinedAt - 1), keys_only: true });
-    const res = (await (await fetch(`${this.base.real}/v3/kv/range`, { method: "POST", body: query })).json()) as { kvs?: unknown[] };
-    return (res.kvs ?? []).length === 0;
+    const { kvs } = await this.readLine("real", name, { max_create_revision: String(p.joinedAt - 1), keys_only: true });
+    return (kvs ?? []).length === 0;
   }
 
   /** A waiter's whole line on one side, for an error message. */
   private async line(side: Side, p: Pending): Promise<string> {
-    const name = atob((JSON.parse(p.text.mock) as { name: string }).name);
-    const query = JSON.stringify({ key: btoa(`${name}/`), range_end: btoa(`${name}0`), keys_only: true });
-    const res = (await (await fetch(`${this.base[side]}/v3/kv/range`, { method: "POST", body: query })).json()) as { kvs?: { key: string; create_revision: string }[] };
-    return (res.kvs ?? []).map((kv) => `${atob(kv.key)}@${kv.create_revision}`).join(", ") || "empty";
+    const name = nameOf(p.text);
+    const { kvs } = await this.readLine(side, name, { keys_only: true });
+    return (kvs ?? []).map((kv) => `${atob(kv.key)}@${kv.create_revision}`).join(", ") || "empty";
+  }
+
+  /** The keys under `name/` on one side, as etcd's range answers them; `fields`: the range's other fields. */
+  private async readLine(side: Side, name: string, fields: Record<string, unknown>): Promise<{ kvs?: WireKv[]; count?: string }> {
+    const query = JSON.stringify({ key: btoa(`${name}/`), range_end: btoa(`${name}0`), ...fields });
+    return (await (await fetch(`${this.base[side]}/v3/kv/range`, { method: "POST", body: query })).json()) as { kvs?: WireKv[]; count?: string };
   }
 
   /** The keys under the names that waiting locks and campaigns wait on (mock side). */
   private waitedOnKeys(): string {
-    const names = new Set(this.pending.map((p) => atob((JSON.parse(p.text.mock) as { name: string }).name)));
+    const names = new Set(this.pending.map((p) => nameOf(p.text)));
     return [...names].flatMap((name) => this.server.mock.keys(`${name}/`)).join("\n");
   }
 
@@ -421,12 +437,11 @@ class Differential {
 
   /** Until etcd has as many keys under the lock's or election's name as the mock. */
   private async joined(text: Record<Side, string>): Promise<void> {
-    const name = atob((JSON.parse(text.mock) as { name: string }).name);
+    const name = nameOf(text);
     const want = this.server.mock.keys(`${name}/`).length;
-    const query = JSON.stringify({ key: btoa(`${name}/`), range_end: btoa(`${name}0`), count_only: true });
     const deadline = Date.now() + 2_000;
     while (Date.now() < deadline) {
-      const res = (await (await fetch(`${this.base.real}/v3/kv/range`, { method: "POST", body: query })).json()) as { count?: string };
+      const res = await this.readLine("real", name, { count_only: true });
       if (Number(res.count ?? 0) === want) return;
       await sleep(5);
     }
@@ -562,11 +577,8 @@ class Differential {
     if (real.ended || real.lines.length === 0 || mock.lines.length === 0) return undefined;
     const kept = this.inMockOrder(real.lines, mock.lines);
     if (!kept) return undefined;
-    type Kv = { key: string; create_revision: string; mod_revision: string };
-    const last = (mock.lines[mock.lines.length - 1] as { result?: { kv?: Kv } }).result?.kv;
-    const name = atob((JSON.parse(s.text.mock) as { name: string }).name);
-    const query = JSON.stringify({ key: btoa(`${name}/`), range_end: btoa(`${name}0`), sort_target: "CREATE", sort_order: "ASCEND", limit: 1, keys_only: true });
-    const now = ((await (await fetch(`${this.base.real}/v3/kv/range`, { method: "POST", body: query })).json()) as { kvs?: Kv[] }).kvs?.[0];
+    const last = (mock.lines[mock.lines.length - 1] as { result?: { kv?: WireKv } }).result?.kv;
+    const now = (await this.readLine("real", nameOf(s.text), { sort_target: "CREATE", sort_order: "ASCEND", limit: 1, keys_only: true })).kvs?.[0];
     const holds = last && now && now.key === last.key && now.create_revision === last.create_revision && now.mod_revision === last.mod_revision;
     return holds ? kept : undefined;
   }
