@@ -37,6 +37,11 @@ class Watcher {
     this.synced = spec.startRevision === 0 || spec.startRevision > current;
     this.nextRevision = spec.startRevision === 0 ? current + 1 : spec.startRevision;
   }
+
+  /** Whether its catch-up is canceled by this compaction (etcd leaves it out of its batch's start). */
+  startsBefore(compactRevision: number): boolean {
+    return this.nextRevision < compactRevision;
+  }
 }
 
 /** One HTTP watch stream: the gateway's NDJSON body, and the watchers created on it. */
@@ -135,11 +140,14 @@ export class WatchStream {
     w.progressDue = false;
   }
 
-  /** Catch-up for an unsynced watcher: compacted → canceled; else history in batches of 1000 revisions. */
-  sync(w: Watcher): void {
+  /**
+   * Catch-up for an unsynced watcher: compacted → canceled; else history from `batchStart` (the lowest start of
+   * the watchers synced with it) in batches of 1000 revisions.
+   */
+  sync(w: Watcher, batchStart: number): void {
     const hub = this.hub;
     const current = hub.store.revision;
-    if (w.nextRevision < hub.store.compactRevision) {
+    if (w.startsBefore(hub.store.compactRevision)) {
       const out: Out = { header: hub.header(0) };
       setInt(out, "watch_id", w.id);
       // etcd marks the answer canceled by its compact revision being non-zero: after a compaction at revision 0
@@ -163,8 +171,9 @@ export class WatchStream {
       revs = 0;
     };
     for (const entry of hub.store.log) {
-      // etcd reads history from the start revision as an unsigned key: a negative one reads nothing.
-      if (w.nextRevision < 0) break;
+      // etcd reads one batch's history from its lowest start revision, as an unsigned key: a negative start
+      // reads nothing, for every watcher synced with it (fixed upstream after 3.6 by rejecting it, etcd afeab20ac).
+      if (batchStart < 0) break;
       if (entry.revision < w.nextRevision || entry.revision > current) continue;
       const events = hub.select(w.spec, entry.events);
       if (events.length === 0) continue;
@@ -216,9 +225,17 @@ export class WatchHub {
     this.syncQueued = true;
     queueMicrotask(() => {
       this.syncQueued = false;
+      // One batch, as etcd's syncWatchers: the unsynced watchers of every stream, read from the lowest start
+      // among those not canceled for compaction (its watcherGroup.chooseAll).
+      const batch: [WatchStream, Watcher][] = [];
       for (const stream of this.streams) {
-        for (const w of [...stream.watchers.values()]) if (!w.synced) stream.sync(w);
+        for (const w of stream.watchers.values()) if (!w.synced) batch.push([stream, w]);
       }
+      let batchStart = Infinity;
+      for (const [, w] of batch) {
+        if (!w.startsBefore(this.store.compactRevision)) batchStart = Math.min(batchStart, w.nextRevision);
+      }
+      for (const [stream, w] of batch) stream.sync(w, batchStart);
     });
   }
 

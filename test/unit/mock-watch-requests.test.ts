@@ -90,6 +90,36 @@ describe("start revisions", () => {
     older.abort();
   });
 
+  it("a negative start empties the catch-up of every watcher synced with it, as etcd 3.4 and 3.5 do", async () => {
+    const mock = createMockEtcd();
+    mock.put("k", "1");
+    mock.put("k", "2"); // revision 3
+    // Alone, a past start replays its history.
+    const alone = await watch(mock, create("k", { start_revision: "3" }));
+    expect((await alone.lines()).map((l) => l.events?.[0].kv.value)).toEqual([undefined, b64("2")]);
+    // Beside a negative start in the same catch-up, it replays nothing; both see what comes next.
+    const beside = await watch(mock, create("k", { start_revision: "3", watch_id: 1 }), create("k", { start_revision: "-1", watch_id: 2 }));
+    expect((await beside.lines()).map((l) => [l.watch_id, l.created ?? l.events.length])).toEqual([
+      ["1", true],
+      ["2", true],
+    ]);
+    mock.put("k", "3");
+    expect((await beside.lines()).map((l) => [l.watch_id, l.events[0].kv.value])).toEqual([
+      ["1", b64("3")],
+      ["2", b64("3")],
+    ]);
+    // A start below the first revision kept is canceled for compaction and leaves the others' catch-up alone
+    // (revisions 3 and 4 here).
+    const canceled = await watch(mock, create("k", { start_revision: "3", watch_id: 1 }), create("k", { start_revision: "-5", watch_id: 2 }));
+    expect((await canceled.lines()).map((l) => [l.watch_id, l.canceled ?? l.events?.length ?? "created"])).toEqual([
+      ["1", "created"],
+      ["2", "created"],
+      ["1", 2],
+      ["2", true],
+    ]);
+    for (const w of [alone, beside, canceled]) w.abort();
+  });
+
   it("from exactly the compact revision: 3.4 replays its puts but not its deletes; 3.5 keeps both", async () => {
     for (const version of ["3.4", "3.5"] as const) {
       const mock = createMockEtcd({ version });
