@@ -100,6 +100,9 @@ interface Stream {
   abort: AbortController;
   collectors: Record<Side, Collector>;
   diverged: boolean;
+  /** An observer's: how many of the mock's lines were looked up on etcd, and those etcd had (kvKey, the mock's). */
+  looked: number;
+  onEtcd: Set<string>;
 }
 
 interface Pending {
@@ -126,11 +129,21 @@ function nameOf(text: Record<Side, string>): string {
 }
 
 /** Observe lines as `key@create_revision/mod_revision`, for an error message. */
+/** The key an observer's line reports. */
+function kvOf(line: Json): WireKv | undefined {
+  return (line as { result?: { kv?: WireKv } }).result?.kv;
+}
+
+/** A key at one version: its name, create and mod revisions. */
+function kvKey(kv: WireKv): string {
+  return `${atob(kv.key)}@${kv.create_revision}/${kv.mod_revision}`;
+}
+
 function leaders(lines: Json[]): string {
   return lines
     .map((line) => {
-      const kv = (line as { result?: { kv?: WireKv } }).result?.kv;
-      return kv ? `${atob(kv.key)}@${kv.create_revision}/${kv.mod_revision}` : JSON.stringify(line);
+      const kv = kvOf(line);
+      return kv ? kvKey(kv) : JSON.stringify(line);
     })
     .join(" ");
 }
@@ -222,6 +235,11 @@ class Differential {
     this.toReal.set(mock, real);
     this.leases.push({ real, mock });
     return true;
+  }
+
+  /** The same key at the same version: revisions first, so that keyEq pairs no unrelated lease IDs. */
+  private sameKv(real: WireKv, mock: WireKv): boolean {
+    return real.create_revision === mock.create_revision && real.mod_revision === mock.mod_revision && this.keyEq(real.key, mock.key);
   }
 
   /** Keys are equal, or equal but for the lease ID in hex at their end (a lock's or candidate's key). */
@@ -459,7 +477,7 @@ class Differential {
       real: new Collector(fetch(`${this.base.real}${op.path}`, { method: "POST", body: text.real, signal: abort.signal })),
       mock: new Collector(fetch(`${this.base.mock}${op.path}`, { method: "POST", body: text.mock, signal: abort.signal })),
     };
-    this.streams.push({ step, op, text, abort, collectors, diverged: false });
+    this.streams.push({ step, op, text, abort, collectors, diverged: false, looked: 0, onEtcd: new Set() });
     // etcd syncs a watcher that starts in the past on a 100 ms loop: let it catch up with the mock (which syncs
     // at once) before anything else is written, or its catch-up would batch later writes too.
     await sleep(150);
@@ -498,6 +516,21 @@ class Differential {
       while (s.collectors.real.lines.length !== s.collectors.mock.lines.length && Date.now() < deadline) await sleep(5);
       if (s.collectors.real.lines.length !== s.collectors.mock.lines.length) s.diverged = true;
     }
+    for (const s of this.streams) if (s.op.kind === "observe") await this.lookUpLeaders(s);
+  }
+
+  /**
+   * Whether etcd had each leader the mock's observer reported, read at its revision now, before a later
+   * compaction hides it: observerBehind needs it at the end.
+   */
+  private async lookUpLeaders(s: Stream): Promise<void> {
+    const lines = s.collectors.mock.lines;
+    for (; s.looked < lines.length; s.looked++) {
+      const kv = kvOf(lines[s.looked]!);
+      if (!kv) continue;
+      const then = await this.readLine("real", nameOf(s.text), { revision: kv.mod_revision, keys_only: true });
+      if ((then.kvs ?? []).some((k) => this.sameKv(k, kv))) s.onEtcd.add(kvKey(kv));
+    }
   }
 
   /**
@@ -512,7 +545,8 @@ class Differential {
       if (s.op.kind === "observe" && mockLines === s.collectors.mock.lines && realLines.length < mockLines.length) {
         const upToEtcd = await this.observerBehind(s);
         if (upToEtcd) {
-          this.stalled.push(`seed ${this.seed} step ${s.step}: ${s.op.path} ${s.text.real} stopped at ${leaders(realLines.slice(-1))}; etcd holds ${leaders(mockLines.slice(-1))}`);
+          const tail = mockLines.slice(mockLines.indexOf(upToEtcd[upToEtcd.length - 1]!) + 1);
+          this.stalled.push(`seed ${this.seed} step ${s.step}: ${s.op.path} ${s.text.real} stopped at ${leaders(realLines.slice(-1))}; the mock went on to ${leaders(tail)}`);
           mockLines = upToEtcd;
         }
       }
@@ -567,9 +601,11 @@ class Differential {
   }
 
   /**
-   * etcd's observer stopped short: its stream is still open, its lines are the mock's in order, and the mock
-   * went on to the leader that etcd itself holds now (its first-created key under the name, same create and mod
-   * revisions). Like a waiter left on an empty line, that is etcd's internal watcher stalling (docs/testing.md):
+   * etcd's observer stopped short: its stream is still open, its lines are the mock's in order, and either the
+   * mock went on to the leader that etcd itself holds now (its first-created key under the name, same create and
+   * mod revisions), or etcd holds no leader now and etcd had each leader the mock went on to (lookUpLeaders).
+   * The first is etcd's internal watcher stalling, like a waiter left on an empty line (docs/testing.md); the
+   * second may also be etcd's observer reading the line only after a short-lived leader was gone. Either way:
    * the mock's lines up to where etcd's stopped, to compare; undefined for any other difference.
    */
   private async observerBehind(s: Stream): Promise<Json[] | undefined> {
@@ -577,10 +613,15 @@ class Differential {
     if (real.ended || real.lines.length === 0 || mock.lines.length === 0) return undefined;
     const kept = this.inMockOrder(real.lines, mock.lines);
     if (!kept) return undefined;
-    const last = (mock.lines[mock.lines.length - 1] as { result?: { kv?: WireKv } }).result?.kv;
+    const last = kvOf(mock.lines[mock.lines.length - 1]!);
     const now = (await this.readLine("real", nameOf(s.text), { sort_target: "CREATE", sort_order: "ASCEND", limit: 1, keys_only: true })).kvs?.[0];
-    const holds = last && now && now.key === last.key && now.create_revision === last.create_revision && now.mod_revision === last.mod_revision;
-    return holds ? kept : undefined;
+    if (now) return last && this.sameKv(now, last) ? kept : undefined;
+    const tail = mock.lines.slice(mock.lines.indexOf(kept[kept.length - 1]!) + 1);
+    const onEtcd = (line: Json) => {
+      const kv = kvOf(line);
+      return kv !== undefined && s.onEtcd.has(kvKey(kv));
+    };
+    return tail.every(onEtcd) ? kept : undefined;
   }
 
   private streamShape(op: Op, lines: Json[]): Json {
