@@ -128,7 +128,6 @@ function nameOf(text: Record<Side, string>): string {
   return atob((JSON.parse(text.mock) as { name: string }).name);
 }
 
-/** Observe lines as `key@create_revision/mod_revision`, for an error message. */
 /** The key an observer's line reports. */
 function kvOf(line: Json): WireKv | undefined {
   return (line as { result?: { kv?: WireKv } }).result?.kv;
@@ -139,6 +138,7 @@ function kvKey(kv: WireKv): string {
   return `${atob(kv.key)}@${kv.create_revision}/${kv.mod_revision}`;
 }
 
+/** Observe lines as `key@create_revision/mod_revision`, for an error message. */
 function leaders(lines: Json[]): string {
   return lines
     .map((line) => {
@@ -527,6 +527,7 @@ class Differential {
     const lines = s.collectors.mock.lines;
     for (; s.looked < lines.length; s.looked++) {
       const kv = kvOf(lines[s.looked]!);
+      // Only a line with a leader has a name to read (an observe request with a bad name gets an error line).
       if (!kv) continue;
       const then = await this.readLine("real", nameOf(s.text), { revision: kv.mod_revision, keys_only: true });
       if ((then.kvs ?? []).some((k) => this.sameKv(k, kv))) s.onEtcd.add(kvKey(kv));
@@ -543,11 +544,10 @@ class Differential {
       const realLines = s.collectors.real.lines;
       let mockLines = s.op.kind === "observe" ? this.observedAlso(realLines, s.collectors.mock.lines) : s.collectors.mock.lines;
       if (s.op.kind === "observe" && mockLines === s.collectors.mock.lines && realLines.length < mockLines.length) {
-        const upToEtcd = await this.observerBehind(s);
-        if (upToEtcd) {
-          const tail = mockLines.slice(mockLines.indexOf(upToEtcd[upToEtcd.length - 1]!) + 1);
-          this.stalled.push(`seed ${this.seed} step ${s.step}: ${s.op.path} ${s.text.real} stopped at ${leaders(realLines.slice(-1))}; the mock went on to ${leaders(tail)}`);
-          mockLines = upToEtcd;
+        const behind = await this.observerBehind(s);
+        if (behind) {
+          this.stalled.push(`seed ${this.seed} step ${s.step}: ${s.op.path} ${s.text.real} stopped at ${leaders(realLines.slice(-1))}; the mock went on to ${leaders(behind.beyond)}`);
+          mockLines = behind.upToEtcd;
         }
       }
       s.abort.abort();
@@ -606,22 +606,23 @@ class Differential {
    * mod revisions), or etcd holds no leader now and etcd had each leader the mock went on to (lookUpLeaders).
    * The first is etcd's internal watcher stalling, like a waiter left on an empty line (docs/testing.md); the
    * second may also be etcd's observer reading the line only after a short-lived leader was gone. Either way:
-   * the mock's lines up to where etcd's stopped, to compare; undefined for any other difference.
+   * the mock's lines up to where etcd's stopped (to compare) and those after it; undefined for any other
+   * difference.
    */
-  private async observerBehind(s: Stream): Promise<Json[] | undefined> {
+  private async observerBehind(s: Stream): Promise<{ upToEtcd: Json[]; beyond: Json[] } | undefined> {
     const { real, mock } = s.collectors;
     if (real.ended || real.lines.length === 0 || mock.lines.length === 0) return undefined;
-    const kept = this.inMockOrder(real.lines, mock.lines);
-    if (!kept) return undefined;
+    const upToEtcd = this.inMockOrder(real.lines, mock.lines);
+    if (!upToEtcd) return undefined;
+    const beyond = mock.lines.slice(mock.lines.indexOf(upToEtcd[upToEtcd.length - 1]!) + 1);
     const last = kvOf(mock.lines[mock.lines.length - 1]!);
     const now = (await this.readLine("real", nameOf(s.text), { sort_target: "CREATE", sort_order: "ASCEND", limit: 1, keys_only: true })).kvs?.[0];
-    if (now) return last && this.sameKv(now, last) ? kept : undefined;
-    const tail = mock.lines.slice(mock.lines.indexOf(kept[kept.length - 1]!) + 1);
+    if (now) return last && this.sameKv(now, last) ? { upToEtcd, beyond } : undefined;
     const onEtcd = (line: Json) => {
       const kv = kvOf(line);
       return kv !== undefined && s.onEtcd.has(kvKey(kv));
     };
-    return tail.every(onEtcd) ? kept : undefined;
+    return beyond.every(onEtcd) ? { upToEtcd, beyond } : undefined;
   }
 
   private streamShape(op: Op, lines: Json[]): Json {
@@ -712,7 +713,7 @@ it(`random requests over HTTP: the mock answers as etcd does (seed ${SEED}, ${OP
   for (const d of diffs) for (const [tag, n] of d.seen) seen.set(tag, (seen.get(tag) ?? 0) + n);
   const compared = diffs.reduce((n, d) => n + d.compared, 0);
   const stalled = diffs.flatMap((d) => d.stalled);
-  if (stalled.length > 0) console.warn(`etcd's own watcher stalled ${stalled.length} time(s) (a waiter on an empty line, or an observer short of the leader etcd holds):\n  ${stalled.join("\n  ")}`);
+  if (stalled.length > 0) console.warn(`etcd's own watcher stalled ${stalled.length} time(s) (a waiter on an empty line, or an observer short of the mock's leaders):\n  ${stalled.join("\n  ")}`);
   const summary = [...seen].sort().map(([tag, n]) => `  ${tag}: ${n}`).join("\n");
   const seconds = Math.round((performance.now() - started) / 1000);
   console.info(`mock-vs-etcd ${version}: ${compared} answers compared, ${perLane * LANES} requests, seeds ${SEED}..${SEED + LANES - 1}, ${seconds} s\n${summary}`);
