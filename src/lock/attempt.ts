@@ -5,11 +5,12 @@ import type { EtcdError } from "../errors/etcd-error.js";
 import { anySignal, CallSignal, delay, untilAborted } from "../gateway/signals.js";
 import { Held } from "./held.js";
 import { unanswered } from "./sends.js";
+import { untilAnswered } from "./until-answered.js";
 import type { LeaseSession } from "./lease-session.js";
 import { type Subject, subjectText } from "./subject.js";
 import type { LockOptions } from "./queue.js";
 import { type JoinCall, type LineState, type WaitMode, waitSettings } from "./queue.js";
-import { type LineReader, type WaitContext, waitFailure, waitForTurn } from "./wait.js";
+import { type LineReader, steadfast, type WaitContext, waitFailure, waitForTurn } from "./wait.js";
 
 /** How long a failed acquisition waits for its join and cleanup before leaving the cleanup to run on its own. */
 const JOIN_GRACE_MS = 500;
@@ -189,7 +190,9 @@ class Frame implements Attempt, WaitContext {
 
   #sendJoin<J extends { revision: number }>(send: (call: JoinCall) => Promise<J>, value: string | undefined): Promise<J> {
     this.#value = value;
-    const sent = send({ signal: this.#session.signal, onSent: this.#countSend, idempotent: true });
+    const call: JoinCall = { signal: this.#session.signal, onSent: this.#countSend, idempotent: true };
+    // Sent again while unanswered and the caller still waits; `timeout: 0` tries once, as it asks.
+    const sent = this.tryOnly ? send(call) : untilAnswered(() => send(call), this);
     this.joining = sent;
     return sent;
   }
@@ -235,9 +238,10 @@ export async function waitAfterJoin(
   client: EtcdClient,
   frame: Attempt,
   name: string,
-  read: LineReader,
+  reader: LineReader,
   joined: LineState & { created: boolean },
 ): Promise<ResponseHeader> {
+  const read = steadfast(reader);
   const start = joined.created ? joined : await read(frame.signal);
   if (!start.ownExists) throw frame.context.expired();
   if (start.predecessor !== undefined) {

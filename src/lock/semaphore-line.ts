@@ -5,6 +5,7 @@ import { internal, permitsMismatch } from "../errors/catalogue.js";
 import { isEtcdError } from "../errors/etcd-error.js";
 import { delay } from "../gateway/signals.js";
 import { NEWEST_FIRST, OLDEST } from "./queue.js";
+import { untilAnswered } from "./until-answered.js";
 import { WAIT_IDLE_TIMEOUT, type WaitContext } from "./wait.js";
 import type { JoinCall } from "./queue.js";
 
@@ -98,7 +99,7 @@ export async function waitForSlot(client: EtcdClient, line: SlotLine, revision: 
       if (admitted !== undefined) return admitted;
     }
     // Polling, or the count must be taken again (compaction): one read.
-    state = await readSlots(client, line.prefix, revision, context.signal, context.mode === "poll" ? line.permits : undefined);
+    state = await untilAnswered(() => readSlots(client, line.prefix, revision, context.signal, context.mode === "poll" ? line.permits : undefined), context);
   }
 }
 

@@ -5,6 +5,7 @@ import { isEtcdError } from "../errors/etcd-error.js";
 import { type CallSignal, delay } from "../gateway/signals.js";
 import type { LeaseSession } from "./lease-session.js";
 import { enterLine, type Incarnation, type LineWatch } from "./line-watch.js";
+import { untilAnswered } from "./until-answered.js";
 import { type Enqueued, type LineState, type QueueState, onlyContenders, readLine, type WaitMode } from "./queue.js";
 
 /**
@@ -46,7 +47,7 @@ export interface WaitContext {
  * read finds our predecessor first; our key gone by then means our lease ended.
  */
 export async function waitInLine(client: EtcdClient, prefix: string, line: Enqueued, context: WaitContext): Promise<ResponseHeader> {
-  const read: LineReader = (signal) => readLine(client, prefix, line.revision, signal, onlyContenders);
+  const read = steadfast((signal) => readLine(client, prefix, line.revision, signal, onlyContenders));
   let start: QueueState = line;
   if (!line.created) start = checked(await read(context.signal), context);
   // Each key waits for the next older one: whoever is behind our key is first once we are and we leave.
@@ -59,6 +60,11 @@ export async function waitInLine(client: EtcdClient, prefix: string, line: Enque
  * the newest older writer).
  */
 export type LineReader = (signal: AbortSignal) => Promise<LineState>;
+
+/** `read`, sent again while unanswered and its signal has not aborted (see untilAnswered). */
+export function steadfast(read: LineReader): LineReader {
+  return (signal) => untilAnswered(() => read(signal), { signal });
+}
 
 /** What a failed wait reports: the session's loss first, then the caller's abort or timeout, else the cause. */
 export function waitFailure(session: LeaseSession, call: CallSignal, thrown: unknown, expired: (cause: unknown) => EtcdError): unknown {

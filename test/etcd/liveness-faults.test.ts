@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Etcd, type Fetch, isEtcdError, type Lock } from "../../src/index.js";
 import { createNodeFetch } from "../../src/node/index.js";
 import { type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
-import { rejection, sleep, until, within } from "../support/async.js";
+import { rejection, sleep, stillPending, until, within } from "../support/async.js";
 import { client, keysUnder, sharedEndpoint, uniqueName } from "../support/etcd.js";
 import { startEtcd } from "./harness.js";
 
@@ -76,6 +76,84 @@ describe("a silent endpoint costs one attempt, not the call", () => {
       proxy.resume();
       await session.close();
     }
+  });
+});
+
+describe("an acquisition outlasts a call's attempts", () => {
+  // Before: a join or a read of the line that spent its call's attempts (on silent pooled connections, or on a
+  // network that failed for a while) failed the lock with TIMEOUT or UNAVAILABLE, although the caller had
+  // asked to wait 15 s and etcd was fine all along.
+
+  /**
+   * A fetch that gives the next `count` requests to `path` no answer: "hang" leaves them unanswered until
+   * their signal aborts (a silent pooled connection), "break" fails them at once (a broken network).
+   */
+  function faultyWire() {
+    let armed = { path: "", count: 0, how: "hang" as "hang" | "break" };
+    let hit = 0;
+    const fetch: Fetch = (input, init) => {
+      if (armed.count > 0 && String(input).endsWith(armed.path)) {
+        armed.count--;
+        hit++;
+        if (armed.how === "break") return Promise.reject(new TypeError("fetch failed", { cause: new Error("socket hang up") }));
+        return new Promise((_, reject) => {
+          const signal = init?.signal;
+          signal?.addEventListener("abort", () => reject(signal.reason), { once: true });
+        });
+      }
+      return globalThis.fetch(input, init);
+    };
+    const failNext = (path: string, count: number, how: "hang" | "break") => {
+      armed = { path, count, how };
+    };
+    return { fetch, failNext, hit: () => hit };
+  }
+
+  it("a join whose call spends every attempt on silent connections is sent again, and the lock is taken", async () => {
+    const name = uniqueName("liveness");
+    const wire = faultyWire();
+    // Three attempts of 300 ms per call.
+    const session = await client({ fetch: wire.fetch, timeout: 1_500, attemptTimeout: 300, retries: 2 }).session({ ttl: 30 });
+    // Four: the join's first call spends its three attempts, its second call gets through at its second.
+    wire.failNext("/v3/kv/txn", 4, "hang");
+    const lock = await within(10_000, "the lock is taken", session.mutex(name).lock({ timeout: 15_000 }));
+    expect(wire.hit()).toBe(4);
+    expect(lock.held).toBe(true);
+    expect((await etcd.range({ prefix: `${name}/` })).kvs.map((kv) => kv.createRevision)).toEqual([lock.revision]);
+    await lock.unlock();
+    // `timeout: 0` tries once, as it says: its join's call fails, and so does the lock, leaving no key.
+    wire.failNext("/v3/kv/txn", 3, "hang");
+    expect((await rejection(session.mutex(name).lock({ timeout: 0 }))).code).toBe("TIMEOUT");
+    await until("no key left", 5_000, async () => (await keysUnder(etcd, name)).length === 0);
+    await session.close();
+  });
+
+  it.each(["mutex", "semaphore"] as const)("a polling %s whose line reads fail is not failed by them, and takes its turn", async (kind) => {
+    const name = uniqueName("liveness");
+    const wire = faultyWire();
+    const waiterSession = await client({ fetch: wire.fetch, retries: 0 }).session({ ttl: 30 });
+    const holderSession = await etcd.session({ ttl: 30 });
+    const options = { wait: "poll", pollInterval: 50, timeout: 15_000 } as const;
+    const take = async (session: typeof holderSession) => {
+      if (kind === "mutex") {
+        const lock = await session.mutex(name).lock(options);
+        return { revision: lock.revision, release: () => lock.unlock() };
+      }
+      const permit = await session.semaphore(name, { permits: 1 }).acquire(options);
+      return { revision: permit.revision, release: () => permit.release() };
+    };
+    const held = await take(holderSession);
+    const waiting = take(waiterSession);
+    await until("the waiter is in line", 5_000, async () => (await keysUnder(etcd, name)).length === 2);
+    // Each poll is one read; five fail in a row, each at once (no retry left in its call).
+    wire.failNext("/v3/kv/range", 5, "break");
+    await until("five reads failed", 5_000, () => wire.hit() === 5);
+    expect(await stillPending(waiting, 100)).toBe(true);
+    await held.release();
+    const turn = await within(5_000, "the waiter takes its turn", waiting);
+    expect(turn.revision).toBeGreaterThan(held.revision);
+    await turn.release();
+    await Promise.all([waiterSession.close(), holderSession.close()]);
   });
 });
 
