@@ -22,6 +22,7 @@ import {
   rangeRequest,
 } from "./kv.js";
 import { LeaseClient } from "./lease.js";
+import { TxnBatcher } from "./txn-batch.js";
 import { TxnBuilder } from "./txn-builder.js";
 import { watch, type WatchBatch, type WatchQuery } from "./watch.js";
 import { checkWatchQuery } from "./watch-query.js";
@@ -39,12 +40,14 @@ export class EtcdClient {
   /** @internal */
   readonly keyspace: Keyspace;
   readonly #config: ResolvedConfig;
+  readonly #batcher: TxnBatcher;
 
   constructor(options: EtcdOptions) {
     this.#config = resolveConfig(options);
     this.transport = new Transport(this.#config);
     this.keyspace = new Keyspace(this.#config.namespace);
     this.lease = new LeaseClient(this.transport, this.keyspace);
+    this.#batcher = new TxnBatcher(this.transport);
   }
 
   /**
@@ -106,7 +109,7 @@ export class EtcdClient {
 
   /** Starts a transaction: `txn().if(...).then(...).else(...).commit()`. */
   txn(): TxnBuilder {
-    return new TxnBuilder(this.transport, this.keyspace);
+    return new TxnBuilder(this.transport, this.keyspace, this.#batcher);
   }
 
   /** Changes to a key, range or prefix, as batches per revision. See {@link WatchQuery}. */

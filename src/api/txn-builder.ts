@@ -3,6 +3,7 @@ import { resolveFlag } from "../gateway/config.js";
 import type { CallOptions, Transport } from "../gateway/transport.js";
 import * as wire from "../gateway/wire.js";
 import type { Keyspace } from "./keyspace.js";
+import type { TxnBatcher } from "./txn-batch.js";
 import { type AnyOp, type Compare, decodeTxn, type TxnResult, txnRequest } from "./txn.js";
 
 /**
@@ -17,14 +18,24 @@ export class PreparedTxn<Then extends readonly AnyOp[] = [], Else extends readon
   readonly #then: Then;
   readonly #else: Else;
   readonly #writes: boolean;
+  readonly #batcher: TxnBatcher | undefined;
 
   /** @internal Made by `TxnBuilder.prepare()`. */
-  constructor(transport: Transport, keyspace: Keyspace, json: string, then: Then, otherwise: Else, writes = [...then, ...otherwise].some((o) => o.writes)) {
+  constructor(
+    transport: Transport,
+    keyspace: Keyspace,
+    json: string,
+    then: Then,
+    otherwise: Else,
+    batcher?: TxnBatcher,
+    writes = [...then, ...otherwise].some((o) => o.writes),
+  ) {
     this.#transport = transport;
     this.#keyspace = keyspace;
     this.#json = json;
     this.#then = then;
     this.#else = otherwise;
+    this.#batcher = batcher;
     this.#writes = writes;
   }
 
@@ -33,7 +44,7 @@ export class PreparedTxn<Then extends readonly AnyOp[] = [], Else extends readon
    * built once whose only change between sends is one revision (a release's guard).
    */
   withRevision(from: number, to: number): PreparedTxn<Then, Else> {
-    return new PreparedTxn(this.#transport, this.#keyspace, this.#json.replace(`"${from}"`, `"${to}"`), this.#then, this.#else, this.#writes);
+    return new PreparedTxn(this.#transport, this.#keyspace, this.#json.replace(`"${from}"`, `"${to}"`), this.#then, this.#else, this.#batcher, this.#writes);
   }
 
   /**
@@ -49,6 +60,15 @@ export class PreparedTxn<Then extends readonly AnyOp[] = [], Else extends readon
     );
     return decodeTxn(this.#keyspace, result, this.#then, this.#else);
   }
+
+  /**
+   * @internal Sends this transaction, which is safe to resend and reads and writes only keys that start with
+   * `footprint`, together with others that callers of the same client start in the same turn (see TxnBatcher).
+   */
+  async commitWithOthers(footprint: string, options: CallOptions): Promise<TxnResult<Then, Else>> {
+    if (this.#batcher === undefined) return this.commit({ ...options, idempotent: true });
+    return decodeTxn(this.#keyspace, await this.#batcher.send(this.#json, footprint, options), this.#then, this.#else);
+  }
 }
 
 /**
@@ -58,15 +78,17 @@ export class PreparedTxn<Then extends readonly AnyOp[] = [], Else extends readon
 export class TxnBuilder<Then extends readonly AnyOp[] = [], Else extends readonly AnyOp[] = []> {
   readonly #transport: Transport;
   readonly #keyspace: Keyspace;
+  readonly #batcher: TxnBatcher | undefined;
   #compares: readonly Compare[] = [];
   #then: readonly AnyOp[] = [];
   #else: readonly AnyOp[] = [];
   #stage = 0;
 
   /** @internal */
-  constructor(transport: Transport, keyspace: Keyspace) {
+  constructor(transport: Transport, keyspace: Keyspace, batcher?: TxnBatcher) {
     this.#transport = transport;
     this.#keyspace = keyspace;
+    this.#batcher = batcher;
   }
 
   /** The conditions, all of which must hold (made with `cmp.*`). None: the `then` branch always runs. */
@@ -105,7 +127,7 @@ export class TxnBuilder<Then extends readonly AnyOp[] = [], Else extends readonl
    */
   prepare(): PreparedTxn<Then, Else> {
     const body = txnRequest(this.#keyspace, this.#compares, this.#then, this.#else);
-    return new PreparedTxn(this.#transport, this.#keyspace, JSON.stringify(body), this.#then as Then, this.#else as Else);
+    return new PreparedTxn(this.#transport, this.#keyspace, JSON.stringify(body), this.#then as Then, this.#else as Else, this.#batcher);
   }
 
   #advance(stage: number, name: string): void {

@@ -131,6 +131,14 @@ export class EtcdTimeoutError extends EtcdError {
 }
 
 /**
+ * A failure that says nothing of the server's state: no answer (a timeout, a cut connection, an abort) or
+ * none that refused the request. Sending the same idempotent request again may succeed.
+ */
+export function unanswered(error: unknown): boolean {
+  return !isEtcdError(error) || error.indeterminate || ["UNAVAILABLE", "TIMEOUT", "ABORTED"].includes(error.code);
+}
+
+/**
  * Whether `error` is an error of this SDK, optionally with a given code. Works across realms and across
  * duplicate copies of the package, where `instanceof EtcdError` would not.
  */

@@ -4,7 +4,7 @@ import { locked, sessionExpired } from "../errors/catalogue.js";
 import type { EtcdError } from "../errors/etcd-error.js";
 import { anySignal, CallSignal, delay, untilAborted } from "../gateway/signals.js";
 import { Held } from "./held.js";
-import { unanswered } from "./sends.js";
+import { unanswered } from "../errors/etcd-error.js";
 import { untilAnswered } from "./until-answered.js";
 import type { LeaseSession } from "./lease-session.js";
 import { type Subject, subjectText } from "./subject.js";

@@ -6,7 +6,8 @@ import { delay } from "../gateway/signals.js";
 import type { CallOptions } from "../gateway/transport.js";
 import type { LeaseSession } from "./lease-session.js";
 import { deleteOwnKey } from "./queue.js";
-import { ReleaseSends, resendPause, unanswered } from "./sends.js";
+import { unanswered } from "../errors/etcd-error.js";
+import { ReleaseSends, resendPause } from "./sends.js";
 import { type Subject, subjectText } from "./subject.js";
 
 /** What every holding is made of. */

@@ -111,11 +111,12 @@ const anyKeys: LineCheck = () => {};
  * read the holder and, right after our put, the two newest keys: ours and our predecessor, without values
  * (nobody reads a contender's value from them). A resent join finds its own key there, so it takes the
  * second branch and reads it back. The same transaction whenever this key joins with this value, so it is
- * built once.
+ * built once. It reads and writes only keys under `prefix`, so joins of other lines started in the same turn
+ * go with it in one request (TxnBatcher).
  */
 export function joinTxn(client: EtcdClient, prefix: string, key: string, value: string, leaseId: string) {
   const put = op.put(key, value, { lease: leaseId });
-  return client
+  const txn = client
     .txn()
     .if(cmp.version({ prefix }, "==", 0))
     .then(put)
@@ -127,13 +128,14 @@ export function joinTxn(client: EtcdClient, prefix: string, key: string, value: 
       ),
     )
     .prepare();
+  return { txn, prefix };
 }
 
 export type JoinTxn = ReturnType<typeof joinTxn>;
 
 export async function enqueue(join: JoinTxn, key: string, call: JoinCall) {
   // A create-if-absent is safe to resend: a repeat finds the key and reads it back (created: false).
-  const result = await join.commit(call);
+  const result = await join.txn.commitWithOthers(join.prefix, call);
   const { header } = result;
   if (result.succeeded) {
     // The line was empty: ours is its only key, the holder.
@@ -224,7 +226,8 @@ export type GuardedDelete = (modRevision: number, options?: CallOptions) => Prom
  */
 export function guardedDelete(client: EtcdClient, key: string): GuardedDelete {
   const template = client.txn().if(cmp.modRevision(key, "==", ANY_REVISION)).then(op.delete(key)).prepare();
-  return async (modRevision, options = {}) => (await template.withRevision(ANY_REVISION, modRevision).commit({ ...options, idempotent: true })).succeeded;
+  // It touches `key` alone: releases of other keys started in the same turn go with it in one request.
+  return async (modRevision, options = {}) => (await template.withRevision(ANY_REVISION, modRevision).commitWithOthers(key, options)).succeeded;
 }
 
 /** Deletes `key` only while `guard` holds; safe to resend. Returns whether it held (the key was deleted). */

@@ -1,4 +1,3 @@
-import { isEtcdError } from "../errors/etcd-error.js";
 
 /**
  * The sends of one release (a lock key's guarded delete, a lease's revocation), to decide its outcome from
@@ -30,14 +29,6 @@ export class ReleaseSends {
   get goneMeansDone(): boolean {
     return this.#earlierWithinDeadline;
   }
-}
-
-/**
- * A failure that says nothing of the server's state: no answer (a timeout, a cut connection, an abort) or
- * none that refused the request. Sending the same idempotent request again may succeed.
- */
-export function unanswered(error: unknown): boolean {
-  return !isEtcdError(error) || error.indeterminate || ["UNAVAILABLE", "TIMEOUT", "ABORTED"].includes(error.code);
 }
 
 /**

@@ -1,6 +1,6 @@
+import { unanswered } from "../errors/etcd-error.js";
 import { backoff } from "../gateway/retry-policy.js";
 import { delay } from "../gateway/signals.js";
-import { unanswered } from "./sends.js";
 
 /**
  * Sends a request of an acquisition again, while it goes unanswered and the acquisition still waits: its join
