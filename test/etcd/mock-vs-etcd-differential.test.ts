@@ -322,7 +322,11 @@ class Differential {
       if (!(err instanceof Mismatch)) throw err;
       const request = text.real === text.mock ? text.real : text;
       // MOCK_DIFF_VERBOSE=1 shows whole answers.
-      const show = (a: Answer) => JSON.stringify(a).slice(0, process.env["MOCK_DIFF_VERBOSE"] ? undefined : 2_000);
+      // A watch stream's control lines go first: its events would push them past the cut.
+      const show = (a: Answer) => {
+        const control = (a.body as { control?: Json } | null)?.control;
+        return JSON.stringify(control === undefined ? a : { control, ...a }).slice(0, process.env["MOCK_DIFF_VERBOSE"] ? undefined : 2_000);
+      };
       throw new Error(
         `mock ≠ etcd at seed ${this.seed} step ${step}: ${op.path} ${JSON.stringify(request).slice(0, 1_000)}\n  ${err.message}\n  etcd: ${show(real)}\n  mock: ${show(mock)}`,
       );
