@@ -8,6 +8,7 @@ import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 import { afterAll, describe, expect, it } from "vitest";
 import type { CheckResult } from "./checks.ts";
+import type { Figures } from "./report.ts";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const DURATION_S = 75;
@@ -65,9 +66,11 @@ describe("chaos (short run)", () => {
     const json = join(temp, "report.json");
     const { code, output } = await run(["--duration", String(DURATION_S), "--seed", String(seed), "--sdk", sdk, "--json", json]);
     if (!existsSync(json)) throw new Error(`the chaos run did not complete (exit ${code}):\n${output.slice(-4_000)}`);
-    const report = JSON.parse(readFileSync(json, "utf8")) as { checks: CheckResult[] };
+    const report = JSON.parse(readFileSync(json, "utf8")) as { checks: CheckResult[]; figures: Figures };
     const failed = report.checks.filter((c) => !c.ok).map((c) => `${c.name}: ${c.summary}\n  ${c.details.join("\n  ")}`);
     expect(failed, `seed ${seed}; report:\n${output.slice(output.lastIndexOf("\nchaos:"))}`).toEqual([]);
     expect(code).toBe(0);
+    // The pair holder's joins and releases went to etcd together, under the same faults and checks.
+    expect(report.figures.recipes["name-pair"]?.batched).toBeGreaterThan(0);
   });
 });

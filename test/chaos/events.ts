@@ -24,9 +24,10 @@ export interface WorkerKind {
 
 /**
  * The recipes' workers: a permit holder of the semaphore, a reader or a writer of the read-write lock, a
- * lockAll holder of 2–3 of the shared names, a plain mutex holder of one of those names.
+ * lockAll holder of 2–3 of the shared names, a plain mutex holder of one of those names, a holder of two of
+ * those names as two mutexes of one session asked for in the same turn (their joins and releases share requests).
  */
-export type Recipe = "semaphore" | "reader" | "writer" | "lock-all" | "name-mutex";
+export type Recipe = "semaphore" | "reader" | "writer" | "lock-all" | "name-mutex" | "name-pair";
 
 /** The mix, dealt out to workers in this order. */
 export const WORKER_KINDS: readonly WorkerKind[] = [
@@ -42,7 +43,8 @@ export const WORKER_KINDS: readonly WorkerKind[] = [
 
 /**
  * The recipe workers, dealt after the mutex workers: permits + 1 semaphore holders (so one always waits),
- * two readers and two writers, two lockAll holders and two plain mutex holders of the shared names.
+ * two readers and two writers, two lockAll holders, a plain mutex holder (withLock) and a pair holder (two
+ * mutexes of one session at once) of the shared names.
  */
 export function recipeKinds(permits: number): WorkerKind[] {
   const semaphore: WorkerKind[] = [
@@ -59,7 +61,7 @@ export function recipeKinds(permits: number): WorkerKind[] {
     { mode: "manual", wait: "watch", fetch: "node", recipe: "writer" },
     { mode: "auto", wait: "watch", fetch: "global", recipe: "lock-all" },
     { mode: "withlock-manual", wait: "poll", fetch: "node", recipe: "lock-all" },
-    { mode: "manual", wait: "watch", fetch: "node", recipe: "name-mutex" },
+    { mode: "manual", wait: "watch", fetch: "global", recipe: "name-pair" },
     { mode: "withlock-auto", wait: "poll", fetch: "global", recipe: "name-mutex" },
   ];
 }

@@ -56,6 +56,7 @@ export function rulesOf(recipes: RecipeRecord, recipe: Recipe, names: readonly s
       return [{ prefix: recipes.rwlock.prefix, limit: 1 }];
     case "lock-all":
     case "name-mutex":
+    case "name-pair":
       return names.map((name) => ({ prefix: `${name}/`, limit: 1 }));
   }
 }

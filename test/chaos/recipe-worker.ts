@@ -1,7 +1,7 @@
 // One round of a recipe worker (events.ts `Recipe`), run by worker.ts in place of the mutex round: take a
 // permit, a read or write lock, several locks at once or one of the shared names, do the fenced work the
 // judge can check (recipe-checks.ts), release. Every step is reported as the mutex worker reports its own.
-import type { Compare, Etcd as EtcdClient, ResponseHeader, Session } from "../../src/index.js";
+import type { Compare, Etcd as EtcdClient, Lock, ResponseHeader, Session } from "../../src/index.js";
 import type { CallEvent, FencedWrite, Guarded, Recipe, RecipeNames, WorkerConfig, WorkerEvent } from "./events.ts";
 import type { Random } from "./random.ts";
 
@@ -48,11 +48,19 @@ export function recipeRound(ctx: RecipeContext, recipe: Recipe): () => Promise<v
 
   /** The work under a holding, bracketed by the events the judge times and places it with. */
   async function under(h: Holding, waitStart: number, recipeOf: Recipe, work: () => Promise<void>): Promise<void> {
-    const key = h.keys[0]!;
+    acquired(h, waitStart, recipeOf);
+    try {
+      await work();
+    } finally {
+      released(h);
+    }
+  }
+
+  function acquired(h: Holding, waitStart: number, recipeOf: Recipe): void {
     emit({
       ev: "acquired",
       t: wallNow(),
-      key,
+      key: h.keys[0]!,
       token: h.revision,
       leaseId: h.leaseId,
       waitStart,
@@ -61,11 +69,10 @@ export function recipeRound(ctx: RecipeContext, recipe: Recipe): () => Promise<v
       names: [...h.names],
       at: h.header.revision,
     });
-    try {
-      await work();
-    } finally {
-      emit({ ev: "released", t: wallNow(), key, token: h.revision });
-    }
+  }
+
+  function released(h: Holding): void {
+    emit({ ev: "released", t: wallNow(), key: h.keys[0]!, token: h.revision });
   }
 
   /**
@@ -244,6 +251,46 @@ export function recipeRound(ctx: RecipeContext, recipe: Recipe): () => Promise<v
             await under(multi(locks), waitStart, recipe, () => fencedIncrement(multi(locks), guardedOf(locks.names)));
           } finally {
             await release("unlock", (o) => locks.unlock(o));
+          }
+        });
+    }
+    case "name-pair": {
+      if (oneShot) throw new Error("a name-pair worker runs on a session");
+      // Two of the shared names as two mutexes of one session, asked for in the same turn: their joins (and
+      // later their releases) go to etcd as one request (the client's TxnBatcher), so both keys usually share
+      // one create revision. Each lock is reported acquired as it resolves (the judge times each line's wait),
+      // is a plain mutex holding of its name, and fences its own write. Two pairs whose joins went apart may
+      // wait for each other in opposite orders until one times out, which only costs time.
+      return () =>
+        onSession(async (session) => {
+          const chosen = rng.shuffle(names).slice(0, 2);
+          const waitStart = asking(chosen.map((n) => n.name));
+          const taken: Array<{ lock: Lock; h: Holding; guarded: Guarded }> = [];
+          const asked = chosen.map((n) =>
+            session
+              .mutex(n.name)
+              .lock(waitOptions)
+              .then((lock) => {
+                const h = single(lock);
+                acquired(h, waitStart, "name-mutex");
+                taken.push({ lock, h, guarded: n });
+              }),
+          );
+          const unlockAll = () => void Promise.all(taken.map((t) => t.lock.unlock({ timeout: T }).catch(noop)));
+          try {
+            await call(
+              "lock",
+              config.lockTimeout,
+              async () => {
+                const failed = (await Promise.allSettled(asked)).find((r) => r.status === "rejected");
+                if (failed !== undefined) throw failed.reason;
+              },
+              unlockAll,
+            );
+            for (const t of taken) await fencedIncrement(t.h, [t.guarded]);
+          } finally {
+            for (const t of taken) released(t.h);
+            await Promise.all(taken.map((t) => release("unlock", (o) => t.lock.unlock(o))));
           }
         });
     }

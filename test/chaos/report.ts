@@ -6,8 +6,11 @@ export interface Figures {
   /** The mutex's. */
   acquisitions: number;
   acquisitionsByMode: Record<string, number>;
-  /** Per recipe (events.ts `Recipe`): acquisitions, and its workers' fenced commits (a lockAll's counted once). */
-  recipes: Record<string, { acquisitions: number; commits: Record<Attempt["outcome"], number>; reads: number }>;
+  /**
+   * Per recipe (events.ts `Recipe`): acquisitions, its workers' fenced commits (a lockAll's counted once), and
+   * the requests that carried joins or releases of several of its locks.
+   */
+  recipes: Record<string, { acquisitions: number; commits: Record<Attempt["outcome"], number>; reads: number; batched: number }>;
   commits: Record<"ok" | "refused" | "error" | "unreported", number>;
   /** Refused commits whose lock key was gone: stale holders stopped by ifHeld(). */
   fencedOut: number;
@@ -28,11 +31,12 @@ export function figures(record: RunRecord): Figures {
   let acquisitions = 0;
   for (const w of record.workers) {
     const recipe = w.kind.recipe;
-    const mine = recipe === undefined ? undefined : (recipes[recipe] ??= { acquisitions: 0, commits: { ok: 0, refused: 0, error: 0, unreported: 0 }, reads: 0 });
+    const mine = recipe === undefined ? undefined : (recipes[recipe] ??= { acquisitions: 0, commits: { ok: 0, refused: 0, error: 0, unreported: 0 }, reads: 0, batched: 0 });
     for (const e of w.events) {
       if (mine !== undefined) {
         if (e.ev === "acquired") mine.acquisitions++;
         else if (e.ev === "read" && e.outcome === "ok") mine.reads++;
+        else if (e.ev === "sdk" && e.type === "batch") mine.batched++;
         else if (e.ev === "call" && !e.ok) {
           const key = `${recipe} ${e.op} ${e.code ?? "?"}`;
           recipeFailures[key] = (recipeFailures[key] ?? 0) + 1;
@@ -113,7 +117,7 @@ export function formatReport(record: RunRecord, checks: CheckResult[], extra: { 
           .map(([recipe, r]) => {
             const c = r.commits;
             const did = recipe === "reader" ? `${r.reads} fenced reads` : `commits ${c.ok} ok, ${c.refused} refused, ${c.error} failed, ${c.unreported} unreported`;
-            return `${recipe} ${r.acquisitions} acquisitions (${did})`;
+            return `${recipe} ${r.acquisitions} acquisitions (${did}${r.batched > 0 ? `; ${r.batched} requests of joins or releases together` : ""})`;
           })
           .join("; "),
     );

@@ -44,8 +44,15 @@ const baseFetch: Fetch =
 let activeLease: string | undefined;
 const LOSSES = new Set(["SESSION_EXPIRED", "LOCK_LOST"]);
 
-/** The chosen fetch, reporting each lease the gateway grants us (withLock's lease is otherwise invisible). */
+/** How a request of joins or releases sent together starts (the client's TxnBatcher). */
+const BATCHED = '{"success":[{"request_txn":';
+
+/**
+ * The chosen fetch, reporting each lease the gateway grants us (withLock's lease is otherwise invisible) and
+ * each request that carries joins or releases of several locks.
+ */
 const fetch: Fetch = async (url, init) => {
+  if (init.body.startsWith(BATCHED)) emit({ ev: "sdk", t: wallNow(), type: "batch" });
   const response = await baseFetch(url, init);
   if (!url.endsWith("/v3/lease/grant") || response.status !== 200) return response;
   const text = await response.text();
