@@ -164,6 +164,10 @@ class Differential {
   readonly seen = new Map<string, number>();
   /** etcd's internal watchers seen stalling: waiters left on an empty line (see settle), observers stopped short (see observerBehind). */
   readonly stalled: string[] = [];
+  /** Pairs of leases listed in the other order than the mock's (see sameLeases). */
+  readonly swapped = new Set<string>();
+  /** Watch streams where etcd never answered the body's last create (see withoutLastCreate). */
+  readonly unanswered: string[] = [];
 
   constructor(
     private readonly base: Record<Side, string>,
@@ -277,6 +281,7 @@ class Differential {
     if (Array.isArray(real) && Array.isArray(mock)) {
       if (real.length !== mock.length) fail(`${real.length} items ≠ ${mock.length}`);
       if (field === "keys") return this.sameSet(real, mock, path, loose);
+      if (field === "leases") return this.sameLeases(real, mock, path, loose);
       real.forEach((r, i) => this.eq(r, mock[i]!, `${path}[${i}]`, loose));
       return;
     }
@@ -288,6 +293,30 @@ class Differential {
       return;
     }
     if (real !== mock) fail(`${JSON.stringify(real)} ≠ ${JSON.stringify(mock)}`);
+  }
+
+  /**
+   * etcd lists leases by expiry, read on its own clock (`leasesByExpiry`); the mock by its deadlines. Two
+   * leases whose expiries fall within the two sides' timing apart (one granted or renewed about a TTL's
+   * difference after the other) may come in either order, so two neighbours, both known already, may swap.
+   * Each such pair is counted (at most 2 per run); everything else compares in order.
+   */
+  private sameLeases(real: Json[], mock: Json[], path: string, loose: Set<string>): void {
+    const idOf = (l: Json | undefined) => (l as { ID?: string } | undefined)?.ID ?? "";
+    // Mapped already, or an ID both sides share (one the test chose).
+    const known = (l: Json) => this.toMock.has(idOf(l)) || mock.some((m) => idOf(m) === idOf(l));
+    for (let i = 0; i < real.length; i++) {
+      try {
+        this.eq(real[i]!, mock[i]!, `${path}[${i}]`, loose);
+      } catch (err) {
+        const [a, b] = [real[i]!, real[i + 1]];
+        if (!(err instanceof Mismatch) || b === undefined || !known(a) || !known(b)) throw err;
+        this.eq(a, mock[i + 1]!, `${path}[${i}]`, loose);
+        this.eq(b, mock[i]!, `${path}[${i + 1}]`, loose);
+        this.swapped.add([a, b].map(idOf).sort().join(" and "));
+        i++;
+      }
+    }
   }
 
   /** timetolive keys: etcd lists them from a Go map, so in no particular order. */
@@ -554,6 +583,7 @@ class Differential {
           mockLines = behind.upToEtcd;
         }
       }
+      if (s.op.kind === "watch") mockLines = this.withoutLastCreate(s, realLines, mockLines);
       s.abort.abort();
       const real: Answer = { status: s.collectors.real.status, body: this.streamShape(s.op, realLines) };
       const mock: Answer = { status: s.collectors.mock.status, body: this.streamShape(s.op, mockLines) };
@@ -629,6 +659,37 @@ class Differential {
     return beyond.every(onEtcd) ? { upToEtcd, beyond } : undefined;
   }
 
+  /**
+   * etcd now and then never answers the last create of a body that holds several: neither its created line
+   * nor its refusal comes, and no events of its watch (seen three times in about 20 runs, on both versions;
+   * every line of the body's other creates arrived, and later events too; not reproducible by seed). When
+   * etcd's stream is exactly the mock's without that create (its answer, the last of the mock's first control
+   * lines, and its watch's events), the create is left out on the mock's side too and the case is counted, at
+   * most 2 per run: a mock that answered a create etcd refuses to hear would do so every time.
+   */
+  private withoutLastCreate(s: Stream, realLines: Json[], mockLines: Json[]): Json[] {
+    const requests = Array.isArray(s.op.body) ? (s.op.body as Tpl[]) : [];
+    if (requests.length < 2 || !requests.every((r) => r !== null && typeof r === "object" && "create_request" in r)) return mockLines;
+    const same = (lines: Json[]) => {
+      try {
+        this.eq(this.streamShape(s.op, realLines), this.streamShape(s.op, lines), "", new Set());
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    if (same(mockLines)) return mockLines;
+    const control = mockLines.filter((line) => !hasEvents(line));
+    const answer = control[requests.length - 1];
+    if (answer === undefined) return mockLines;
+    const result = (answer as { result: { watch_id?: string; canceled?: boolean } }).result;
+    const watch = result.canceled ? undefined : (result.watch_id ?? "0");
+    const without = mockLines.filter((line) => line !== answer && !(hasEvents(line) && watch !== undefined && ((line as { result: { watch_id?: string } }).result.watch_id ?? "0") === watch));
+    if (!same(without)) return mockLines;
+    this.unanswered.push(`seed ${this.seed} step ${s.step}: ${s.op.path} ${s.text.real}: etcd never answered the last create (the mock: ${canonical(answer)})`);
+    return without;
+  }
+
   private streamShape(op: Op, lines: Json[]): Json {
     if (op.kind === "observe") return lines;
     const events: Record<string, Json[]> = {};
@@ -642,6 +703,11 @@ class Differential {
     }
     return { events, control: [...control, ...refusals].sort() };
   }
+}
+
+/** A watch stream's line that carries events (any other is a control line: created, canceled, progress). */
+function hasEvents(line: Json): boolean {
+  return (line as { result?: { events?: Json } }).result?.events !== undefined;
 }
 
 /** JSON with object keys sorted, so two encoders' field orders compare equal. */
@@ -724,4 +790,10 @@ it(`random requests over HTTP: the mock answers as etcd does (seed ${SEED}, ${OP
   expect(compared).toBeGreaterThanOrEqual(perLane * LANES * 0.95);
   // Rare by nature: more than a couple means the mock answers waiters etcd rightly keeps waiting.
   expect(stalled.length).toBeLessThanOrEqual(2);
+  const unanswered = diffs.flatMap((d) => d.unanswered);
+  if (unanswered.length > 0) console.warn(`etcd left ${unanswered.length} last create(s) unanswered:\n  ${unanswered.join("\n  ")}`);
+  expect(unanswered.length).toBeLessThanOrEqual(2);
+  const swapped = diffs.flatMap((d) => [...d.swapped]);
+  if (swapped.length > 0) console.warn(`etcd listed ${swapped.length} pair(s) of leases in the other order (expiries within the sides' timing): ${swapped.join("; ")}`);
+  expect(swapped.length).toBeLessThanOrEqual(2);
 }, 900_000);
