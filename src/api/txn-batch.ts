@@ -3,7 +3,8 @@ import { unanswered } from "../errors/etcd-error.js";
 import { resolveSignal, resolveTimeout } from "../gateway/config.js";
 import type { CallOptions, Transport } from "../gateway/transport.js";
 import { untilAborted } from "../gateway/signals.js";
-import * as wire from "../gateway/wire.js";
+import type * as wire from "../gateway/wire.js";
+import { txnCall } from "./txn.js";
 
 /**
  * Sends the transactions that many callers of one client start in the same turn of the event loop (a lock's
@@ -71,7 +72,7 @@ export class TxnBatcher {
 
   /** One transaction, as its own request. */
   #alone(member: Member): void {
-    this.#transport.unary(txnCall(member.json), member.options).then(member.resolve, member.reject);
+    this.#transport.unary(txnCall(member.json, "idempotent", true), member.options).then(member.resolve, member.reject);
   }
 
   #together(members: Batch): void {
@@ -81,7 +82,7 @@ export class TxnBatcher {
     const onSent = () => {
       for (const member of members) member.options.onSent?.();
     };
-    const sent = this.#transport.unary(txnCall(`{"success":[${members.map((m) => `{"request_txn":${m.json}}`).join(",")}]}`), {
+    const sent = this.#transport.unary(txnCall(`{"success":[${members.map((m) => `{"request_txn":${m.json}}`).join(",")}]}`, "idempotent", true), {
       signal: request.signal,
       timeout,
       attemptTimeout,
@@ -127,10 +128,6 @@ interface Member {
 
 /** Members started in one turn that go in one request; their calls have the same time budgets. */
 type Batch = Member[];
-
-function txnCall(json: string) {
-  return { path: "/v3/kv/txn", body: undefined, json, schema: wire.txnResponse, retry: "idempotent" as const, writes: true };
-}
 
 /** Two footprints overlap when one is a prefix of the other: keys of one may sort under the other. */
 function overlaps(a: string, b: string): boolean {

@@ -1,10 +1,9 @@
 import { invalidArgument } from "../errors/catalogue.js";
 import { resolveFlag } from "../gateway/config.js";
 import type { CallOptions, Transport } from "../gateway/transport.js";
-import * as wire from "../gateway/wire.js";
 import type { Keyspace } from "./keyspace.js";
 import type { TxnBatcher } from "./txn-batch.js";
-import { type AnyOp, type Compare, decodeTxn, type TxnResult, txnRequest } from "./txn.js";
+import { type AnyOp, type Compare, decodeTxn, txnCall, type TxnResult, txnRequest } from "./txn.js";
 
 /**
  * `txn().if(...).then(...).else(...).commit()`: all conditions hold, then the `then` operations run,
@@ -18,7 +17,7 @@ export class PreparedTxn<Then extends readonly AnyOp[] = [], Else extends readon
   readonly #then: Then;
   readonly #else: Else;
   readonly #writes: boolean;
-  readonly #batcher: TxnBatcher | undefined;
+  readonly #batcher: TxnBatcher;
 
   /** @internal Made by `TxnBuilder.prepare()`. */
   constructor(
@@ -27,7 +26,7 @@ export class PreparedTxn<Then extends readonly AnyOp[] = [], Else extends readon
     json: string,
     then: Then,
     otherwise: Else,
-    batcher?: TxnBatcher,
+    batcher: TxnBatcher,
     writes = [...then, ...otherwise].some((o) => o.writes),
   ) {
     this.#transport = transport;
@@ -54,10 +53,7 @@ export class PreparedTxn<Then extends readonly AnyOp[] = [], Else extends readon
    */
   async commit(options: CallOptions & { idempotent?: boolean | undefined } = {}): Promise<TxnResult<Then, Else>> {
     const idempotent = resolveFlag(options.idempotent, "idempotent");
-    const result = await this.#transport.unary(
-      { path: "/v3/kv/txn", body: undefined, json: this.#json, schema: wire.txnResponse, retry: this.#writes && !idempotent ? "write" : "idempotent", writes: this.#writes },
-      options,
-    );
+    const result = await this.#transport.unary(txnCall(this.#json, this.#writes && !idempotent ? "write" : "idempotent", this.#writes), options);
     return decodeTxn(this.#keyspace, result, this.#then, this.#else);
   }
 
@@ -66,7 +62,6 @@ export class PreparedTxn<Then extends readonly AnyOp[] = [], Else extends readon
    * `footprint`, together with others that callers of the same client start in the same turn (see TxnBatcher).
    */
   async commitWithOthers(footprint: string, options: CallOptions): Promise<TxnResult<Then, Else>> {
-    if (this.#batcher === undefined) return this.commit({ ...options, idempotent: true });
     return decodeTxn(this.#keyspace, await this.#batcher.send(this.#json, footprint, options), this.#then, this.#else);
   }
 }
@@ -78,14 +73,14 @@ export class PreparedTxn<Then extends readonly AnyOp[] = [], Else extends readon
 export class TxnBuilder<Then extends readonly AnyOp[] = [], Else extends readonly AnyOp[] = []> {
   readonly #transport: Transport;
   readonly #keyspace: Keyspace;
-  readonly #batcher: TxnBatcher | undefined;
+  readonly #batcher: TxnBatcher;
   #compares: readonly Compare[] = [];
   #then: readonly AnyOp[] = [];
   #else: readonly AnyOp[] = [];
   #stage = 0;
 
   /** @internal */
-  constructor(transport: Transport, keyspace: Keyspace, batcher?: TxnBatcher) {
+  constructor(transport: Transport, keyspace: Keyspace, batcher: TxnBatcher) {
     this.#transport = transport;
     this.#keyspace = keyspace;
     this.#batcher = batcher;

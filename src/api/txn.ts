@@ -17,7 +17,9 @@ import {
   type RangeResult,
   rangeRequest,
 } from "./kv.js";
-import type { WireResponseOp, WireTxn } from "../gateway/wire.js";
+import type { RetryPolicy } from "../gateway/retry-policy.js";
+import type { Unary } from "../gateway/transport.js";
+import { txnResponse, type WireResponseOp, type WireTxn } from "../gateway/wire.js";
 
 /** How a compare relates the key's field (left) to the operand (right). */
 export type CompareOperator = "==" | "!=" | "<" | ">";
@@ -149,6 +151,11 @@ export const op = {
     );
   },
 };
+
+/** The gateway call that sends a transaction request already serialised (`json`). */
+export function txnCall(json: string, retry: RetryPolicy, writes: boolean): Unary<WireTxn> {
+  return { path: "/v3/kv/txn", body: undefined, json, schema: txnResponse, retry, writes };
+}
 
 export function txnRequest(
   keyspace: Keyspace,
