@@ -1,4 +1,5 @@
 import { describe, invalidArgument } from "../errors/catalogue.js";
+import { wholeArg } from "../gateway/config.js";
 import type { LeaseId } from "./codec.js";
 
 const INT64_MAX = 9223372036854775807n;
@@ -33,10 +34,7 @@ export function ttlArg(value: unknown, name = "ttl"): number {
 
 /** A revision, count or limit: a whole number >= 0 that a double holds exactly. */
 export function countArg(value: unknown, name: string): number {
-  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0) {
-    throw invalidArgument(`${name} must be a whole number >= 0, got ${describe(value)}`);
-  }
-  return value;
+  return wholeArg(value, name, 0);
 }
 
 export function optionalCount(value: unknown, name: string): number | undefined {

@@ -12,10 +12,8 @@ export const ZERO_BYTE = new Uint8Array([0]);
 
 /** A lone surrogate: UTF-8 cannot encode it, so TextEncoder would silently turn it into U+FFFD. */
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-const wellFormed: (text: string) => boolean =
-  typeof (String.prototype as { isWellFormed?: unknown }).isWellFormed === "function"
-    ? (text) => (text as string & { isWellFormed(): boolean }).isWellFormed()
-    : (text) => !LONE_SURROGATE.test(text);
+/** The runtime's own check where it has one (ES2024), else the pattern. */
+const wellFormed = (text: string): boolean => (text as { isWellFormed?(): boolean }).isWellFormed?.() ?? !LONE_SURROGATE.test(text);
 
 /**
  * `text` unchanged if it is well-formed UTF-16. Otherwise "x\uD800" and "x\uDFFF" would both become

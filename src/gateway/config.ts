@@ -115,12 +115,12 @@ export function resolveGatewayConfig(options: GatewayOptions): GatewayConfig {
     fetch: options.fetch,
     timeout,
     attemptTimeout: resolveTimeout(options.attemptTimeout, "attemptTimeout") ?? timeout / 3,
-    maxConcurrentRequests: resolveLimit(options.maxConcurrentRequests, "maxConcurrentRequests") ?? DEFAULT_MAX_CONCURRENT_REQUESTS,
-    retries: resolveCount(options.retries, "retries") ?? DEFAULT_RETRIES,
+    maxConcurrentRequests: resolveWhole(options.maxConcurrentRequests, "maxConcurrentRequests", 1) ?? DEFAULT_MAX_CONCURRENT_REQUESTS,
+    retries: resolveWhole(options.retries, "retries", 0) ?? DEFAULT_RETRIES,
     auth: auth === undefined ? undefined : { username: auth.username, password: auth.password },
     headers: resolveHeaders(options.headers),
     requireLeader: resolveFlag(options.requireLeader, "requireLeader") ?? true,
-    maxResponseBytes: resolveSize(options.maxResponseBytes, "maxResponseBytes") ?? DEFAULT_MAX_RESPONSE_BYTES,
+    maxResponseBytes: resolveWhole(options.maxResponseBytes, "maxResponseBytes", 1, "of bytes ") ?? DEFAULT_MAX_RESPONSE_BYTES,
     onEvent: options.onEvent,
   };
 }
@@ -165,13 +165,6 @@ export function resolveFlag(value: unknown, name: string): boolean | undefined {
   return value;
 }
 
-function resolveSize(value: unknown, name: string): number | undefined {
-  if (value === undefined) return undefined;
-  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 1) {
-    throw invalidArgument(`${name} must be a whole number of bytes >= 1, got ${describe(value)}`);
-  }
-  return value;
-}
 
 function resolveEndpoints(input: GatewayOptions["endpoints"]): string[] {
   const list = typeof input === "string" ? [input] : input;
@@ -216,19 +209,15 @@ export function resolveSignal(value: unknown, name = "signal"): AbortSignal | un
   throw invalidArgument(`${name} must be an AbortSignal, got ${describe(value)}`);
 }
 
-function resolveCount(value: unknown, name: string): number | undefined {
-  if (value === undefined) return undefined;
-  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0) {
-    throw invalidArgument(`${name} must be a whole number >= 0, got ${describe(value)}`);
+
+/** A whole number of at least `min` that a double holds exactly; `unit` names what it counts, for the message. */
+export function wholeArg(value: unknown, name: string, min: number, unit = ""): number {
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < min) {
+    throw invalidArgument(`${name} must be a whole number ${unit}>= ${min}, got ${describe(value)}`);
   }
   return value;
 }
 
-/** A whole number >= 1, or undefined. */
-function resolveLimit(value: unknown, name: string): number | undefined {
-  if (value === undefined) return undefined;
-  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 1) {
-    throw invalidArgument(`${name} must be a whole number >= 1, got ${describe(value)}`);
-  }
-  return value;
+function resolveWhole(value: unknown, name: string, min: number, unit?: string): number | undefined {
+  return value === undefined ? undefined : wholeArg(value, name, min, unit);
 }

@@ -1,5 +1,6 @@
-import { describe, invalidArgument, noPermit } from "../errors/catalogue.js";
+import { noPermit } from "../errors/catalogue.js";
 import { isEtcdError } from "../errors/etcd-error.js";
+import { wholeArg } from "../gateway/config.js";
 import type { CallOptions } from "../gateway/transport.js";
 import { attempt } from "./attempt.js";
 import type { LeaseSession } from "./lease-session.js";
@@ -103,8 +104,5 @@ export class Semaphore<S extends LeaseSession = LeaseSession> {
 
 /** A semaphore's `permits`, checked before anything is sent. */
 export function permitsArg(permits: unknown): number {
-  if (typeof permits !== "number" || !Number.isSafeInteger(permits) || permits < 1) {
-    throw invalidArgument(`permits must be a positive integer, got ${describe(permits)}`);
-  }
-  return permits;
+  return wholeArg(permits, "permits", 1);
 }
