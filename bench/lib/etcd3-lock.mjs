@@ -1,36 +1,23 @@
 // The gRPC client etcd3 (npm) in the two shapes the bench compares against. Its lock API is one-shot:
 // `lock(name)` grants a fresh lease, puts `name` if absent, and releases by revoking the lease; it fails
 // at once (EtcdLockFailedError) when the name is held, and has no waiting line.
-import { CompareResult, CompareTarget, EtcdLockFailedError, SortOrder, SortTarget } from "etcd3";
+import { CompareResult, CompareTarget, EtcdLockFailedError } from "etcd3";
 import { sleep } from "./bounded.mjs";
 
 /**
  * etcd3's lock API cannot reuse a lease, so the session-lock comparison sends etcd-edge's own two
  * transactions through etcd3's gRPC KV client (`client.kv.txn`, as etcd3's builders do, but with what they
- * cannot express: a compare over a range and a nested transaction) on one lease granted up front (kept
- * alive by etcd3): the join (put-if-absent into an empty line, else the full join) and the guarded delete.
+ * cannot express: a compare over a range) on one lease granted up front (kept
+ * alive by etcd3): the join (the put alone into an empty line, as an etcd-edge mutex sends it while its line
+ * was empty at its last joins) and the guarded delete.
  */
 export function etcd3Mutex(client, name, leaseId) {
   const key = Buffer.from(`${name}/${BigInt(leaseId).toString(16)}`);
   const line = { key: Buffer.from(`${name}/`), range_end: Buffer.from(`${name}0`) };
-  // etcd3's serializer takes enums as numbers.
-  const owner = { request_range: { ...line, limit: 1, sort_target: SortTarget.Create, sort_order: SortOrder.Ascend, keys_only: true } };
-  const newest = { request_range: { ...line, limit: 2, sort_target: SortTarget.Create, sort_order: SortOrder.Descend, keys_only: true } };
   // A value as long as etcd-edge's secret.
   const put = { request_put: { key, value: Buffer.from("0".repeat(32)), lease: leaseId } };
-  const join = {
-    compare: [{ ...line, target: CompareTarget.Version, result: CompareResult.Equal, version: 0 }],
-    success: [put],
-    failure: [
-      {
-        request_txn: {
-          compare: [{ key, target: CompareTarget.Create, result: CompareResult.Equal, create_revision: 0 }],
-          success: [put, owner, newest],
-          failure: [{ request_range: { key } }, owner],
-        },
-      },
-    ],
-  };
+  // etcd3's serializer takes enums as numbers.
+  const join = { compare: [{ ...line, target: CompareTarget.Version, result: CompareResult.Equal, version: 0 }], success: [put], failure: [] };
   return {
     async lock() {
       const res = await client.kv.txn(join);

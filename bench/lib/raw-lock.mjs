@@ -1,10 +1,11 @@
 // The raw floor: the requests of an uncontended etcd-edge lock+unlock, written by hand against the gateway
 // with the same fetch, and really taking and releasing a lock. The enqueue transaction puts
 // `<name>/<leaseHex>` bound to the lease, with the mutex's secret as its value (a ticket's proof), if no key
-// is under `<name>/` (the line is empty), and the lock is then taken at the transaction's revision;
-// otherwise it joins as the SDK does (put if absent, read the holder and the two newest keys without values).
-// The release is a delete guarded by the key's mod revision (the key is written once, so it is the create
-// revision). No client library work is left but JSON.parse and one string per request.
+// is under `<name>/` (the line is empty), and the lock is then taken at the transaction's revision: the put
+// alone that an etcd-edge mutex sends while its line was empty at its last joins (behind a holder it sends a
+// larger join, which a floor that must take the lock at once has no use for). The release is a delete guarded by the key's mod revision (the key
+// is written once, so it is the create revision). No client library work is left but JSON.parse and one
+// string per request.
 import { VERSION } from "etcd-edge";
 
 export const b64 = (text) => Buffer.from(text).toString("base64");
@@ -41,22 +42,9 @@ export function rawMutex(send, endpoint, name, leaseId) {
   const key = b64(`${name}/${BigInt(leaseId).toString(16)}`);
   const secret = b64(Buffer.from(crypto.getRandomValues(new Uint8Array(16))).toString("hex"));
   const line = { key: b64(`${name}/`), range_end: prefixEnd(`${name}/`) };
-  const owner = { ...line, limit: "1", sort_target: "CREATE", sort_order: "ASCEND", keys_only: true };
-  const newest = { ...owner, limit: "2", sort_order: "DESCEND" };
   const put = { request_put: { key, value: secret, lease: leaseId } };
-  const enqueueBody = JSON.stringify({
-    compare: [{ ...line, target: "VERSION", result: "EQUAL", version: "0" }],
-    success: [put],
-    failure: [
-      {
-        request_txn: {
-          compare: [{ key, target: "CREATE", result: "EQUAL", create_revision: "0" }],
-          success: [put, { request_range: owner }, { request_range: newest }],
-          failure: [{ request_range: { key } }, { request_range: owner }],
-        },
-      },
-    ],
-  });
+  const lineIsEmpty = { ...line, target: "VERSION", result: "EQUAL", version: "0" };
+  const enqueueBody = JSON.stringify({ compare: [lineIsEmpty], success: [put], failure: [] });
   const unlockBody = (revision) =>
     `{"compare":[{"key":"${key}","target":"MOD","result":"EQUAL","mod_revision":"${revision}"}],"success":[{"request_delete_range":{"key":"${key}"}}],"failure":[]}`;
   const txn = `${endpoint}/v3/kv/txn`;
@@ -65,7 +53,6 @@ export function rawMutex(send, endpoint, name, leaseId) {
     unlockBody,
     async lock() {
       const res = await post(send, txn, enqueueBody);
-      // Uncontended, the line is empty and the put alone answers.
       if (!res.succeeded) throw new Error(`raw lock on ${name} not acquired (key left over, or held by another)`);
       return res.header.revision;
     },

@@ -100,8 +100,8 @@ describe("examples/lambda/handler.mjs on the mock", () => {
     const [first, second] = seen;
     expect(seen).toHaveLength(2);
     expect(second!.token).toBeGreaterThan(first!.token);
-    // First in: both keys queued, nothing written yet.
-    expect(first!.lockKeys).toHaveLength(2);
+    // First in: nothing written yet (the second's key may or may not have joined the line by then).
+    expect(first!.lockKeys.length).toBeGreaterThanOrEqual(1);
     expect(first!.statusToken).toBeUndefined();
     // Second in: only its own key is left, and the first's fenced write is in the store.
     expect(second!.lockKeys).toHaveLength(1);

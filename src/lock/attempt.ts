@@ -118,7 +118,7 @@ class Frame implements Attempt, WaitContext {
   /** How often the join was handed to fetch, and the value it writes. */
   #sends = 0;
   #value: string | undefined;
-  readonly #countSend = (): void => void this.#sends++;
+  readonly #countSend = (sends = 1): void => void (this.#sends += sends);
 
   constructor(session: LeaseSession, options: LockOptions, subject: Subject, keys: readonly string[]) {
     ({ mode: this.mode, pollInterval: this.pollInterval } = waitSettings(options));

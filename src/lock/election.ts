@@ -5,7 +5,8 @@ import { notLeader } from "../errors/catalogue.js";
 import type { CallOptions } from "../gateway/transport.js";
 import { attempt } from "./attempt.js";
 import type { LeaseSession } from "./lease-session.js";
-import { deleteOwnKey, enqueue, joinTxn, type LockOptions, OLDEST, onlyContenders } from "./queue.js";
+import { Join } from "./join.js";
+import { deleteOwnKey, type LockOptions, OLDEST, onlyContenders } from "./queue.js";
 import { waitInLine } from "./wait.js";
 import { nameArg } from "./names.js";
 
@@ -80,7 +81,8 @@ export class Election<S extends LeaseSession = LeaseSession> {
     const text = typeof value === "string" ? wellFormedText(value) : toText(toBytes(value));
     const leave = (revision: number | undefined) => deleteOwnKey(session.client, key, revision);
     const revision = await attempt(session, options, { kind: "leadership", name }, [key], leave, async (frame) => {
-      const line = await frame.join((call) => enqueue(joinTxn(session.client, prefix, key, text, session.leaseId), key, call), text);
+      const join = new Join(session.client, prefix, key, text, session.leaseId);
+      const line = await frame.join((call) => join.send(call), text);
       onlyContenders(prefix, line.seen);
       if (!line.created && line.own?.value !== text) {
         // Campaigning again with a new value: update our own key, whatever our place in the line.
@@ -90,8 +92,10 @@ export class Election<S extends LeaseSession = LeaseSession> {
           .then(op.put(key, value, { lease: session.leaseId }))
           .commit({ signal: frame.signal });
       }
-      if (frame.tryOnly && line.owner !== undefined && line.owner.createRevision !== line.revision) throw notLeader(name);
-      if (line.owner !== undefined && line.owner.createRevision !== line.revision) frame.waiting(line.ahead);
+      if (line.owner !== undefined && line.owner.createRevision !== line.revision) {
+        if (frame.tryOnly) throw notLeader(name);
+        frame.waiting(line.ahead);
+      }
       await waitInLine(session.client, prefix, line, frame.context);
       return line.revision;
     });

@@ -6,7 +6,8 @@ import type { CallOptions } from "../gateway/transport.js";
 import { type Attempt, attempt } from "./attempt.js";
 import type { LeaseSession } from "./lease-session.js";
 import { Lock } from "./lock.js";
-import { deleteOwnKey, enqueue, type GuardedDelete, guardedDelete, joinTxn, type JoinTxn, type LockOptions, onlyContenders } from "./queue.js";
+import { Join } from "./join.js";
+import { deleteOwnKey, type GuardedDelete, guardedDelete, type LockOptions, onlyContenders } from "./queue.js";
 import { randomHex } from "./unique-key.js";
 import { waitInLine } from "./wait.js";
 import { nameArg } from "./names.js";
@@ -32,8 +33,11 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
    * revision, which every acquisition renews, so an old ticket stays stale.
    */
   readonly #secret = randomHex(16);
-  /** The join transaction, the same for every acquisition: built once. */
-  #join: JoinTxn | undefined;
+  /**
+   * The join, the same for every acquisition: built once. It keeps what the last joins found, to guess
+   * whether the line is empty (see `Join`).
+   */
+  #join: Join | undefined;
   /** The release, the same for every acquisition but for its guard's revision: built once. */
   #release: GuardedDelete | undefined;
   /** What errors and events call this lock. */
@@ -75,7 +79,8 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
     if (turn === undefined) throw locked(name, "another caller of this session");
     frame.local = turn;
     const secret = this.#secret;
-    const line = await frame.join((call) => enqueue((this.#join ??= joinTxn(session.client, prefix, key, secret, session.leaseId)), key, call), secret);
+    const join = (this.#join ??= new Join(session.client, prefix, key, secret, session.leaseId, true));
+    const line = await frame.join((call) => join.send(call), secret);
     onlyContenders(prefix, line.seen);
     let header = line.header;
     if (line.owner !== undefined && line.owner.createRevision !== line.revision) {

@@ -1,7 +1,7 @@
 import type { EtcdClient } from "../api/client.js";
 import type { KeyValue, ResponseHeader } from "../api/codec.js";
 import { cmp, type Compare, op } from "../api/txn.js";
-import { describe, internal, invalidArgument, lockNameConflict } from "../errors/catalogue.js";
+import { describe, invalidArgument, lockNameConflict } from "../errors/catalogue.js";
 import { resolveTimeout } from "../gateway/config.js";
 import type { CallOptions } from "../gateway/transport.js";
 import { leaseHex } from "./names.js";
@@ -79,21 +79,14 @@ const OLDEST_FIRST = { target: "createRevision", order: "ascend" } as const;
 /** Range options that select the line's first key: the holder. */
 export const OLDEST = { sort: OLDEST_FIRST, limit: 1 } as const;
 
-/** The holder, without its value: the join needs only its key and revisions. */
-function ownerOp(prefix: string) {
-  return op.get({ prefix, ...OLDEST, keysOnly: true });
-}
-
-/** What a join showed of the line. */
-export type Enqueued = Awaited<ReturnType<typeof enqueue>>;
-
 /**
- * What a join's request is sent with: the session's signal, a count of its sends, and `idempotent`: a join
- * is a create-if-absent, so a repeat finds the key and changes nothing.
+ * What a join's request is sent with: the session's signal, a count of its sends (told `-1` for a send
+ * answered without effect, which can never land later), and `idempotent`: a join is a create-if-absent, so
+ * a repeat finds the key and changes nothing.
  */
 export interface JoinCall {
   signal: AbortSignal;
-  onSent: () => void;
+  onSent: (sends?: number) => void;
   idempotent: true;
 }
 
@@ -101,80 +94,6 @@ export interface JoinCall {
 export type LineCheck = (prefix: string, ...lists: KeyValue[][]) => void;
 
 const anyKeys: LineCheck = () => {};
-
-/**
- * Joins the line in one transaction. When the line is empty (no key under `prefix`: the common, uncontended
- * case), our key is put and is the holder, and the answer is the put's revision alone. Go's Mutex always
- * puts its key and reads the holder back (and, behind another holder, reads again for its predecessor);
- * an empty line needs no read at all, which spares etcd two sorted ranges and its gateway and us a larger
- * answer. Otherwise, as before: put our key if it does not exist yet (else read it back, value and all), and
- * read the holder and, right after our put, the two newest keys: ours and our predecessor, without values
- * (nobody reads a contender's value from them). A resent join finds its own key there, so it takes the
- * second branch and reads it back. The same transaction whenever this key joins with this value, so it is
- * built once. It reads and writes only keys under `prefix`, so joins of other lines started in the same turn
- * go with it in one request (TxnBatcher).
- */
-export function joinTxn(client: EtcdClient, prefix: string, key: string, value: string, leaseId: string) {
-  const put = op.put(key, value, { lease: leaseId });
-  const txn = client
-    .txn()
-    .if(cmp.version({ prefix }, "==", 0))
-    .then(put)
-    .else(
-      op.txn(
-        [cmp.createRevision(key, "==", 0)],
-        [put, ownerOp(prefix), op.get({ prefix, sort: NEWEST_FIRST, limit: 2, keysOnly: true })],
-        [op.get(key), ownerOp(prefix)],
-      ),
-    )
-    .prepare();
-  return { txn, prefix };
-}
-
-export type JoinTxn = ReturnType<typeof joinTxn>;
-
-export async function enqueue(join: JoinTxn, key: string, call: JoinCall) {
-  // A create-if-absent is safe to resend: a repeat finds the key and reads it back (created: false).
-  const result = await join.txn.commitWithOthers(join.prefix, call);
-  const { header } = result;
-  if (result.succeeded) {
-    // The line was empty: ours is its only key, the holder.
-    return { seen: [], key, header, revision: header.revision, own: undefined, owner: undefined, predecessor: undefined, ahead: 0, created: true };
-  }
-  const [line] = result.responses;
-  if (line.succeeded) {
-    const [, owner, newest] = line.responses;
-    const revision = header.revision;
-    return {
-      /** Every key the join saw in the line, for the caller's LineCheck (after the join: our key is there). */
-      seen: [...owner.kvs, ...newest.kvs],
-      key,
-      header,
-      revision,
-      own: newest.kvs[0],
-      owner: owner.kvs[0],
-      predecessor: newest.kvs.find((kv) => kv.createRevision < revision),
-      predecessorIsFirst: newest.count === 2,
-      // Ours is the newest key under the prefix, so every other one is ahead of it.
-      ahead: newest.count - 1,
-      created: true,
-    };
-  }
-  const [own, owner] = line.responses;
-  const mine = own.kvs[0];
-  if (mine === undefined) throw internal(`key ${key} vanished inside one transaction`);
-  return {
-    seen: owner.kvs,
-    key,
-    header,
-    revision: mine.createRevision,
-    own: mine,
-    owner: owner.kvs[0],
-    predecessor: undefined,
-    ahead: undefined,
-    created: false,
-  };
-}
 
 /**
  * One read of the line up to our own key: ours (to check it still exists) and our predecessor. Our key

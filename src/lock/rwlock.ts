@@ -1,4 +1,5 @@
-import { deleteOwnKey, enqueue, joinTxn } from "./queue.js";
+import { Join } from "./join.js";
+import { deleteOwnKey } from "./queue.js";
 import { attempt, waitAfterJoin } from "./attempt.js";
 import type { LeaseSession } from "./lease-session.js";
 import type { LockOptions } from "./queue.js";
@@ -77,7 +78,8 @@ export class RWLock<S extends LeaseSession = LeaseSession> {
     const client = session.client;
     const line = this.#line("write");
     return attempt(session, options, { kind: "write", name }, [line.key], this.#leave(line.key), async (a) => {
-      const joined = await a.join((call) => enqueue(joinTxn(client, line.prefix, line.key, "", session.leaseId), line.key, call));
+      const join = new Join(client, line.prefix, line.key, "", session.leaseId);
+      const joined = await a.join((call) => join.send(call));
       const header = await waitAfterJoin(client, a, name, writerLine(client, line, joined.revision), { ...joined, ownExists: true });
       return new WriteLock({ session, name, key: line.key, revision: joined.revision, header });
     });

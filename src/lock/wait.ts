@@ -6,7 +6,8 @@ import { type CallSignal, delay } from "../gateway/signals.js";
 import type { LeaseSession } from "./lease-session.js";
 import { enterLine, type Incarnation, type LineWatch } from "./line-watch.js";
 import { untilAnswered } from "./until-answered.js";
-import { type Enqueued, type LineState, type QueueState, onlyContenders, readLine, type WaitMode } from "./queue.js";
+import type { Enqueued } from "./join.js";
+import { type LineState, type QueueState, onlyContenders, readLine, type WaitMode } from "./queue.js";
 
 /**
  * How a waiter waits for its turn: it watches only its immediate predecessor (the newest key created

@@ -60,7 +60,7 @@ describe("mutex", () => {
     expect((await etcd.range({ prefix: `${name}/` })).count).toBe(0);
   });
 
-  it("joins an empty line with one transaction answered by its put alone; behind a holder, reads the holder and the newest keys without values", async () => {
+  it("joins an empty line with the put alone, answered by its revision; behind a holder, the full join reads the holder and the newest keys without values", async () => {
     const name = fresh();
     interface WireKv {
       key: string;
@@ -69,39 +69,57 @@ describe("mutex", () => {
     interface WireTxn {
       header: { revision: string };
       succeeded?: boolean;
-      responses: Array<{ response_put?: unknown; response_range?: { kvs?: WireKv[] }; response_txn?: WireTxn }>;
+      responses?: Array<{ response_put?: unknown; response_range?: { kvs?: WireKv[] }; response_txn?: WireTxn }>;
     }
-    const answers: WireTxn[] = [];
+    // Each join as sent (the put alone, or the full join with its branch for a busy line) and as answered.
+    const joins: Array<{ sent: "put alone" | "full"; answer: WireTxn }> = [];
     const fetch: Fetch = async (input, init) => {
       const response = await backend.fetch(input, init);
       if (!input.endsWith("/v3/kv/txn")) return response;
+      const request = JSON.parse(init.body) as { compare?: unknown[]; failure?: unknown[] };
+      // A join compares its whole line (a range); a release guards its one key.
+      if (!JSON.stringify(request.compare ?? []).includes("range_end")) return response;
       const text = await response.text();
-      answers.push(JSON.parse(text) as WireTxn);
+      joins.push({ sent: (request.failure ?? []).length === 0 ? "put alone" : "full", answer: JSON.parse(text) as WireTxn });
       return { status: response.status, body: null, text: () => Promise.resolve(text) };
     };
     const client = backend.client({ fetch });
     const held = await (await session(30, client)).mutex(name).lock();
-    expect(answers).toHaveLength(1);
-    const empty = answers[0]!;
+    expect(joins.map((j) => j.sent)).toEqual(["put alone"]);
+    const empty = joins[0]!.answer;
     expect(empty.succeeded).toBe(true);
     expect(empty.responses).toEqual([{ response_put: { header: { revision: empty.header.revision } } }]);
     expect(held.revision).toBe(Number(empty.header.revision));
 
+    // A new mutex guesses an empty line too: refused (nothing written, nothing read), then the full join.
     const waiter = (await session(30, client)).mutex(name);
     const waiting = waiter.lock();
     await lineLength(name, 2);
-    // The compare (an empty line) failed, so the join ran its nested transaction: put, holder, two newest.
-    const behind = answers[1]!;
+    expect(joins.map((j) => j.sent)).toEqual(["put alone", "put alone", "full"]);
+    const refused = joins[1]!.answer;
+    expect(refused.succeeded ?? false).toBe(false);
+    expect(refused.responses ?? []).toEqual([]);
+    // The compare (an empty line) failed, so the full join ran its nested transaction: put, holder, two newest.
+    const behind = joins[2]!.answer;
     expect(behind.succeeded ?? false).toBe(false);
-    const line = behind.responses[0]!.response_txn!;
+    const line = behind.responses![0]!.response_txn!;
     expect(line.succeeded).toBe(true);
-    const [, owner, newest] = line.responses;
+    const [, owner, newest] = line.responses!;
     const keys = (r: { response_range?: { kvs?: WireKv[] } } | undefined) => (r?.response_range?.kvs ?? []).map((kv) => atob(kv.key));
     expect(keys(owner)).toEqual([`${backend.namespace}${held.key}`]);
     expect(keys(newest)).toEqual([`${backend.namespace}${waiter.key}`, `${backend.namespace}${held.key}`]);
     expect([...(owner!.response_range!.kvs ?? []), ...(newest!.response_range!.kvs ?? [])].map((kv) => kv.value)).toEqual([undefined, undefined, undefined]);
     await held.unlock();
     await (await within(5_000, "the waiter", waiting)).unlock();
+
+    // That mutex found its line busy: its joins go full, answered by the put alone while the line is empty,
+    // until two in a row found it empty; then the put alone again.
+    for (let i = 0; i < 3; i++) await (await waiter.lock()).unlock();
+    expect(joins.slice(3).map((j) => j.sent)).toEqual(["full", "full", "put alone"]);
+    for (const { answer } of joins.slice(3)) {
+      expect(answer.succeeded).toBe(true);
+      expect(answer.responses).toEqual([{ response_put: { header: { revision: answer.header.revision } } }]);
+    }
   });
 
   it("tryLock: undefined while held (no key left behind); lock({ timeout: 0 }) → LOCKED; a Lock once free", async () => {
@@ -146,6 +164,9 @@ describe("mutex", () => {
 
 // A member of its own: when other writes move the store on between a waiter's join and its watch's creation,
 // the waiter rightly reads the line once more, so exact request counts need a quiet member.
+/** A new mutex joining a busy line: the put alone (it guesses an empty line), refused, then the full join. */
+const JOIN_OF_NEW_MUTEX_BEHIND_HOLDER = ["/v3/kv/txn", "/v3/kv/txn"];
+
 describe("handoff cost", () => {
   const quiet = useBackend({ dedicated: true });
 
@@ -160,13 +181,14 @@ describe("handoff cost", () => {
       const acquiring = waiterSession.mutex(name).lock();
       await lineLength(name, 2, quiet.etcd);
       expect(await stillPending(acquiring, 100)).toBe(true);
-      // Waiting costs one txn (join) and one watch on the predecessor; no polling.
-      expect(fetch.since(mark)).toEqual(["/v3/kv/txn", "/v3/watch"]);
+      // Waiting costs the join (a new mutex guesses an empty line: the put alone, refused, then the full join)
+      // and one watch on the predecessor; no polling.
+      expect(fetch.since(mark)).toEqual(JOIN_OF_NEW_MUTEX_BEHIND_HOLDER.concat("/v3/watch"));
       if (release === "unlock") await holder.unlock();
       else await quiet.etcd.lease.revoke(holderSession.leaseId);
       const lock = await within(5_000, "handoff", acquiring);
       // The holder was the only key ahead: its delete alone makes the waiter first.
-      expect(fetch.since(mark)).toEqual(["/v3/kv/txn", "/v3/watch"]);
+      expect(fetch.since(mark)).toEqual(JOIN_OF_NEW_MUTEX_BEHIND_HOLDER.concat("/v3/watch"));
       // The fencing token strictly increases across holders.
       expect(lock.revision).toBeGreaterThan(holder.revision);
       expect((await quiet.etcd.inspectLock(name)).holder).toMatchObject({ key: lock.key, revision: lock.revision, leaseId: waiterSession.leaseId });
@@ -189,19 +211,19 @@ describe("handoff cost", () => {
     const acquiring = lastSession.mutex(name).lock({ timeout: 10_000 });
     await lineLength(name, 3, quiet.etcd);
     expect(await stillPending(acquiring, 100)).toBe(true);
-    expect(fetch.since(mark)).toEqual(["/v3/kv/txn", "/v3/watch"]);
+    expect(fetch.since(mark)).toEqual(JOIN_OF_NEW_MUTEX_BEHIND_HOLDER.concat("/v3/watch"));
     // The middle waiter gives up: its predecessor was not the holder, so the last one reads the line once,
     // finds the holder ahead, and watches it.
     const middleFailed = rejection(middle);
     await middleSession.close();
     expect((await middleFailed).code).toBe("SESSION_EXPIRED");
-    await until("the last waiter watches the holder", 5_000, () => fetch.since(mark).length === 4);
-    expect(fetch.since(mark)).toEqual(["/v3/kv/txn", "/v3/watch", "/v3/kv/range", "/v3/watch"]);
+    await until("the last waiter watches the holder", 5_000, () => fetch.since(mark).length === 5);
+    expect(fetch.since(mark)).toEqual(JOIN_OF_NEW_MUTEX_BEHIND_HOLDER.concat("/v3/watch", "/v3/kv/range", "/v3/watch"));
     expect(await stillPending(acquiring, 100)).toBe(true);
     await holder.unlock();
     const lock = await within(5_000, "handoff", acquiring);
     // Its last read showed the holder as the only key ahead: the holder's delete makes it first, no read.
-    expect(fetch.since(mark)).toEqual(["/v3/kv/txn", "/v3/watch", "/v3/kv/range", "/v3/watch"]);
+    expect(fetch.since(mark)).toEqual(JOIN_OF_NEW_MUTEX_BEHIND_HOLDER.concat("/v3/watch", "/v3/kv/range", "/v3/watch"));
     expect(lock.revision).toBeGreaterThan(holder.revision);
     await lock.unlock();
     await Promise.all([lastSession.close(), holderSession.close()]);

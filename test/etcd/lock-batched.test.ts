@@ -40,7 +40,7 @@ describe("locks started together on one client", () => {
     expect(txns.length).toBeLessThan(120);
   });
 
-  it("one name from two sessions in the same turn: two requests, two tokens, the later waits for the earlier", async () => {
+  it("one name from two sessions in the same turn: requests of their own, two tokens, the later waits for the earlier", async () => {
     const name = uniqueName("batch-same");
     const [a, b] = await Promise.all([open(), open()]);
     const others = await Promise.all([0, 1, 2].map(() => open()));
@@ -53,9 +53,12 @@ describe("locks started together on one client", () => {
     const outcome = await Promise.race([later.then(() => "taken"), new Promise((r) => setTimeout(r, 300, "waiting"))]);
     expect(outcome).toBe("waiting");
     expect((await keysUnder(etcd, name)).length).toBe(2);
-    // The name's two joins went in two requests; the other names shared one with one of them.
+    // The name's joins never shared a request: each session's put alone went in one of its own (the other
+    // names may share it), and the later one's full join in another; each request carries one session's key.
     const joins = fetch.calls.slice(start).filter((c) => c.path === "/v3/kv/txn" && c.body?.includes(btoa(`${name}/`)));
-    expect(joins).toHaveLength(2);
+    expect(joins).toHaveLength(3);
+    const keysOf = (body: string | undefined) => [a, b].filter((s) => body?.includes(btoa(`${name}/${s.leaseHex}`))).length;
+    expect(joins.map((c) => keysOf(c.body))).toEqual([1, 1, 1]);
     await held.unlock();
     const next = await later;
     expect(next.revision).toBeGreaterThan(held.revision);

@@ -396,9 +396,12 @@ describe("a session's mutexes", () => {
     const prefix = { key: b64("m/"), range_end: b64("m0") };
 
     const held = await first.mutex("m").lock();
-    const empty = JSON.parse(exchanges[0]!.body) as { compare: unknown[]; success: Array<Record<string, unknown>> };
+    expect(exchanges).toHaveLength(1);
+    const empty = JSON.parse(exchanges[0]!.body) as { compare: unknown[]; success: Array<Record<string, unknown>>; failure?: unknown[] };
     expect(empty.compare).toEqual([{ ...prefix, target: "VERSION", result: "EQUAL", version: "0" }]);
     expect(empty.success.map((o) => Object.keys(o))).toEqual([["request_put"]]);
+    // A new mutex guesses an empty line: the put alone, with nothing for a busy line.
+    expect(empty.failure ?? []).toEqual([]);
     // The answer is the put's revision alone: no key-value to read, and the lock is held at that revision.
     const answer = JSON.parse(exchanges[0]!.answer) as { succeeded: boolean; header: { revision: string }; responses: unknown[] };
     expect(answer.succeeded).toBe(true);
@@ -406,8 +409,20 @@ describe("a session's mutexes", () => {
     expect(held.revision).toBe(Number(answer.header.revision));
 
     const waiting = second.mutex("m").lock();
-    await until("the second join", 5_000, () => exchanges.length === 2);
-    const behind = JSON.parse(exchanges[1]!.body) as { failure: Array<{ request_txn: { success: Array<{ request_range?: { limit?: string; keys_only?: boolean } }> } }> };
+    // The put alone, refused (the line is busy), then the full join: the same compare, and a busy line's branch.
+    await until("the second join", 5_000, () => exchanges.length === 3);
+    const guessed = JSON.parse(exchanges[1]!.body) as { compare: unknown[]; success: Array<{ request_put?: { key: string } }>; failure?: unknown[] };
+    expect(guessed.compare).toEqual(empty.compare);
+    expect(guessed.success.map((o) => o.request_put?.key)).toEqual([b64(`m/${second.leaseHex}`)]);
+    expect(guessed.failure ?? []).toEqual([]);
+    expect((JSON.parse(exchanges[1]!.answer) as { succeeded?: boolean }).succeeded ?? false).toBe(false);
+    const behind = JSON.parse(exchanges[2]!.body) as {
+      compare: unknown[];
+      success: Array<Record<string, unknown>>;
+      failure: Array<{ request_txn: { success: Array<{ request_range?: { limit?: string; keys_only?: boolean } }> } }>;
+    };
+    expect(behind.compare).toEqual(empty.compare);
+    expect(behind.success.map((o) => Object.keys(o))).toEqual([["request_put"]]);
     const reads = behind.failure[0]!.request_txn.success.flatMap((o) => (o.request_range ? [o.request_range] : []));
     expect(reads.map((r) => [r.limit, r.keys_only])).toEqual([["1", true], ["2", true]]);
     await held.unlock();

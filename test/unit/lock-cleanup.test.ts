@@ -95,6 +95,32 @@ describe("a join that lands after its acquisition is over", () => {
   });
 });
 
+describe("a join that guessed an empty line", () => {
+  it("whose put was refused (the line was busy) leaves no suspect: the next renewal sweeps nothing", async () => {
+    const mock = createMockEtcdCore();
+    const paths: string[] = [];
+    const fetch: Fetch = async (input, init) => {
+      paths.push(new URL(input).pathname);
+      return mock.fetch(input, init as never) as ReturnType<Fetch>;
+    };
+    const etcd = new Etcd({ endpoints: ENDPOINT, fetch });
+    const holder = await (await etcd.session({ ttl: 30, keepAlive: "manual" })).mutex("jobs").lock();
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    const start = paths.length;
+    const waiting = session.mutex("jobs").lock();
+    await until("the waiter in line", 2_000, () => mock.keys("jobs/").length === 2);
+    // Two sends of the join: the put alone, answered "the line is busy", then the full join.
+    expect(paths.slice(start)).toEqual(["/v3/kv/txn", "/v3/kv/txn", "/v3/watch"]);
+    await holder.unlock();
+    await (await waiting).unlock();
+    // Only a send whose answer was lost can land later: a renewal now renews, and reads no key to sweep.
+    const renewal = paths.length;
+    await session.renew();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(paths.slice(renewal)).toEqual(["/v3/lease/keepalive"]);
+  });
+});
+
 describe("a failed acquisition whose cleanup meets an outage", () => {
   it("fails within its timeout plus a short grace, and its key is still removed once the outage ends", async () => {
     const mock = createMockEtcdCore();

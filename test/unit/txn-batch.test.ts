@@ -3,7 +3,7 @@
 import { describe, expect, it } from "vitest";
 import { Etcd, type Fetch, isEtcdError } from "../../src/index.js";
 import { createMockEtcdCore } from "../../src/testing/mock.js";
-import { rejection } from "../support/async.js";
+import { rejection, until } from "../support/async.js";
 
 const ENDPOINT = "http://etcd.test:2379";
 
@@ -48,22 +48,33 @@ describe("joins and releases started in the same turn", () => {
     expect(txns.some(batched)).toBe(false);
   });
 
-  it("one name twice, or a name and a name under it, never share a request: the line orders them", async () => {
+  it("one name twice never shares a request: the line orders them", async () => {
     const { mock, txns, etcd } = recorded();
-    const [a, b, c] = await Promise.all([0, 1, 2].map(() => etcd.session({ ttl: 30 })));
+    const [a, b] = await Promise.all([0, 1].map(() => etcd.session({ ttl: 30 })));
     txns.length = 0;
     const first = a!.mutex("same").lock();
     const second = b!.mutex("same").lock();
-    const nested = c!.mutex("same/inner").lock();
     const held = await first;
-    // The second waits behind the first, in its own request with its own revision.
+    await until("the second in line", 5_000, () => mock.keys("same/").length === 2);
+    // The second waits behind the first, in requests of its own, with its own revision.
     expect(txns.filter(batched)).toHaveLength(0);
-    expect(mock.keys("same/").filter((k) => !k.startsWith("same/inner/")).length).toBe(2);
     await held.unlock();
     const next = await second;
     expect(next.revision).toBeGreaterThan(held.revision);
     await next.unlock();
-    await (await nested).unlock();
+    expect(txns.filter(batched)).toHaveLength(0);
+  });
+
+  it("a name and a name under it never share a join", async () => {
+    const { mock, txns, etcd } = recorded();
+    const [a, c] = await Promise.all([0, 1].map(() => etcd.session({ ttl: 30 })));
+    txns.length = 0;
+    const [outer, inner] = await Promise.all([a!.mutex("nest").lock(), c!.mutex("nest/inner").lock()]);
+    expect(mock.keys("nest/")).toHaveLength(2);
+    expect(txns.filter(batched)).toHaveLength(0);
+    // Their releases may share one: each touches its own key alone.
+    await Promise.all([inner.unlock(), outer.unlock()]);
+    expect(mock.keys("nest/")).toEqual([]);
   });
 
   it("refused as a whole (one session's lease is gone): each join is sent again alone and gets its own answer", async () => {
