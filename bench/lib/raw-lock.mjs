@@ -43,10 +43,11 @@ export function rawMutex(send, endpoint, name, leaseId) {
   const secret = b64(Buffer.from(crypto.getRandomValues(new Uint8Array(16))).toString("hex"));
   const line = { key: b64(`${name}/`), range_end: prefixEnd(`${name}/`) };
   const put = { request_put: { key, value: secret, lease: leaseId } };
-  const lineIsEmpty = { ...line, target: "VERSION", result: "EQUAL", version: "0" };
-  const enqueueBody = JSON.stringify({ compare: [lineIsEmpty], success: [put], failure: [] });
+  // Zero values left out, as the SDK leaves them out (and protojson): a compare over the line with target
+  // VERSION, result EQUAL and version 0 is the line alone; no empty `failure` list.
+  const enqueueBody = JSON.stringify({ compare: [line], success: [put] });
   const unlockBody = (revision) =>
-    `{"compare":[{"key":"${key}","target":"MOD","result":"EQUAL","mod_revision":"${revision}"}],"success":[{"request_delete_range":{"key":"${key}"}}],"failure":[]}`;
+    `{"compare":[{"key":"${key}","target":"MOD","mod_revision":"${revision}"}],"success":[{"request_delete_range":{"key":"${key}"}}]}`;
   const txn = `${endpoint}/v3/kv/txn`;
   return {
     enqueueBody,

@@ -1,4 +1,4 @@
-import { countArg, leaseIdArg } from "./args.js";
+import { countArg, int64Field, leaseIdArg } from "./args.js";
 import { type Bytes, toBase64, toBytes } from "./bytes.js";
 import { decodeHeader, type LeaseId, type ResponseHeader } from "./codec.js";
 import { describe, invalidArgument } from "../errors/catalogue.js";
@@ -24,7 +24,12 @@ import { txnResponse, type WireResponseOp, type WireTxn } from "../gateway/wire.
 /** How a compare relates the key's field (left) to the operand (right). */
 export type CompareOperator = "==" | "!=" | "<" | ">";
 
-const RESULT: Record<CompareOperator, string> = { "==": "EQUAL", "!=": "NOT_EQUAL", "<": "LESS", ">": "GREATER" };
+/**
+ * etcd's name of each result. EQUAL is the enum's zero value, and zero values are left out of a request, as
+ * protojson leaves them out (so a gRPC client never sends them either): each one costs the gateway a field to
+ * decode, and the compares of a lock's join and release are all defaults but their key and revision.
+ */
+const RESULT: Record<CompareOperator, string | undefined> = { "==": undefined, "!=": "NOT_EQUAL", "<": "LESS", ">": "GREATER" };
 
 /**
  * One condition of a transaction. Over a range or prefix, every key in it must satisfy the condition. A
@@ -34,9 +39,10 @@ export class Compare {
   /** @internal */
   constructor(
     private readonly target: KeyRange | Bytes,
-    private readonly field: "VALUE" | "VERSION" | "CREATE" | "MOD" | "LEASE",
+    /** What is compared; none for VERSION, the zero value, left out (see RESULT). */
+    private readonly field: "VALUE" | "CREATE" | "MOD" | "LEASE" | undefined,
     private readonly operator: CompareOperator,
-    private readonly operand: Record<string, string>,
+    private readonly operand: Record<string, string | undefined>,
   ) {
     // Own keys only: "toString" is `in` every object, and its RESULT would have been sent as EQUAL.
     if (typeof operator !== "string" || !Object.hasOwn(RESULT, operator)) throw invalidArgument(`compare operator must be one of ==, !=, <, >; got ${describe(operator)}`);
@@ -55,16 +61,16 @@ export const cmp = {
     new Compare(key, "VALUE", operator, { value: toBase64(toBytes(value)) }),
   /** The number of writes since creation; `version(key, "==", 0)` means "key does not exist". */
   version: (key: Bytes | KeyRange, operator: CompareOperator, version: number) =>
-    new Compare(key, "VERSION", operator, { version: String(countArg(version, "version")) }),
+    new Compare(key, undefined, operator, { version: int64Field(countArg(version, "version")) }),
   /**
    * The revision that created the key (0 if it does not exist). It changes only when the key is deleted and
    * created again, which is why a holder's key's create revision serves as its fencing token.
    */
   createRevision: (key: Bytes | KeyRange, operator: CompareOperator, revision: number) =>
-    new Compare(key, "CREATE", operator, { create_revision: String(countArg(revision, "createRevision")) }),
+    new Compare(key, "CREATE", operator, { create_revision: int64Field(countArg(revision, "createRevision")) }),
   /** The revision of the key's last write (0 if it does not exist): "unchanged since I read it" is `==`. */
   modRevision: (key: Bytes | KeyRange, operator: CompareOperator, revision: number) =>
-    new Compare(key, "MOD", operator, { mod_revision: String(countArg(revision, "modRevision")) }),
+    new Compare(key, "MOD", operator, { mod_revision: int64Field(countArg(revision, "modRevision")) }),
   /** The attached lease ("0" for none). */
   lease: (key: Bytes | KeyRange, operator: CompareOperator, lease: LeaseId) =>
     new Compare(key, "LEASE", operator, { lease: leaseIdArg(lease) }),
@@ -169,11 +175,12 @@ export function txnRequest(
   for (const item of [...then, ...otherwise]) {
     if (!(item instanceof Op)) throw invalidArgument("txn operations must be made with op.*()");
   }
-  return {
-    compare: compares.map((c) => c.toWire(keyspace)),
-    success: then.map((o) => o.toWire(keyspace)),
-    failure: otherwise.map((o) => o.toWire(keyspace)),
-  };
+  return { compare: wireList(keyspace, compares), success: wireList(keyspace, then), failure: wireList(keyspace, otherwise) };
+}
+
+/** A list of the request, or nothing for an empty one: protojson leaves empty lists out too (see RESULT). */
+function wireList(keyspace: Keyspace, items: readonly (Compare | Op<unknown>)[]): Record<string, unknown>[] | undefined {
+  return items.length === 0 ? undefined : items.map((item) => item.toWire(keyspace));
 }
 
 export function decodeTxn<Then extends readonly AnyOp[], Else extends readonly AnyOp[]>(

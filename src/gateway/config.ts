@@ -103,11 +103,8 @@ export function resolveGatewayConfig(options: GatewayOptions): GatewayConfig {
       throw invalidArgument("auth must be { username: string, password: string } with a non-empty username");
     }
   }
-  if (options.onEvent !== undefined && typeof options.onEvent !== "function") {
-    throw invalidArgument(`onEvent must be a function, got ${describe(options.onEvent)}`);
-  }
-  if (options.fetch !== undefined && typeof options.fetch !== "function") {
-    throw invalidArgument(`fetch must be a function, got ${describe(options.fetch)}`);
+  for (const name of ["onEvent", "fetch"] as const) {
+    if (options[name] !== undefined && typeof options[name] !== "function") throw invalidArgument(`${name} must be a function, got ${describe(options[name])}`);
   }
   const timeout = resolveTimeout(options.timeout, "timeout") ?? DEFAULT_TIMEOUT;
   return {

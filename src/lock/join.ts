@@ -131,7 +131,6 @@ export class Join {
       revision: mine.createRevision,
       own: mine,
       owner: owner.kvs[0],
-      predecessor: undefined,
       created: false,
     };
   }
@@ -154,5 +153,5 @@ export interface Enqueued extends QueueState {
 
 /** Our key went into an empty line: it is the only one there, the holder. */
 function intoEmptyLine(key: string, header: ResponseHeader): Enqueued {
-  return { seen: [], key, header, revision: header.revision, predecessor: undefined, ahead: 0, created: true };
+  return { seen: [], key, header, revision: header.revision, ahead: 0, created: true };
 }

@@ -60,7 +60,7 @@ export async function joinAll(client: EtcdClient, lines: readonly Line[], leaseI
   if (revision === undefined) throw internal("a multi-lock's keys vanished inside one transaction");
   const stranger = found.find((f) => f.kv?.createRevision !== revision);
   if (stranger !== undefined) throw lockedBySameLease(stranger.line.name, stranger.line.key);
-  return { header, revision, states: lines.map(() => ({ header, ownExists: true, predecessor: undefined, created: false })) };
+  return { header, revision, states: lines.map(() => ({ header, ownExists: true, created: false })) };
 }
 
 /**

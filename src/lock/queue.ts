@@ -58,7 +58,7 @@ export function waitSettings(options: LockOptions): { mode: WaitMode; pollInterv
 export interface QueueState {
   header: ResponseHeader;
   /** The newest key created before ours, if any: the one to wait for. */
-  predecessor: KeyValue | undefined;
+  predecessor?: KeyValue | undefined;
   /**
    * The predecessor is the only key older than ours (the holder, with us next): no key can join ahead of us
    * later, so its delete alone makes us first, and the handoff needs no read.

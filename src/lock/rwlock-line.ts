@@ -41,7 +41,7 @@ export async function joinAsReader(client: EtcdClient, line: RWLine, leaseId: st
   const [own] = result.responses;
   const mine = own.kvs[0];
   if (mine === undefined) throw internal(`key ${line.key} vanished inside one transaction`);
-  return { header: result.header, revision: mine.createRevision, ownExists: true, predecessor: undefined, created: false };
+  return { header: result.header, revision: mine.createRevision, ownExists: true, created: false };
 }
 
 /** One read for a reader: its own key still there, and the newest writer older than it. */

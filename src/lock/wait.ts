@@ -146,7 +146,7 @@ async function onSharedWatch(shared: LineWatch, read: LineReader, state: QueueSt
     // found it first): its delete makes us first, with no read. Our own key is trusted as the lease is (the
     // session's deadline, checked before the lock is handed out), and a fenced write checks it on the
     // server anyway.
-    if (state.predecessorIsFirst || (plainQueue && wasFirst)) return { header, ownExists: true, predecessor: undefined };
+    if (state.predecessorIsFirst || (plainQueue && wasFirst)) return { header, ownExists: true };
   } catch (error) {
     // A reopened watch resumes from its last revision; if that history was compacted, re-reading the line
     // tells us where we stand just as well.
@@ -180,7 +180,7 @@ async function ownWatch(client: EtcdClient, read: LineReader, state: QueueState,
           for await (const batch of batches) {
             if (!batch.events.some((event) => event.type === "delete")) continue;
             // As on the shared watch: right behind the holder, its delete alone makes us first.
-            if (state.predecessorIsFirst) return { header: batch.header, ownExists: true, predecessor: undefined };
+            if (state.predecessorIsFirst) return { header: batch.header, ownExists: true };
             break;
           }
         } catch (error) {

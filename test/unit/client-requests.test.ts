@@ -159,6 +159,7 @@ describe("int64 and zero-value options", () => {
       .txn()
       .if(
         cmp.version("a", "==", 0),
+        cmp.version("a2", "!=", 3),
         cmp.modRevision("b", "<", 7),
         cmp.createRevision("c", ">", 2),
         cmp.value("d", "!=", "x"),
@@ -168,12 +169,14 @@ describe("int64 and zero-value options", () => {
       .else(op.get("a"))
       .commit();
     expect(seen[0]!.body).toEqual({
+      // Zero values are left out, as protojson leaves them out: target VERSION, result EQUAL, a 0 operand.
       compare: [
-        { key: b64("a"), target: "VERSION", result: "EQUAL", version: "0" },
+        { key: b64("a") },
+        { key: b64("a2"), result: "NOT_EQUAL", version: "3" },
         { key: b64("b"), target: "MOD", result: "LESS", mod_revision: "7" },
         { key: b64("c"), target: "CREATE", result: "GREATER", create_revision: "2" },
         { key: b64("d"), target: "VALUE", result: "NOT_EQUAL", value: b64("x") },
-        { key: b64("e"), target: "LEASE", result: "EQUAL", lease: BIG_LEASE },
+        { key: b64("e"), target: "LEASE", lease: BIG_LEASE },
       ],
       success: [
         { request_put: { key: b64("a"), value: b64("1"), lease: BIG_LEASE } },
@@ -226,7 +229,7 @@ describe("namespace", () => {
     );
     const result = await ns().txn().if(cmp.version("lock", "==", 0)).then(op.put("lock", "me")).else(op.get({ prefix: "lock" })).commit();
     expect(seen[0]!.body).toEqual({
-      compare: [{ key: b64("app/lock"), target: "VERSION", result: "EQUAL", version: "0" }],
+      compare: [{ key: b64("app/lock") }],
       success: [{ request_put: { key: b64("app/lock"), value: b64("me") } }],
       failure: [{ request_range: { key: b64("app/lock"), range_end: b64("app/locl") } }],
     });
@@ -354,9 +357,8 @@ describe("a mutex's release", () => {
     expect(new Set(releases.map((r) => r.revision)).size).toBe(3);
     for (const { revision, body } of releases) {
       expect(body).toEqual({
-        compare: [{ key: b64(mutex.key), target: "MOD", result: "EQUAL", mod_revision: String(revision) }],
+        compare: [{ key: b64(mutex.key), target: "MOD", mod_revision: String(revision) }],
         success: [{ request_delete_range: { key: b64(mutex.key) } }],
-        failure: [],
       });
     }
     await session.close();
@@ -398,7 +400,8 @@ describe("a session's mutexes", () => {
     const held = await first.mutex("m").lock();
     expect(exchanges).toHaveLength(1);
     const empty = JSON.parse(exchanges[0]!.body) as { compare: unknown[]; success: Array<Record<string, unknown>>; failure?: unknown[] };
-    expect(empty.compare).toEqual([{ ...prefix, target: "VERSION", result: "EQUAL", version: "0" }]);
+    // "No key under the prefix": the compare's target, result and operand are all zero values, left out.
+    expect(empty.compare).toEqual([prefix]);
     expect(empty.success.map((o) => Object.keys(o))).toEqual([["request_put"]]);
     // A new mutex guesses an empty line: the put alone, with nothing for a busy line.
     expect(empty.failure ?? []).toEqual([]);
