@@ -53,7 +53,7 @@ function putIfEmpty(client: EtcdClient, prefix: string, put: Put) {
 
 /**
  * Whether to send the empty-line put alone before the full join. A wrong guess costs a round trip, a right
- * one a quarter of a request, so it pays only when the line is nearly always empty: a mutex guesses so at
+ * one saves about a fifth of a request, so it pays only when the line is nearly always empty: a mutex guesses so at
  * first (most locks are uncontended), stops at the first join that finds someone in the line, and guesses
  * again once two joins in a row found it empty. Other recipes join with a line built per call, which has
  * no history: they always send the full join.
