@@ -7,9 +7,9 @@ import { sleep } from "./bounded.mjs";
 /**
  * etcd3's lock API cannot reuse a lease, so the session-lock comparison sends etcd-edge's own two
  * transactions through etcd3's gRPC KV client (`client.kv.txn`, as etcd3's builders do, but with what they
- * cannot express: a compare over a range) on one lease granted up front (kept
- * alive by etcd3): the join (the put alone into an empty line, as an etcd-edge mutex sends it while its line
- * was empty at its last joins) and the guarded delete.
+ * cannot express: a compare over a range) on one lease granted up front (kept alive by etcd3): the join
+ * (the put alone into an empty line, as an etcd-edge mutex sends it while its line was empty at its last
+ * joins) and the guarded delete.
  */
 export function etcd3Mutex(client, name, leaseId) {
   const key = Buffer.from(`${name}/${BigInt(leaseId).toString(16)}`);

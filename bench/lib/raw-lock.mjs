@@ -3,9 +3,9 @@
 // `<name>/<leaseHex>` bound to the lease, with the mutex's secret as its value (a ticket's proof), if no key
 // is under `<name>/` (the line is empty), and the lock is then taken at the transaction's revision: the put
 // alone that an etcd-edge mutex sends while its line was empty at its last joins (behind a holder it sends a
-// larger join, which a floor that must take the lock at once has no use for). The release is a delete guarded by the key's mod revision (the key
-// is written once, so it is the create revision). No client library work is left but JSON.parse and one
-// string per request.
+// larger join, which a floor that must take the lock at once has no use for). The release is a delete
+// guarded by the key's mod revision (the key is written once, so it is the create revision). No client
+// library work is left but JSON.parse and one string per request.
 import { VERSION } from "etcd-edge";
 
 export const b64 = (text) => Buffer.from(text).toString("base64");

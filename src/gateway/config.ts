@@ -162,7 +162,6 @@ export function resolveFlag(value: unknown, name: string): boolean | undefined {
   return value;
 }
 
-
 function resolveEndpoints(input: GatewayOptions["endpoints"]): string[] {
   const list = typeof input === "string" ? [input] : input;
   if (!Array.isArray(list) || list.length === 0) {
@@ -205,7 +204,6 @@ export function resolveSignal(value: unknown, name = "signal"): AbortSignal | un
   if (value === undefined || value instanceof AbortSignal) return value;
   throw invalidArgument(`${name} must be an AbortSignal, got ${describe(value)}`);
 }
-
 
 /** A whole number of at least `min` that a double holds exactly; `unit` names what it counts, for the message. */
 export function wholeArg(value: unknown, name: string, min: number, unit = ""): number {

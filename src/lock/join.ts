@@ -19,7 +19,7 @@ import { type JoinCall, NEWEST_FIRST, OLDEST, type QueueState } from "./queue.js
  * The branch for a busy line costs etcd even when it is not taken: the gateway decodes it, the raft entry
  * carries it, and the member checks its operations, so an empty line's join costs etcd about a quarter more
  * than the empty-line put alone (`npm run bench`, §1 and §2, measure the lock cycle). A join that expects an
- * empty line (see `JoinGuess`) therefore sends the put alone first (`if the line is empty, put`), and the
+ * empty line (see EMPTY_RUN_TO_GUESS) therefore sends the put alone first (`if the line is empty, put`), and the
  * full join only when that finds someone there.
  */
 
@@ -53,9 +53,9 @@ function putIfEmpty(client: EtcdClient, prefix: string, put: Put) {
 
 /**
  * Whether to send the empty-line put alone before the full join. A wrong guess costs a round trip, a right
- * one saves about a fifth of a request, so it pays only when the line is nearly always empty: a mutex guesses so at
- * first (most locks are uncontended), stops at the first join that finds someone in the line, and guesses
- * again once two joins in a row found it empty. Other recipes join with a line built per call, which has
+ * one saves about a fifth of a request, so it pays only when the line is nearly always empty: a mutex
+ * guesses so at first (most locks are uncontended), stops at the first join that finds someone in the line,
+ * and guesses again once two joins in a row found it empty. Other recipes join with a line built per call, which has
  * no history: they always send the full join.
  */
 const EMPTY_RUN_TO_GUESS = 2;
