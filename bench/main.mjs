@@ -43,7 +43,9 @@ const run = `bench/${Date.now().toString(36)}`;
 console.log(`etcd-edge bench${backend ? ` against ${backend.description}` : ""}`);
 // Other processes on the machine show up as spread; the load average says how busy it was.
 const load = () => loadavg()[0].toFixed(1);
-console.log(`node ${process.version}, ${cpus().length} cores, load average ${load()}; sections ${options.only.join(",")}\n`);
+console.log(
+  `node ${process.version}, ${cpus().length} cores, load average ${load()}; sections ${options.only.join(",")}\n`,
+);
 
 let failed = false;
 const started = performance.now();
@@ -60,6 +62,8 @@ try {
   await backend?.close();
 }
 summary.print();
-console.log(`\n  ${((performance.now() - started) / 1000).toFixed(0)} s in all; load average ${load()} at the end; late rejections inside abandoned calls: ${strayRejections}`);
+console.log(
+  `\n  ${((performance.now() - started) / 1000).toFixed(0)} s in all; load average ${load()} at the end; late rejections inside abandoned calls: ${strayRejections}`,
+);
 // Calls abandoned on a wedged connection pool may hold sockets open: the run is over, so leave.
 process.exit(failed ? 1 : 0);

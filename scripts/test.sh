@@ -17,6 +17,8 @@ step() {
 
 step npx tsc --noEmit -p tsconfig.json
 step npx tsc --noEmit -p tsconfig.test.json
+# Biome (format and lint) and the 120-column line limit: `npm run format` fixes what it can.
+step npm run --silent lint
 step npm run --silent build
 # The API reference: every public export documented, TypeDoc's warnings are errors.
 step npm run --silent docs

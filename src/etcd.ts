@@ -46,7 +46,12 @@ export class Etcd extends EtcdClient {
    * Runs `fn` holding a permit of semaphore `name` (of `permits`, as every contender on the name must use):
    * session, permit, `fn`, release and revoke, all in `finally`, as `withLock`.
    */
-  withSemaphore<T>(name: string, permits: number, fn: (permit: Permit<Session>) => T | Promise<T>, options: WithLockOptions = {}): Promise<T> {
+  withSemaphore<T>(
+    name: string,
+    permits: number,
+    fn: (permit: Permit<Session>) => T | Promise<T>,
+    options: WithLockOptions = {},
+  ): Promise<T> {
     return withSemaphore(this.#on, name, permits, fn, options);
   }
 
@@ -54,7 +59,11 @@ export class Etcd extends EtcdClient {
    * Runs `fn` holding every lock of `names` at once (`session.lockAll`): session, locks, `fn`, release and
    * revoke, all in `finally`, as `withLock`.
    */
-  withLocks<T>(names: readonly string[], fn: (locks: MultiLock<Session>) => T | Promise<T>, options: WithLockOptions = {}): Promise<T> {
+  withLocks<T>(
+    names: readonly string[],
+    fn: (locks: MultiLock<Session>) => T | Promise<T>,
+    options: WithLockOptions = {},
+  ): Promise<T> {
     return withLocks(this.#on, names, fn, options);
   }
 
@@ -69,7 +78,10 @@ export class Etcd extends EtcdClient {
   }
 
   /** Takes over a lock from its `lock.toJSON()` ticket, after checking it is still held. */
-  resumeLock(ticket: LockTicket, options: CallOptions & { keepAlive?: KeepAliveMode | undefined } = {}): Promise<Lock<Session>> {
+  resumeLock(
+    ticket: LockTicket,
+    options: CallOptions & { keepAlive?: KeepAliveMode | undefined } = {},
+  ): Promise<Lock<Session>> {
     return resumeLock(this, ticket, options);
   }
 }

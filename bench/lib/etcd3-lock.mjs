@@ -17,7 +17,11 @@ export function etcd3Mutex(client, name, leaseId) {
   // A value as long as etcd-edge's secret.
   const put = { request_put: { key, value: Buffer.from("0".repeat(32)), lease: leaseId } };
   // etcd3's serializer takes enums as numbers.
-  const join = { compare: [{ ...line, target: CompareTarget.Version, result: CompareResult.Equal, version: 0 }], success: [put], failure: [] };
+  const join = {
+    compare: [{ ...line, target: CompareTarget.Version, result: CompareResult.Equal, version: 0 }],
+    success: [put],
+    failure: [],
+  };
   return {
     async lock() {
       const res = await client.kv.txn(join);
@@ -49,7 +53,8 @@ export async function etcd3LockRetrying(client, name, { ttl, timeout }) {
     } catch (error) {
       if (!(error instanceof EtcdLockFailedError)) throw error;
     }
-    if (performance.now() >= deadline) throw Object.assign(new Error(`etcd3 lock ${name}: still held after ${timeout} ms`), { code: "TIMEOUT" });
+    if (performance.now() >= deadline)
+      throw Object.assign(new Error(`etcd3 lock ${name}: still held after ${timeout} ms`), { code: "TIMEOUT" });
     await sleep(Math.min(2 ** attempt, 16) * (0.5 + Math.random()));
   }
 }

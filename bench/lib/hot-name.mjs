@@ -22,15 +22,24 @@ export async function hotNameEdge({ endpoint, kind, workers, seconds, name, time
   const counter = countingFetch(fetch.sdk);
   const etcd = new Etcd({ endpoints: [endpoint], fetch: counter });
   const log = new HandoffLog();
-  const opened = await Promise.all(Array.from({ length: workers }, () => bounded(etcd.session({ ttl: 10, timeout }), timeout + GRACE_MS)));
+  const opened = await Promise.all(
+    Array.from({ length: workers }, () => bounded(etcd.session({ ttl: 10, timeout }), timeout + GRACE_MS)),
+  );
   const sessions = opened.filter((o) => o.ok).map((o) => o.value);
   for (const o of opened) if (!o.ok) log.failures.add(`session ${o.code}`);
   counter.reset();
-  const result = await loop(sessions.map((s) => s.mutex(name)), seconds, log, timeout, holdMs, {
-    acquire: (mutex) => mutex.lock({ timeout }),
-    order: (lock) => lock.revision,
-    release: (lock) => lock.unlock({ timeout }),
-  });
+  const result = await loop(
+    sessions.map((s) => s.mutex(name)),
+    seconds,
+    log,
+    timeout,
+    holdMs,
+    {
+      acquire: (mutex) => mutex.lock({ timeout }),
+      order: (lock) => lock.revision,
+      release: (lock) => lock.unlock({ timeout }),
+    },
+  );
   const requests = new Map(counter.counts);
   await Promise.all(sessions.map((s) => bounded(s.close({ timeout: 2_000 }), 4_000)));
   await fetch.close();

@@ -7,15 +7,27 @@ const KNOBS = {
   coldCycles: { env: "BENCH_COLD_CYCLES", def: 20, help: "cycles per contender per round for cold one-shot locks" },
   tpRounds: { env: "BENCH_TP_ROUNDS", def: 3, help: "measured rounds in sections 3 and 4" },
   seconds: { env: "BENCH_SECONDS", def: 1, help: "window per contender per round in section 3, seconds" },
-  contendedSeconds: { env: "BENCH_CONTENDED_SECONDS", def: 2, help: "window per contender per round in section 4, seconds" },
+  contendedSeconds: {
+    env: "BENCH_CONTENDED_SECONDS",
+    def: 2,
+    help: "window per contender per round in section 4, seconds",
+  },
   distinctW: { env: "BENCH_DISTINCT_W", def: "1,4,16,64", list: true, help: "worker counts in section 3" },
   contendedW: { env: "BENCH_CONTENDED_W", def: "2,4,16,64", list: true, help: "contender counts in section 4" },
   latencyW: { env: "BENCH_LATENCY_W", def: 16, help: "contender count whose handoff latency is reported" },
   holdMs: { env: "BENCH_HOLD_MS", def: 0, help: "hold time under a contended lock, ms (0: one macrotask)" },
-  lockTimeout: { env: "BENCH_LOCK_TIMEOUT_MS", def: 3000, help: "timeout of every lock and unlock call in sections 3 and 4, ms" },
+  lockTimeout: {
+    env: "BENCH_LOCK_TIMEOUT_MS",
+    def: 3000,
+    help: "timeout of every lock and unlock call in sections 3 and 4, ms",
+  },
   waiters: { env: "BENCH_WAITERS", def: 1000, help: "waiters on one name in section 5" },
   deepTimeout: { env: "BENCH_DEEP_TIMEOUT_MS", def: 30000, help: "timeout of each waiter's lock() in section 5, ms" },
-  cpuCycles: { env: "BENCH_CPU_CYCLES", def: 300000, help: "stub-fetch cycles in section 6 (split over its rounds, plus two rounds of warm-up)" },
+  cpuCycles: {
+    env: "BENCH_CPU_CYCLES",
+    def: 300000,
+    help: "stub-fetch cycles in section 6 (split over its rounds, plus two rounds of warm-up)",
+  },
   importRuns: { env: "BENCH_IMPORT_RUNS", def: 9, help: "fresh processes timing the cold import" },
 };
 
@@ -37,7 +49,8 @@ export function parseOptions(argv, env = process.env) {
     if (value === undefined) throw new Error(`${flag} needs a value`);
     if (flag === "--only") {
       only = value.split(",").map(Number);
-      if (only.some((n) => !SECTIONS.includes(n))) throw new Error(`--only takes section numbers among ${SECTIONS.join(",")}`);
+      if (only.some((n) => !SECTIONS.includes(n)))
+        throw new Error(`--only takes section numbers among ${SECTIONS.join(",")}`);
       continue;
     }
     const name = flag.replace(/^--/, "").replace(/-(\w)/g, (_, c) => c.toUpperCase());

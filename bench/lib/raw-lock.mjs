@@ -20,7 +20,11 @@ function prefixEnd(prefix) {
 }
 
 /** The headers the SDK sends with its default options. */
-export const SDK_HEADERS = { "content-type": "application/json", "user-agent": `etcd-edge/${VERSION}`, "grpc-metadata-hasleader": "true" };
+export const SDK_HEADERS = {
+  "content-type": "application/json",
+  "user-agent": `etcd-edge/${VERSION}`,
+  "grpc-metadata-hasleader": "true",
+};
 
 async function post(send, url, body) {
   const response = await send(url, { method: "POST", headers: SDK_HEADERS, body });
@@ -59,7 +63,8 @@ export function rawMutex(send, endpoint, name, leaseId) {
     },
     async unlock(revision) {
       const res = await post(send, txn, unlockBody(revision));
-      if (!res.succeeded || res.responses[0].response_delete_range.deleted !== "1") throw new Error(`raw unlock on ${name} found no key`);
+      if (!res.succeeded || res.responses[0].response_delete_range.deleted !== "1")
+        throw new Error(`raw unlock on ${name} found no key`);
     },
   };
 }
@@ -83,12 +88,17 @@ function withValue(json, value) {
   if (Array.isArray(json)) return json.map((item) => withValue(item, value));
   if (json === null || typeof json !== "object") return json;
   const out = Object.fromEntries(Object.entries(json).map(([k, v]) => [k, withValue(v, value)]));
-  if (typeof out.request_put?.value === "string" && out.request_put.value.length === value.length) out.request_put = { ...out.request_put, value };
+  if (typeof out.request_put?.value === "string" && out.request_put.value.length === value.length)
+    out.request_put = { ...out.request_put, value };
   return out;
 }
 
 function sortKeys(value) {
   if (Array.isArray(value)) return value.map(sortKeys);
   if (value === null || typeof value !== "object") return value;
-  return Object.fromEntries(Object.keys(value).sort().map((k) => [k, sortKeys(value[k])]));
+  return Object.fromEntries(
+    Object.keys(value)
+      .sort()
+      .map((k) => [k, sortKeys(value[k])]),
+  );
 }

@@ -6,7 +6,8 @@ import { b64 } from "./raw-lock.mjs";
 
 export function stubGateway({ name, leaseId = "7587899071857085703", ttl = 30 }) {
   const key = b64(`${name}/${BigInt(leaseId).toString(16)}`);
-  const header = '"header":{"cluster_id":"14841639068965178418","member_id":"10276657743932975437","revision":"42","raft_term":"2"}';
+  const header =
+    '"header":{"cluster_id":"14841639068965178418","member_id":"10276657743932975437","revision":"42","raft_term":"2"}';
   const kv = `{"key":"${key}","create_revision":"42","mod_revision":"42","version":"1","lease":"${leaseId}"}`;
   const bodies = {
     lock: `{${header},"succeeded":true,"responses":[{"response_put":{"header":{"revision":"42"}}}]}`,
@@ -19,7 +20,10 @@ export function stubGateway({ name, leaseId = "7587899071857085703", ttl = 30 })
   };
   const answer = (body, status = 200) => ({ status, body: null, text: () => Promise.resolve(body) });
   const responses = Object.fromEntries(Object.entries(bodies).map(([what, body]) => [what, answer(body)]));
-  const unknown = answer('{"error":"the bench stub has no answer for this request","code":12,"message":"unimplemented"}', 501);
+  const unknown = answer(
+    '{"error":"the bench stub has no answer for this request","code":12,"message":"unimplemented"}',
+    501,
+  );
   let requests = 0;
   const fetch = async (url, init) => {
     requests++;

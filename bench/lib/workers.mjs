@@ -30,5 +30,11 @@ export async function runWorkers(workers, seconds, cycle, boundMs, etcdPid) {
   const elapsed = (performance.now() - start) / 1000;
   // CPU per completed cycle: this process's (the client, with every contender's work at the time), and etcd's.
   const etcdUsed = etcdCpu === undefined ? undefined : cpuMicrosOf(etcdPid) - etcdCpu;
-  return { rate: done / elapsed, done, failures, clientCpu: (ownCpuMicros() - cpu) / done, etcdCpu: etcdUsed === undefined ? NaN : etcdUsed / done };
+  return {
+    rate: done / elapsed,
+    done,
+    failures,
+    clientCpu: (ownCpuMicros() - cpu) / done,
+    etcdCpu: etcdUsed === undefined ? NaN : etcdUsed / done,
+  };
 }

@@ -24,7 +24,11 @@ export async function clientCost({ options, summary }) {
 
   // The same cycle with an onEvent handler that does nothing: what events cost when someone listens. Unset,
   // no event object is built (the row above).
-  const observed = new Etcd({ endpoints: ["http://stub.invalid:2379"], fetch: stubGateway({ name: NAME }).fetch, onEvent: () => {} });
+  const observed = new Etcd({
+    endpoints: ["http://stub.invalid:2379"],
+    fetch: stubGateway({ name: NAME }).fetch,
+    onEvent: () => {},
+  });
   const observedSession = await observed.session({ ttl: 30, keepAlive: "manual" });
   const observedMutex = observedSession.mutex(NAME);
   const withEvents = await cpuPerCycle(async () => (await observedMutex.lock()).unlock(), perRound, options.rounds);
@@ -55,15 +59,27 @@ export async function clientCost({ options, summary }) {
   }
   await warm.close?.();
 
-  console.log(`   client CPU per session lock+unlock: ${withSpread(lock, 1)} µs (the stub's own share: ${fmt(bare.median, 1)} µs)`);
+  console.log(
+    `   client CPU per session lock+unlock: ${withSpread(lock, 1)} µs (the stub's own share: ${fmt(bare.median, 1)} µs)`,
+  );
   console.log(`   the same with onEvent set (no-op):  ${withSpread(withEvents, 1)} µs; unset builds no event`);
   if (withLock) {
-    console.log(`   client CPU per warm withLock:       ${withSpread(withLock, 1)} µs, ${fmt(requests, 2)} requests each`);
+    console.log(
+      `   client CPU per warm withLock:       ${withSpread(withLock, 1)} µs, ${fmt(requests, 2)} requests each`,
+    );
   }
-  summary.add(6, "client CPU per lock+unlock, stub fetch", `${fmt(lock.median, 1)} µs`, "≤ 15 µs", meets(lock.median, "<=", 15));
+  summary.add(
+    6,
+    "client CPU per lock+unlock, stub fetch",
+    `${fmt(lock.median, 1)} µs`,
+    "≤ 15 µs",
+    meets(lock.median, "<=", 15),
+  );
 
   const cold = coldImportMs(options.importRuns);
-  console.log(`   cold import of etcd-edge: ${withSpread(cold, 1)} ms (median of ${options.importRuns} fresh processes)`);
+  console.log(
+    `   cold import of etcd-edge: ${withSpread(cold, 1)} ms (median of ${options.importRuns} fresh processes)`,
+  );
   summary.add(6, "cold import of the main entry", `${fmt(cold.median, 1)} ms`, "≤ 10 ms", meets(cold.median, "<=", 10));
 
   console.log("   bundle sizes (minified, dependencies included, gzip -9):");

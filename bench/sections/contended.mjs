@@ -24,14 +24,31 @@ export async function contended({ endpoint, options, summary, run }) {
     const results = await interleaved(contenders, options.tpRounds, (c, round) => {
       const seconds = round < 0 ? options.contendedSeconds / 4 : options.contendedSeconds;
       const name = `${run}/w${W}/${c.name}/${round + 1}`;
-      const spec = { endpoint, kind: c.kind, workers: W, seconds, name, timeout: options.lockTimeout, holdMs: options.holdMs };
+      const spec = {
+        endpoint,
+        kind: c.kind,
+        workers: W,
+        seconds,
+        name,
+        timeout: options.lockTimeout,
+        holdMs: options.holdMs,
+      };
       return c.kind ? hotNameEdge(spec) : hotNameEtcd3(spec);
     });
     const etcd3 = numbersOf(results.get("etcd3"), (r) => r.rate).values;
     for (const c of contenders) {
       const d = describe(results.get(c.name), etcd3);
-      const costs = c.kind ? `txn ${fmt(d.requests.txn, 2)}, range ${fmt(d.requests.range, 2)}, watch ${fmt(d.requests.watch, 2)}` : "";
-      rows.push([`W=${String(W).padStart(2)}  ${label(c)}`, withSpread(d.rate), c.kind ? ratioText(d.ratio) : "1.00×", d.fifo, d.failed, costs]);
+      const costs = c.kind
+        ? `txn ${fmt(d.requests.txn, 2)}, range ${fmt(d.requests.range, 2)}, watch ${fmt(d.requests.watch, 2)}`
+        : "";
+      rows.push([
+        `W=${String(W).padStart(2)}  ${label(c)}`,
+        withSpread(d.rate),
+        c.kind ? ratioText(d.ratio) : "1.00×",
+        d.fifo,
+        d.failed,
+        costs,
+      ]);
       if (W === options.latencyW) {
         latencyRows.push([label(c), fmt(d.p50, 2), fmt(d.p99, 2), fmt(d.maxLatency, 1), String(d.latencies)]);
       }
@@ -42,22 +59,51 @@ export async function contended({ endpoint, options, summary, run }) {
       const which = `W=${W}, ${FETCH_LABEL[c.kind]}`;
       if (W === 4 || W === 16) {
         const pass = meets(d.rate.median, ">=", 400) && meets(d.ratio.median, ">=", 0.4);
-        summary.add(4, `hot name ${which}: handoffs/s, ÷ etcd3 retry loop`, `${fmt(d.rate.median)}/s, ${fmt(d.ratio.median, 2)}×`, "≥ 400/s, ≥ 0.4×", pass);
+        summary.add(
+          4,
+          `hot name ${which}: handoffs/s, ÷ etcd3 retry loop`,
+          `${fmt(d.rate.median)}/s, ${fmt(d.ratio.median, 2)}×`,
+          "≥ 400/s, ≥ 0.4×",
+          pass,
+        );
       }
       if (W === options.latencyW) {
         summary.add(4, `handoff p99, ${which}`, `${fmt(d.p99, 1)} ms`, "≤ 10 ms", meets(d.p99, "<=", 10));
         const cost = `${fmt(d.requests.range, 2)} + ${fmt(d.requests.watch, 2)}`;
-        summary.add(4, `reads + watches per acquisition, ${which}`, cost, "≤ 1 + 1", meets(Math.max(d.requests.range, d.requests.watch), "<=", 1));
+        summary.add(
+          4,
+          `reads + watches per acquisition, ${which}`,
+          cost,
+          "≤ 1 + 1",
+          meets(Math.max(d.requests.range, d.requests.watch), "<=", 1),
+        );
       }
     }
   }
   for (const [kind, { overtakes, acquired }] of order) {
-    const text = acquired === 0 ? "nothing acquired" : overtakes === 0 ? `yes (${acquired} acquisitions)` : `no (${overtakes} of ${acquired} overtook)`;
-    summary.add(4, `FIFO order kept, ${FETCH_LABEL[kind]} (every W)`, text, "yes", acquired === 0 ? undefined : overtakes === 0);
+    const text =
+      acquired === 0
+        ? "nothing acquired"
+        : overtakes === 0
+          ? `yes (${acquired} acquisitions)`
+          : `no (${overtakes} of ${acquired} overtook)`;
+    summary.add(
+      4,
+      `FIFO order kept, ${FETCH_LABEL[kind]} (every W)`,
+      text,
+      "yes",
+      acquired === 0 ? undefined : overtakes === 0,
+    );
   }
-  printTable(["W  contender", "handoffs/s [min–max]", "÷ etcd3", "FIFO", "failed calls", "requests per acquisition"], rows, { align: "lrrlll" });
+  printTable(
+    ["W  contender", "handoffs/s [min–max]", "÷ etcd3", "FIFO", "failed calls", "requests per acquisition"],
+    rows,
+    { align: "lrrlll" },
+  );
   if (latencyRows.length > 0) {
-    console.log(`\n   handoff latency at W=${options.latencyW} (ms from the holder's unlock() call to the next waiter's lock() resolving, all rounds):`);
+    console.log(
+      `\n   handoff latency at W=${options.latencyW} (ms from the holder's unlock() call to the next waiter's lock() resolving, all rounds):`,
+    );
     printTable(["contender", "p50", "p99", "max", "handoffs"], latencyRows);
   }
   console.log("");
@@ -90,6 +136,10 @@ function describe(runs, etcd3) {
     p99: quantile(latencies, 0.99),
     maxLatency: latencies.length ? Math.max(...latencies) : NaN,
     latencies: latencies.length,
-    requests: { txn: perAcquisition("/v3/kv/txn"), range: perAcquisition("/v3/kv/range"), watch: perAcquisition("/v3/watch") },
+    requests: {
+      txn: perAcquisition("/v3/kv/txn"),
+      range: perAcquisition("/v3/kv/range"),
+      watch: perAcquisition("/v3/watch"),
+    },
   };
 }

@@ -14,7 +14,9 @@ const CALL_TIMEOUT_MS = 10_000;
 
 export async function deepQueue({ endpoint, options, summary, run }) {
   const n = options.waiters;
-  console.log(`5. deep queue: ${n} waiters on one name in one process (lock() timeout ${options.deepTimeout} ms; other calls ${CALL_TIMEOUT_MS} ms)`);
+  console.log(
+    `5. deep queue: ${n} waiters on one name in one process (lock() timeout ${options.deepTimeout} ms; other calls ${CALL_TIMEOUT_MS} ms)`,
+  );
   const rows = [];
   for (const kind of ["global", "node"]) {
     const result = await drain(endpoint, kind, n, `${run}/${kind}`, options.deepTimeout);
@@ -27,9 +29,19 @@ export async function deepQueue({ endpoint, options, summary, run }) {
       `${fmt(result.setupMs / 1000, 1)} s, ${fmt(result.closeMs / 1000, 1)} s`,
     ]);
     const pass = result.acquired === n && result.failures.total === 0 && result.late === 0 && result.hung === 0;
-    summary.add(5, `${n} waiters drain, ${FETCH_LABEL[kind]}`, `${result.acquired}/${n} in ${fmt(result.drainMs / 1000, 1)} s, ${result.late + result.hung} overran`, `all, none overran`, pass);
+    summary.add(
+      5,
+      `${n} waiters drain, ${FETCH_LABEL[kind]}`,
+      `${result.acquired}/${n} in ${fmt(result.drainMs / 1000, 1)} s, ${result.late + result.hung} overran`,
+      `all, none overran`,
+      pass,
+    );
   }
-  printTable(["fetch", "drained in", "acquired", "failed (code count)", "timeouts that did not hold", "sessions open, close"], rows, { align: "lrrlll" });
+  printTable(
+    ["fetch", "drained in", "acquired", "failed (code count)", "timeouts that did not hold", "sessions open, close"],
+    rows,
+    { align: "lrrlll" },
+  );
   console.log("");
 }
 
@@ -48,7 +60,9 @@ async function drain(endpoint, kind, n, name, lockTimeout) {
 
   const setupStart = performance.now();
   const opened = await Promise.all(
-    Array.from({ length: n }, () => bounded(etcd.session({ ttl: 30, timeout: CALL_TIMEOUT_MS }), CALL_TIMEOUT_MS + GRACE_MS)),
+    Array.from({ length: n }, () =>
+      bounded(etcd.session({ ttl: 30, timeout: CALL_TIMEOUT_MS }), CALL_TIMEOUT_MS + GRACE_MS),
+    ),
   );
   const sessions = opened.filter((o) => count(o, CALL_TIMEOUT_MS, "session")).map((o) => o.value);
   const setupMs = performance.now() - setupStart;
@@ -57,11 +71,17 @@ async function drain(endpoint, kind, n, name, lockTimeout) {
   const start = performance.now();
   await Promise.all(
     sessions.map(async (session) => {
-      const got = await bounded(session.mutex(name).lock({ timeout: lockTimeout }), lockTimeout + GRACE_MS, (lock) => lock.unlock().catch(() => {}));
+      const got = await bounded(session.mutex(name).lock({ timeout: lockTimeout }), lockTimeout + GRACE_MS, (lock) =>
+        lock.unlock().catch(() => {}),
+      );
       if (!count(got, lockTimeout, "lock")) return;
       acquired++;
       await sleep(0);
-      count(await bounded(got.value.unlock({ timeout: CALL_TIMEOUT_MS }), CALL_TIMEOUT_MS + GRACE_MS), CALL_TIMEOUT_MS, "unlock");
+      count(
+        await bounded(got.value.unlock({ timeout: CALL_TIMEOUT_MS }), CALL_TIMEOUT_MS + GRACE_MS),
+        CALL_TIMEOUT_MS,
+        "unlock",
+      );
     }),
   );
   const drainMs = performance.now() - start;

@@ -18,9 +18,13 @@ const noop = () => {};
 
 export async function distinctNames({ endpoint, etcdPid, options, summary, run }) {
   const widths = options.distinctW;
-  console.log(`3. distinct names: W workers, each on its own name (cycles/s; ${options.tpRounds} rounds × ${options.seconds} s)`);
+  console.log(
+    `3. distinct names: W workers, each on its own name (cycles/s; ${options.tpRounds} rounds × ${options.seconds} s)`,
+  );
   const fetches = Object.fromEntries(FETCH_KINDS.map((kind) => [kind, openFetch(kind)]));
-  const clients = Object.fromEntries(FETCH_KINDS.map((kind) => [kind, new Etcd({ endpoints: [endpoint], fetch: fetches[kind].sdk })]));
+  const clients = Object.fromEntries(
+    FETCH_KINDS.map((kind) => [kind, new Etcd({ endpoints: [endpoint], fetch: fetches[kind].sdk })]),
+  );
   const grpc = new Etcd3({ hosts: endpoint });
   const timeout = options.lockTimeout;
   const bound = 2 * timeout + 2_000;
@@ -41,7 +45,8 @@ export async function distinctNames({ endpoint, etcdPid, options, summary, run }
         { name: "etcd3", cycle: (w) => grpc.lock(`${name}/etcd3/${w}`).do(noop) },
         ...FETCH_KINDS.map((kind) => ({
           name: `session-${kind}`,
-          cycle: async (w) => (await sessions[kind][w].mutex(`${name}/session-${kind}/${w}`).lock({ timeout })).unlock({ timeout }),
+          cycle: async (w) =>
+            (await sessions[kind][w].mutex(`${name}/session-${kind}/${w}`).lock({ timeout })).unlock({ timeout }),
         })),
       ];
       const results = await interleaved(contenders, options.tpRounds, (c, round) =>
@@ -58,7 +63,9 @@ export async function distinctNames({ endpoint, etcdPid, options, summary, run }
         const ratio = pairedRatio(values, etcd3);
         const [shape, kind] = contender.name.split("-");
         if (kind) ratios[shape][kind] = [...(ratios[shape][kind] ?? []), { W, ratio: ratio.median }];
-        const label = kind ? `${EDGE_LABEL[kind]}, ${shape === "withLock" ? "withLock" : "session"}` : "etcd3 lock().do()";
+        const label = kind
+          ? `${EDGE_LABEL[kind]}, ${shape === "withLock" ? "withLock" : "session"}`
+          : "etcd3 lock().do()";
         const cpu = (pick) => fmt(summarize(numbersOf(results.get(contender.name), pick).values).median);
         rows.push([
           `W=${String(W).padStart(2)}  ${label}`,
@@ -73,12 +80,17 @@ export async function distinctNames({ endpoint, etcdPid, options, summary, run }
     grpc.close();
     for (const fetch of Object.values(fetches)) await fetch.close();
   }
-  printTable(["W  contender", "cycles/s [min–max]", "÷ etcd3", "CPU µs/cycle: client + etcd", "failed calls"], rows, { align: "lrrrl" });
+  printTable(["W  contender", "cycles/s [min–max]", "÷ etcd3", "CPU µs/cycle: client + etcd", "failed calls"], rows, {
+    align: "lrrrl",
+  });
   // Many workers share two cores with etcd: what each request costs the client process bounds the rate.
   const perRequest = await cpuPerRequest(endpoint);
   const cost = Object.entries(perRequest).map(([client, stat]) => `${client} ${withSpread(stat)} µs`);
   console.log(`   client CPU per request, the HTTP client alone (serial reads of one key): ${cost.join("; ")}`);
-  for (const [shape, targets] of [["withLock", { node: 1.3, global: 1.0 }], ["session", { node: 1.3, global: 1.0 }]]) {
+  for (const [shape, targets] of [
+    ["withLock", { node: 1.3, global: 1.0 }],
+    ["session", { node: 1.3, global: 1.0 }],
+  ]) {
     for (const kind of ["node", "global"]) {
       const points = (ratios[shape][kind] ?? []).filter((p) => p.W >= 4);
       if (points.length === 0) continue;
@@ -86,7 +98,13 @@ export async function distinctNames({ endpoint, etcdPid, options, summary, run }
       const low = Math.min(...values);
       const range = `${fmt(low, 2)}–${fmt(Math.max(...values), 2)}×`;
       const Ws = `W=${points.map((p) => p.W).join(",")}`;
-      summary.add(3, `distinct names, ${shape}, ${FETCH_LABEL[kind]} ÷ etcd3 (${Ws})`, range, `≥ ${targets[kind].toFixed(1)}×`, meets(low, ">=", targets[kind]));
+      summary.add(
+        3,
+        `distinct names, ${shape}, ${FETCH_LABEL[kind]} ÷ etcd3 (${Ws})`,
+        range,
+        `≥ ${targets[kind].toFixed(1)}×`,
+        meets(low, ">=", targets[kind]),
+      );
     }
   }
   console.log("");

@@ -17,34 +17,66 @@ const noop = () => {};
 const LEASE_MODES = ["shared", "per-call"];
 
 export async function oneShot({ endpoint, options, summary, run }) {
-  console.log(`2. one-shot withLock vs etcd3 lock().do() (µs/call; cold ${options.coldCycles}, warm ${options.cycles} calls per round)`);
+  console.log(
+    `2. one-shot withLock vs etcd3 lock().do() (µs/call; cold ${options.coldCycles}, warm ${options.cycles} calls per round)`,
+  );
   const cleanup = [];
   try {
     const cold = await measureCold(endpoint, options, run);
     const warm = await measureWarm(endpoint, options, run, cleanup);
-    console.log("   cold: a new client per call (etcd-edge/node: a new pool; etcd3: a new channel; the global fetch keeps its process-wide pool)");
-    console.log('   warm: one client reused; lease: "shared" keeps a lease across calls (target 2 requests), "per-call" grants and revokes one');
+    console.log(
+      "   cold: a new client per call (etcd-edge/node: a new pool; etcd3: a new channel; the global fetch keeps its process-wide pool)",
+    );
+    console.log(
+      '   warm: one client reused; lease: "shared" keeps a lease across calls (target 2 requests), "per-call" grants and revokes one',
+    );
     const rows = [];
-    for (const [group, results, etcd3Name] of [["cold", cold, "cold-etcd3"], ["warm", warm, "warm-etcd3"]]) {
+    for (const [group, results, etcd3Name] of [
+      ["cold", cold, "cold-etcd3"],
+      ["warm", warm, "warm-etcd3"],
+    ]) {
       const etcd3 = numbersOf(results.get(etcd3Name), (r) => r.micros).values;
       for (const [name, result] of results) {
         const { values, error } = numbersOf(result, (r) => r.micros);
         const requests = median(numbersOf(result, (r) => r.requests).values);
         const paths = result.find((r) => r.paths)?.paths ?? "";
         const ratio = pairedRatio(etcd3, values);
-        rows.push([`${group}: ${label(name)}`, withSpread(summarize(values)), name.endsWith("etcd3") ? "" : fmt(requests, 2), name.endsWith("etcd3") ? "1.00×" : ratioText(ratio), paths]);
+        rows.push([
+          `${group}: ${label(name)}`,
+          withSpread(summarize(values)),
+          name.endsWith("etcd3") ? "" : fmt(requests, 2),
+          name.endsWith("etcd3") ? "1.00×" : ratioText(ratio),
+          paths,
+        ]);
         if (error) console.log(`   ${name} failed in some rounds: ${error.code ?? ""} ${error.message}`);
         if (group === "warm" && name.endsWith("-shared")) {
           const kind = name.split("-")[1];
-          summary.add(2, `warm withLock requests, ${FETCH_LABEL[kind]}`, fmt(requests, 2), "2", meets(requests, "<=", 2));
+          summary.add(
+            2,
+            `warm withLock requests, ${FETCH_LABEL[kind]}`,
+            fmt(requests, 2),
+            "2",
+            meets(requests, "<=", 2),
+          );
           const target = kind === "node" ? 1.3 : 1.0;
-          summary.add(2, `warm withLock throughput ÷ etcd3 lock().do(), ${FETCH_LABEL[kind]}`, `${fmt(ratio.median, 2)}×`, `≥ ${target.toFixed(1)}×`, meets(ratio.median, ">=", target));
+          summary.add(
+            2,
+            `warm withLock throughput ÷ etcd3 lock().do(), ${FETCH_LABEL[kind]}`,
+            `${fmt(ratio.median, 2)}×`,
+            `≥ ${target.toFixed(1)}×`,
+            meets(ratio.median, ">=", target),
+          );
         }
       }
     }
-    printTable(["contender", "µs/call [min–max]", "requests/call", "throughput ÷ etcd3", "requests sent"], rows, { align: "lrrrl" });
+    printTable(["contender", "µs/call [min–max]", "requests/call", "throughput ÷ etcd3", "requests sent"], rows, {
+      align: "lrrrl",
+    });
   } finally {
-    for (const step of cleanup.reverse()) await Promise.resolve().then(step).catch(() => {});
+    for (const step of cleanup.reverse())
+      await Promise.resolve()
+        .then(step)
+        .catch(() => {});
   }
   console.log("");
 }
@@ -61,7 +93,11 @@ async function measureCold(endpoint, options, run) {
   let pool;
   const node = countingFetch((url, init) => pool(url, init));
   const contenders = [
-    { name: "cold-global", counter: global, call: () => new Etcd({ endpoints: [endpoint], fetch: global }).withLock(`${run}/cold-global`, noop) },
+    {
+      name: "cold-global",
+      counter: global,
+      call: () => new Etcd({ endpoints: [endpoint], fetch: global }).withLock(`${run}/cold-global`, noop),
+    },
     {
       name: "cold-node",
       counter: node,
@@ -100,7 +136,11 @@ async function measureWarm(endpoint, options, run, cleanup) {
       // A client that keeps a lease across calls may offer a way to give it back; use it if there is one.
       cleanup.push(() => typeof etcd.close === "function" && bounded(etcd.close(), 3_000));
       const name = `${run}/warm-${kind}-${mode}`;
-      contenders.push({ name: `warm-${kind}-${mode}`, counter, call: () => etcd.withLock(name, noop, { lease: mode }) });
+      contenders.push({
+        name: `warm-${kind}-${mode}`,
+        counter,
+        call: () => etcd.withLock(name, noop, { lease: mode }),
+      });
     }
   }
   const client = new Etcd3({ hosts: endpoint });

@@ -12,7 +12,9 @@ import { meets } from "../lib/summary.mjs";
 import { printTable } from "../lib/table.mjs";
 
 export async function sessionLock({ endpoint, options, summary, run }) {
-  console.log(`1. uncontended lock+unlock on a live session (${options.rounds} rounds × ${options.cycles} cycles, µs/cycle)`);
+  console.log(
+    `1. uncontended lock+unlock on a live session (${options.rounds} rounds × ${options.cycles} cycles, µs/cycle)`,
+  );
   const cleanup = [];
   const contenders = [];
   try {
@@ -39,7 +41,9 @@ export async function sessionLock({ endpoint, options, summary, run }) {
     contenders.push({ name: "etcd3", cycle: async () => grpc.unlock(await grpc.lock()) });
 
     await reportFloorMatch(endpoint, run);
-    console.log("   etcd3's lock API grants a lease per lock, so its row sends etcd-edge's two transactions through etcd3's KV API on one reused lease");
+    console.log(
+      "   etcd3's lock API grants a lease per lock, so its row sends etcd-edge's two transactions through etcd3's KV API on one reused lease",
+    );
     const results = await interleaved(contenders, options.rounds, (c) => microsPerCycle(c.cycle, options.cycles));
     const series = (name) => numbersOf(results.get(name)).values;
     const etcd3 = series("etcd3");
@@ -51,10 +55,27 @@ export async function sessionLock({ endpoint, options, summary, run }) {
       const vsEtcd3 = pairedRatio(etcd3, edge);
       rows.push([EDGE_LABEL[kind], withSpread(summarize(edge)), ratioText(floor), ratioText(vsEtcd3)]);
       // The floor's own ratio bounds the SDK's: no client of the gateway beats the same requests by hand.
-      rows.push([`  raw floor, ${FETCH_LABEL[kind]}`, withSpread(summarize(raw)), "", ratioText(pairedRatio(etcd3, raw))]);
-      summary.add(1, `session lock ÷ raw floor, ${FETCH_LABEL[kind]}`, `${fmt(floor.median, 2)}×`, "≤ 1.10×", meets(floor.median, "<=", 1.1));
+      rows.push([
+        `  raw floor, ${FETCH_LABEL[kind]}`,
+        withSpread(summarize(raw)),
+        "",
+        ratioText(pairedRatio(etcd3, raw)),
+      ]);
+      summary.add(
+        1,
+        `session lock ÷ raw floor, ${FETCH_LABEL[kind]}`,
+        `${fmt(floor.median, 2)}×`,
+        "≤ 1.10×",
+        meets(floor.median, "<=", 1.1),
+      );
       if (kind === "node") {
-        summary.add(1, "session lock throughput, etcd-edge/node ÷ etcd3", `${fmt(vsEtcd3.median, 2)}×`, "≥ 1.3×", meets(vsEtcd3.median, ">=", 1.3));
+        summary.add(
+          1,
+          "session lock throughput, etcd-edge/node ÷ etcd3",
+          `${fmt(vsEtcd3.median, 2)}×`,
+          "≥ 1.3×",
+          meets(vsEtcd3.median, ">=", 1.3),
+        );
       }
     }
     rows.push(["etcd3 (gRPC), same txns, reused lease", withSpread(summarize(etcd3)), "", "1.00×"]);
@@ -64,7 +85,10 @@ export async function sessionLock({ endpoint, options, summary, run }) {
       if (error) console.log(`   ${name} failed in some rounds: ${error.code ?? ""} ${error.message}`);
     }
   } finally {
-    for (const step of cleanup.reverse()) await Promise.resolve().then(step).catch(() => {});
+    for (const step of cleanup.reverse())
+      await Promise.resolve()
+        .then(step)
+        .catch(() => {});
   }
   console.log("");
 }
@@ -93,8 +117,13 @@ async function reportFloorMatch(endpoint, run) {
     capturing.reset();
     await (await session.mutex(name).lock()).unlock();
     const requests = [...capturing.counts].map(([path, n]) => `${n}× ${path}`).join(", ");
-    const check = floorMatches({ enqueue: bodies[0], unlock: bodies[1] }, rawMutex(undefined, endpoint, name, session.leaseId));
-    console.log(`   the SDK sent ${requests}; the raw floor sends the same bodies: ${check.match ? "yes" : `NO (enqueue ${check.enqueue ? "same" : "differs"}, unlock ${check.unlock ? "same" : "differs"}): update bench/lib/raw-lock.mjs`}`);
+    const check = floorMatches(
+      { enqueue: bodies[0], unlock: bodies[1] },
+      rawMutex(undefined, endpoint, name, session.leaseId),
+    );
+    console.log(
+      `   the SDK sent ${requests}; the raw floor sends the same bodies: ${check.match ? "yes" : `NO (enqueue ${check.enqueue ? "same" : "differs"}, unlock ${check.unlock ? "same" : "differs"}): update bench/lib/raw-lock.mjs`}`,
+    );
   } finally {
     await session.close().catch(() => {});
   }

@@ -48,10 +48,23 @@ async function startLocalEtcd() {
   };
   process.once("exit", () => child.kill("SIGKILL"));
   for (let i = 0; i < 100; i++) {
-    const healthy = await fetch(`${url}/health`).then((r) => r.json()).then((b) => b.health === "true", () => false);
+    const healthy = await fetch(`${url}/health`)
+      .then((r) => r.json())
+      .then(
+        (b) => b.health === "true",
+        () => false,
+      );
     if (healthy) {
-      const version = spawnSync("etcd", ["--version"]).stdout.toString().match(/Version: (\S+)/)?.[1] ?? "";
-      return { endpoints: [url], description: `a local etcd ${version} started on ${url} for this run`, close, pid: child.pid };
+      const version =
+        spawnSync("etcd", ["--version"])
+          .stdout.toString()
+          .match(/Version: (\S+)/)?.[1] ?? "";
+      return {
+        endpoints: [url],
+        description: `a local etcd ${version} started on ${url} for this run`,
+        close,
+        pid: child.pid,
+      };
     }
     await new Promise((resolve) => setTimeout(resolve, 100));
   }

@@ -81,7 +81,10 @@ async function sellWithLock() {
             const sale = await etcd
               .txn()
               .if(lock.ifHeld())
-              .then(op.put("locked/stock", String(stock - 1)), op.put(`locked/sales/${lock.revision}`, `buyer ${buyer}`))
+              .then(
+                op.put("locked/stock", String(stock - 1)),
+                op.put(`locked/sales/${lock.revision}`, `buyer ${buyer}`),
+              )
               .commit();
             if (!sale.succeeded) throw new Error(`buyer ${buyer}: the fenced write was refused`);
             tokens.push(lock.revision);

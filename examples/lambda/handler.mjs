@@ -34,7 +34,10 @@ export async function handler(event, context) {
     const write = await etcd
       .txn()
       .if(lock.ifHeld())
-      .then(op.put(`orders/${event.orderId}/status`, event.status), op.put(`orders/${event.orderId}/token`, String(lock.revision)))
+      .then(
+        op.put(`orders/${event.orderId}/status`, event.status),
+        op.put(`orders/${event.orderId}/token`, String(lock.revision)),
+      )
       .commit({ timeout: budget() });
     if (!write.succeeded) return { ok: false, reason: "LOCK_LOST", fencingToken: lock.revision, held: lock.held };
     await lock.unlock({ timeout: budget() });

@@ -87,7 +87,11 @@ describe("examples/lambda/handler.mjs on the mock", () => {
     // When the second invocation gets the lock, the first has written its status and released its key.
     const seen: Array<{ token: number; lockKeys: string[]; statusToken: string | undefined }> = [];
     onAcquired = ({ fencingToken }) =>
-      seen.push({ token: fencingToken, lockKeys: mock.keys("orders/7/lock/"), statusToken: mock.get("orders/7/token")?.value });
+      seen.push({
+        token: fencingToken,
+        lockKeys: mock.keys("orders/7/lock/"),
+        statusToken: mock.get("orders/7/token")?.value,
+      });
 
     const [a, b] = await Promise.all([
       handler({ orderId: "7", status: "a", workMs: 300 }, context(15_000)),

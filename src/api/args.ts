@@ -27,7 +27,9 @@ export const MAX_LEASE_TTL = 9_000_000_000;
  */
 export function ttlArg(value: unknown, name = "ttl"): number {
   if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 1 || value > MAX_LEASE_TTL) {
-    throw invalidArgument(`${name} must be a whole number of seconds from 1 to ${MAX_LEASE_TTL}, got ${describe(value)}`);
+    throw invalidArgument(
+      `${name} must be a whole number of seconds from 1 to ${MAX_LEASE_TTL}, got ${describe(value)}`,
+    );
   }
   return value;
 }

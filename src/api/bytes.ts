@@ -13,7 +13,8 @@ export const ZERO_BYTE = new Uint8Array([0]);
 /** A lone surrogate: UTF-8 cannot encode it, so TextEncoder would silently turn it into U+FFFD. */
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 /** The runtime's own check where it has one (ES2024), else the pattern. */
-const wellFormed = (text: string): boolean => (text as { isWellFormed?(): boolean }).isWellFormed?.() ?? !LONE_SURROGATE.test(text);
+const wellFormed = (text: string): boolean =>
+  (text as { isWellFormed?(): boolean }).isWellFormed?.() ?? !LONE_SURROGATE.test(text);
 
 /**
  * `text` unchanged if it is well-formed UTF-16. Otherwise "x\uD800" and "x\uDFFF" would both become
@@ -22,7 +23,9 @@ const wellFormed = (text: string): boolean => (text as { isWellFormed?(): boolea
 export function wellFormedText(text: string): string {
   if (!wellFormed(text)) {
     const at = text.search(LONE_SURROGATE);
-    throw invalidArgument(`a string with a lone surrogate (at index ${at}) is not well-formed UTF-16 and cannot be sent`);
+    throw invalidArgument(
+      `a string with a lone surrogate (at index ${at}) is not well-formed UTF-16 and cannot be sent`,
+    );
   }
   return text;
 }

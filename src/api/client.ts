@@ -67,7 +67,12 @@ export class EtcdClient {
   /** Keys of a range or prefix, with limit, revision, sort and filters. */
   async range(query: RangeQuery & CallOptions): Promise<RangeResult> {
     const result = await this.transport.unary(
-      { path: "/v3/kv/range", body: rangeRequest(this.keyspace, query), schema: wire.rangeResponse, retry: "idempotent" },
+      {
+        path: "/v3/kv/range",
+        body: rangeRequest(this.keyspace, query),
+        schema: wire.rangeResponse,
+        retry: "idempotent",
+      },
       query,
     );
     return decodeRange(this.keyspace, result);
@@ -76,7 +81,12 @@ export class EtcdClient {
   /** Writes `value` at `key`; with `lease`, the key is deleted when the lease ends. */
   async put(key: Bytes, value: Bytes | undefined, options: PutOptions & CallOptions = {}): Promise<PutResult> {
     const result = await this.transport.unary(
-      { path: "/v3/kv/put", body: putRequest(this.keyspace, key, value, options), schema: wire.putResponse, retry: "write" },
+      {
+        path: "/v3/kv/put",
+        body: putRequest(this.keyspace, key, value, options),
+        schema: wire.putResponse,
+        retry: "write",
+      },
       options,
     );
     return decodePut(this.keyspace, result);
@@ -84,9 +94,15 @@ export class EtcdClient {
 
   /** Deletes one key, or a range or prefix: `delete("k")`, `delete({ prefix: "jobs/" })`. */
   async delete(query: Bytes | DeleteQuery, options: DeleteOptions & CallOptions = {}): Promise<DeleteResult> {
-    const target = typeof query === "string" || query instanceof Uint8Array ? { key: query, ...options } : { ...options, ...query };
+    const target =
+      typeof query === "string" || query instanceof Uint8Array ? { key: query, ...options } : { ...options, ...query };
     const result = await this.transport.unary(
-      { path: "/v3/kv/deleterange", body: deleteRequest(this.keyspace, target), schema: wire.deleteRangeResponse, retry: "write" },
+      {
+        path: "/v3/kv/deleterange",
+        body: deleteRequest(this.keyspace, target),
+        schema: wire.deleteRangeResponse,
+        retry: "write",
+      },
       target,
     );
     return decodeDelete(this.keyspace, result);
@@ -101,7 +117,12 @@ export class EtcdClient {
     header: ResponseHeader;
   }> {
     const result = await this.transport.unary(
-      { path: "/v3/kv/compaction", body: compactRequest(revision, options.physical), schema: wire.headerOnly, retry: "idempotent" },
+      {
+        path: "/v3/kv/compaction",
+        body: compactRequest(revision, options.physical),
+        schema: wire.headerOnly,
+        retry: "idempotent",
+      },
       options,
     );
     return { header: decodeHeader(result.header) };

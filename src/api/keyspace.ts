@@ -83,13 +83,17 @@ export class Keyspace {
     const { key: start, end: rangeEnd, prefix: under } = target as { key?: Bytes; end?: Bytes; prefix?: Bytes };
     if (under !== undefined) {
       if (start !== undefined || rangeEnd !== undefined) {
-        throw invalidArgument("a range is { key, end? } or { prefix }, not both: `prefix` cannot be given with `key` or `end`");
+        throw invalidArgument(
+          "a range is { key, end? } or { prefix }, not both: `prefix` cannot be given with `key` or `end`",
+        );
       }
       const cached = typeof under === "string" ? this.#prefixes.get(under) : undefined;
       if (cached !== undefined) return cached;
       const prefix = concatBytes(this.namespace, toBytes(under));
       const range = Object.freeze(
-        prefix.length === 0 ? { key: toBase64(ZERO_BYTE), range_end: toBase64(ZERO_BYTE) } : { key: toBase64(prefix), range_end: toBase64(prefixEnd(prefix)) },
+        prefix.length === 0
+          ? { key: toBase64(ZERO_BYTE), range_end: toBase64(ZERO_BYTE) }
+          : { key: toBase64(prefix), range_end: toBase64(prefixEnd(prefix)) },
       );
       if (typeof under === "string") remember(this.#prefixes, under, range);
       return range;
@@ -114,7 +118,8 @@ export class Keyspace {
     let key = cacheable ? this.#received.get(base64) : undefined;
     if (key === undefined) {
       const all = fromBase64(base64, "key");
-      const bytes = this.namespace.length > 0 && startsWith(all, this.namespace) ? all.subarray(this.namespace.length) : all;
+      const bytes =
+        this.namespace.length > 0 && startsWith(all, this.namespace) ? all.subarray(this.namespace.length) : all;
       key = { bytes, text: toText(bytes) };
       if (cacheable) remember(this.#received, base64, key);
     }

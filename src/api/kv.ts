@@ -1,6 +1,14 @@
 import { countArg, int64Field, leaseIdArg, optionalCount } from "./args.js";
 import { type Bytes, toBase64, toBytes } from "./bytes.js";
-import { decodeHeader, decodeKeyValue, decodeKeyValues, int, type KeyValue, type LeaseId, type ResponseHeader } from "./codec.js";
+import {
+  decodeHeader,
+  decodeKeyValue,
+  decodeKeyValues,
+  int,
+  type KeyValue,
+  type LeaseId,
+  type ResponseHeader,
+} from "./codec.js";
 import { describe, invalidArgument } from "../errors/catalogue.js";
 import { resolveFlag } from "../gateway/config.js";
 import type { KeyRange, Keyspace } from "./keyspace.js";
@@ -106,7 +114,8 @@ const SORT_TARGET: Record<SortTarget, string> = {
 const SORT_ORDER: Record<SortOrder, string> = { none: "NONE", ascend: "ASCEND", descend: "DESCEND" };
 
 export function rangeRequest(keyspace: Keyspace, query: Bytes | RangeQuery): Record<string, unknown> {
-  const options: RangeOptions = typeof query === "object" && query !== null && !(query instanceof Uint8Array) ? query : {};
+  const options: RangeOptions =
+    typeof query === "object" && query !== null && !(query instanceof Uint8Array) ? query : {};
   return {
     ...keyspace.range(query),
     limit: int64Field(optionalCount(options.limit, "limit")),
@@ -124,7 +133,8 @@ export function rangeRequest(keyspace: Keyspace, query: Bytes | RangeQuery): Rec
 
 function sortFields(sort: RangeOptions["sort"]): Record<string, string> {
   if (sort === undefined) return {};
-  if (typeof sort !== "object" || sort === null || Array.isArray(sort)) throw invalidArgument(`sort must be { target?, order? }, got ${describe(sort)}`);
+  if (typeof sort !== "object" || sort === null || Array.isArray(sort))
+    throw invalidArgument(`sort must be { target?, order? }, got ${describe(sort)}`);
   const target = sort.target ?? "key";
   // Own keys only: "toString" is `in` every object, and would have been sent as no sort at all.
   if (typeof target !== "string" || !Object.hasOwn(SORT_TARGET, target)) {
@@ -148,7 +158,12 @@ export function decodeRange(keyspace: Keyspace, wire: WireRange): RangeResult {
   };
 }
 
-export function putRequest(keyspace: Keyspace, key: Bytes, value: Bytes | undefined, options: PutOptions = {}): Record<string, unknown> {
+export function putRequest(
+  keyspace: Keyspace,
+  key: Bytes,
+  value: Bytes | undefined,
+  options: PutOptions = {},
+): Record<string, unknown> {
   const ignoreValue = resolveFlag(options.ignoreValue, "ignoreValue");
   const ignoreLease = resolveFlag(options.ignoreLease, "ignoreLease");
   if (value === undefined && !ignoreValue) {
@@ -179,7 +194,8 @@ export function decodePut(keyspace: Keyspace, wire: WirePut): PutResult {
 }
 
 export function deleteRequest(keyspace: Keyspace, query: Bytes | DeleteQuery): Record<string, unknown> {
-  const prevKv = typeof query === "object" && query !== null && !(query instanceof Uint8Array) ? query.prevKv : undefined;
+  const prevKv =
+    typeof query === "object" && query !== null && !(query instanceof Uint8Array) ? query.prevKv : undefined;
   return { ...keyspace.range(query), prev_kv: resolveFlag(prevKv, "prevKv") || undefined };
 }
 

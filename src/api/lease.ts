@@ -70,14 +70,23 @@ export class LeaseClient {
     const seconds = ttlArg(ttl);
     const requested = options.id === undefined ? undefined : leaseIdArg(options.id, "id");
     const result = await this.#transport.unary(
-      { path: "/v3/lease/grant", body: { TTL: String(seconds), ID: requested }, schema: wire.leaseGrant, retry: "write" },
+      {
+        path: "/v3/lease/grant",
+        body: { TTL: String(seconds), ID: requested },
+        schema: wire.leaseGrant,
+        retry: "write",
+      },
       options,
     );
     if (result.error) throw leaseGrantFailed(result.error);
     // Without an ID there is no lease: keys "bound" to lease 0 would never expire.
     const granted = leaseIdOf(result.ID, "ID");
     if (granted === "0" || (requested !== undefined && granted !== requested)) {
-      throw badField("ID", result.ID, requested === undefined ? "is not a granted lease" : `is not the lease asked for (${requested})`);
+      throw badField(
+        "ID",
+        result.ID,
+        requested === undefined ? "is not a granted lease" : `is not the lease asked for (${requested})`,
+      );
     }
     const grantedTtl = int(result.TTL, "TTL");
     if (grantedTtl === 0) throw badField("TTL", result.TTL, "is not a granted lease's TTL");
@@ -96,7 +105,13 @@ export class LeaseClient {
     header: ResponseHeader;
   }> {
     const result = await this.#transport.unary(
-      { path: "/v3/lease/revoke", body: { ID: leaseIdArg(lease) }, schema: wire.headerOnly, retry: options.idempotent ? "idempotent" : "write", writes: true },
+      {
+        path: "/v3/lease/revoke",
+        body: { ID: leaseIdArg(lease) },
+        schema: wire.headerOnly,
+        retry: options.idempotent ? "idempotent" : "write",
+        writes: true,
+      },
       options,
     );
     return { header: decodeHeader(result.header) };
@@ -106,7 +121,13 @@ export class LeaseClient {
   async keepAliveOnce(lease: LeaseId, options: CallOptions = {}): Promise<LeaseKeepAliveResult> {
     const leaseId = leaseIdArg(lease);
     const result = await this.#transport.unary(
-      { path: "/v3/lease/keepalive", body: { ID: leaseId }, schema: wire.leaseKeepAlive, retry: "idempotent", firstLine: true },
+      {
+        path: "/v3/lease/keepalive",
+        body: { ID: leaseId },
+        schema: wire.leaseKeepAlive,
+        retry: "idempotent",
+        firstLine: true,
+      },
       options,
     );
     sameLease(leaseId, result.ID);
@@ -116,11 +137,19 @@ export class LeaseClient {
   }
 
   /** The lease's remaining and granted TTL, and with `keys: true` its keys. LEASE_NOT_FOUND once ended. */
-  async timeToLive(lease: LeaseId, options: CallOptions & { keys?: boolean | undefined } = {}): Promise<LeaseTimeToLiveResult> {
+  async timeToLive(
+    lease: LeaseId,
+    options: CallOptions & { keys?: boolean | undefined } = {},
+  ): Promise<LeaseTimeToLiveResult> {
     const leaseId = leaseIdArg(lease);
     const keys = resolveFlag(options.keys, "keys");
     const result = await this.#transport.unary(
-      { path: "/v3/lease/timetolive", body: { ID: leaseId, keys: keys || undefined }, schema: wire.leaseTimeToLive, retry: "idempotent" },
+      {
+        path: "/v3/lease/timetolive",
+        body: { ID: leaseId, keys: keys || undefined },
+        schema: wire.leaseTimeToLive,
+        retry: "idempotent",
+      },
       options,
     );
     sameLease(leaseId, result.ID);
@@ -148,11 +177,15 @@ export class LeaseClient {
       { path: "/v3/lease/leases", body: {}, schema: wire.leaseLeases, retry: "idempotent" },
       options,
     );
-    return { header: decodeHeader(result.header), leases: (result.leases ?? []).map((lease) => leaseIdOf(lease.ID, "ID")) };
+    return {
+      header: decodeHeader(result.header),
+      leases: (result.leases ?? []).map((lease) => leaseIdOf(lease.ID, "ID")),
+    };
   }
 }
 
 /** An answer about a lease must be about the lease asked for. */
 function sameLease(asked: LeaseId, answered: string | number | undefined): void {
-  if (leaseIdOf(answered, "ID") !== asked) throw badField("ID", answered, `does not match the lease asked about (${asked})`);
+  if (leaseIdOf(answered, "ID") !== asked)
+    throw badField("ID", answered, `does not match the lease asked about (${asked})`);
 }

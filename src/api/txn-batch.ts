@@ -52,7 +52,12 @@ export class TxnBatcher {
     const { timeout, attemptTimeout } = member.options;
     for (const batch of this.#open) {
       const first = batch[0]!.options;
-      if (batch.length < MAX_BATCH && first.timeout === timeout && first.attemptTimeout === attemptTimeout && !batch.some((m) => overlaps(m.footprint, member.footprint))) {
+      if (
+        batch.length < MAX_BATCH &&
+        first.timeout === timeout &&
+        first.attemptTimeout === attemptTimeout &&
+        !batch.some((m) => overlaps(m.footprint, member.footprint))
+      ) {
         return batch;
       }
     }
@@ -82,12 +87,15 @@ export class TxnBatcher {
     const onSent = () => {
       for (const member of members) member.options.onSent?.();
     };
-    const sent = this.#transport.unary(txnCall(`{"success":[${members.map((m) => `{"request_txn":${m.json}}`).join(",")}]}`, "idempotent", true), {
-      signal: request.signal,
-      timeout,
-      attemptTimeout,
-      onSent,
-    });
+    const sent = this.#transport.unary(
+      txnCall(`{"success":[${members.map((m) => `{"request_txn":${m.json}}`).join(",")}]}`, "idempotent", true),
+      {
+        signal: request.signal,
+        timeout,
+        attemptTimeout,
+        onSent,
+      },
+    );
     members.forEach((member, i) => {
       const signal = member.options.signal;
       // Its own signal ends its own wait (outcome unknown); the request is aborted once nobody waits for it.
@@ -96,7 +104,8 @@ export class TxnBatcher {
         ({ header, responses }) => {
           const nested = responses?.[i]?.response_txn;
           // A 200 answer that lacks one: not etcd's answer to this request.
-          if (nested === undefined) member.reject(badField("responses", responses?.length, `lack txn ${i} of the batch`));
+          if (nested === undefined)
+            member.reject(badField("responses", responses?.length, `lack txn ${i} of the batch`));
           else member.resolve({ header, succeeded: nested.succeeded, responses: nested.responses });
         },
         (error: unknown) => {

@@ -43,7 +43,15 @@ export class PreparedTxn<Then extends readonly AnyOp[] = [], Else extends readon
    * built once whose only change between sends is one revision (a release's guard).
    */
   withRevision(from: number, to: number): PreparedTxn<Then, Else> {
-    return new PreparedTxn(this.#transport, this.#keyspace, this.#json.replace(`"${from}"`, `"${to}"`), this.#then, this.#else, this.#batcher, this.#writes);
+    return new PreparedTxn(
+      this.#transport,
+      this.#keyspace,
+      this.#json.replace(`"${from}"`, `"${to}"`),
+      this.#then,
+      this.#else,
+      this.#batcher,
+      this.#writes,
+    );
   }
 
   /**
@@ -53,7 +61,10 @@ export class PreparedTxn<Then extends readonly AnyOp[] = [], Else extends readon
    */
   async commit(options: CallOptions & { idempotent?: boolean | undefined } = {}): Promise<TxnResult<Then, Else>> {
     const idempotent = resolveFlag(options.idempotent, "idempotent");
-    const result = await this.#transport.unary(txnCall(this.#json, this.#writes && !idempotent ? "write" : "idempotent", this.#writes), options);
+    const result = await this.#transport.unary(
+      txnCall(this.#json, this.#writes && !idempotent ? "write" : "idempotent", this.#writes),
+      options,
+    );
     return decodeTxn(this.#keyspace, result, this.#then, this.#else);
   }
 
@@ -122,7 +133,14 @@ export class TxnBuilder<Then extends readonly AnyOp[] = [], Else extends readonl
    */
   prepare(): PreparedTxn<Then, Else> {
     const body = txnRequest(this.#keyspace, this.#compares, this.#then, this.#else);
-    return new PreparedTxn(this.#transport, this.#keyspace, JSON.stringify(body), this.#then as Then, this.#else as Else, this.#batcher);
+    return new PreparedTxn(
+      this.#transport,
+      this.#keyspace,
+      JSON.stringify(body),
+      this.#then as Then,
+      this.#else as Else,
+      this.#batcher,
+    );
   }
 
   #advance(stage: number, name: string): void {
@@ -130,4 +148,3 @@ export class TxnBuilder<Then extends readonly AnyOp[] = [], Else extends readonl
     this.#stage = stage;
   }
 }
-

@@ -29,7 +29,12 @@ export type CompareOperator = "==" | "!=" | "<" | ">";
  * protojson leaves them out (so a gRPC client never sends them either): each one costs the gateway a field to
  * decode, and the compares of a lock's join and release are all defaults but their key and revision.
  */
-const RESULT: Record<CompareOperator, string | undefined> = { "==": undefined, "!=": "NOT_EQUAL", "<": "LESS", ">": "GREATER" };
+const RESULT: Record<CompareOperator, string | undefined> = {
+  "==": undefined,
+  "!=": "NOT_EQUAL",
+  "<": "LESS",
+  ">": "GREATER",
+};
 
 /**
  * One condition of a transaction. Over a range or prefix, every key in it must satisfy the condition. A
@@ -45,7 +50,8 @@ export class Compare {
     private readonly operand: Record<string, string | undefined>,
   ) {
     // Own keys only: "toString" is `in` every object, and its RESULT would have been sent as EQUAL.
-    if (typeof operator !== "string" || !Object.hasOwn(RESULT, operator)) throw invalidArgument(`compare operator must be one of ==, !=, <, >; got ${describe(operator)}`);
+    if (typeof operator !== "string" || !Object.hasOwn(RESULT, operator))
+      throw invalidArgument(`compare operator must be one of ==, !=, <, >; got ${describe(operator)}`);
   }
 
   /** @internal */
@@ -129,10 +135,18 @@ export type TxnResult<Then extends readonly AnyOp[] = AnyOp[], Else extends read
 export const op = {
   /** A read of a key, range or prefix, as `etcd.range()`; it sees the writes of the operations before it. */
   get: (query: Bytes | RangeQuery): Op<RangeResult> =>
-    new Op(false, (ks) => ({ request_range: rangeRequest(ks, query) }), (ks, w) => decodeRange(ks, w.response_range ?? {})),
+    new Op(
+      false,
+      (ks) => ({ request_range: rangeRequest(ks, query) }),
+      (ks, w) => decodeRange(ks, w.response_range ?? {}),
+    ),
   /** A write, as `etcd.put()`. */
   put: (key: Bytes, value: Bytes | undefined, options?: PutOptions): Op<PutResult> =>
-    new Op(true, (ks) => ({ request_put: putRequest(ks, key, value, options) }), (ks, w) => decodePut(ks, w.response_put ?? {})),
+    new Op(
+      true,
+      (ks) => ({ request_put: putRequest(ks, key, value, options) }),
+      (ks, w) => decodePut(ks, w.response_put ?? {}),
+    ),
   /** A delete of a key, range or prefix, as `etcd.delete()`. */
   delete: (query: Bytes | DeleteQuery): Op<DeleteResult> =>
     new Op(
@@ -175,11 +189,18 @@ export function txnRequest(
   for (const item of [...then, ...otherwise]) {
     if (!(item instanceof Op)) throw invalidArgument("txn operations must be made with op.*()");
   }
-  return { compare: wireList(keyspace, compares), success: wireList(keyspace, then), failure: wireList(keyspace, otherwise) };
+  return {
+    compare: wireList(keyspace, compares),
+    success: wireList(keyspace, then),
+    failure: wireList(keyspace, otherwise),
+  };
 }
 
 /** A list of the request, or nothing for an empty one: protojson leaves empty lists out too (see RESULT). */
-function wireList(keyspace: Keyspace, items: readonly (Compare | Op<unknown>)[]): Record<string, unknown>[] | undefined {
+function wireList(
+  keyspace: Keyspace,
+  items: readonly (Compare | Op<unknown>)[],
+): Record<string, unknown>[] | undefined {
   return items.length === 0 ? undefined : items.map((item) => item.toWire(keyspace));
 }
 

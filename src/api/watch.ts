@@ -68,7 +68,11 @@ const DEFAULT_IDLE_TIMEOUT = 30_000;
  * last one delivered, so nothing is lost or repeated; history removed by compaction ends it with
  * COMPACTED. Aborting `signal` or leaving the loop closes the connection.
  */
-export async function* watch(transport: Transport, keyspace: Keyspace, query: WatchQuery): AsyncGenerator<WatchBatch, void, undefined> {
+export async function* watch(
+  transport: Transport,
+  keyspace: Keyspace,
+  query: WatchQuery,
+): AsyncGenerator<WatchBatch, void, undefined> {
   const retries = optionalCount(query.retries, "retries") ?? DEFAULT_RETRIES;
   const idle = resolveTimeout(query.idleTimeout, "idleTimeout") ?? DEFAULT_IDLE_TIMEOUT;
   const request = createRequest(keyspace, query);
@@ -92,7 +96,10 @@ export async function* watch(transport: Transport, keyspace: Keyspace, query: Wa
     try {
       stream.follow();
       const body = { create_request: { ...request, start_revision: next === undefined ? undefined : String(next) } };
-      const opened = await transport.open("/v3/watch", body, stream.signal, { timeout: query.timeout, headers: WatchStream.serverTimeout(idle) });
+      const opened = await transport.open("/v3/watch", body, stream.signal, {
+        timeout: query.timeout,
+        headers: WatchStream.serverTimeout(idle),
+      });
       endpoint = opened.endpoint;
       stream.heard();
       for await (const line of lines(opened.body, transport.config.maxResponseBytes)) {
@@ -156,7 +163,8 @@ export async function* watch(transport: Transport, keyspace: Keyspace, query: Wa
     if (proved || stream.age >= idle) failures = 0;
     if (ended === undefined) continue;
     if (++failures > retries) throw ended;
-    if (transport.events.on) transport.events.emit({ type: "watch.reconnected", endpoint, code: ended.code, revision: next });
+    if (transport.events.on)
+      transport.events.emit({ type: "watch.reconnected", endpoint, code: ended.code, revision: next });
     await delay(backoff(failures, 50, 2_000), outer);
   }
 }
@@ -166,7 +174,9 @@ export async function* watch(transport: Transport, keyspace: Keyspace, query: Wa
  * which the gateway reports as code 4 or, racing with its own stream shutdown, as code 2 with the same text.
  */
 function isServerTimeout(thrown: unknown): boolean {
-  return thrown instanceof EtcdServerError && (thrown.grpcCode === 4 || thrown.message.includes("context deadline exceeded"));
+  return (
+    thrown instanceof EtcdServerError && (thrown.grpcCode === 4 || thrown.message.includes("context deadline exceeded"))
+  );
 }
 
 function createRequest(keyspace: Keyspace, query: WatchQuery): Record<string, unknown> {
@@ -184,7 +194,8 @@ function parseLine(line: string, endpoint: string): WireWatchResponse {
   if (json === undefined || typeof json !== "object" || json === null) throw badResponse(200, line, endpoint);
   if (json.error !== undefined) throw errorFromStreamLine(json.error, 200, endpoint);
   const checked = checkWire(watchResponse, json.result);
-  if (checked instanceof WireMismatch) throw badResponse(200, line, endpoint, "a watch message that does not match the schema");
+  if (checked instanceof WireMismatch)
+    throw badResponse(200, line, endpoint, "a watch message that does not match the schema");
   return checked;
 }
 
@@ -223,5 +234,7 @@ function reconnectable(error: EtcdError): boolean {
 
 function toError(thrown: unknown): EtcdError {
   if (thrown instanceof EtcdError) return thrown;
-  return unavailable(`watch stream broke: ${thrown instanceof Error ? thrown.message : String(thrown)}`, { cause: thrown });
+  return unavailable(`watch stream broke: ${thrown instanceof Error ? thrown.message : String(thrown)}`, {
+    cause: thrown,
+  });
 }

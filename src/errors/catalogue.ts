@@ -54,8 +54,14 @@ export function aborted(reason: unknown, endpoint?: string, indeterminate = fals
 export function undecided(error: EtcdError): EtcdError {
   if (error.indeterminate) return error;
   const details = { cause: error.cause ?? error, endpoint: error.endpoint, indeterminate: true };
-  if (error instanceof EtcdServerError) return new EtcdServerError(error.code, error.message, { ...details, grpcCode: error.grpcCode, httpStatus: error.httpStatus });
-  if (error instanceof EtcdBadResponseError) return new EtcdBadResponseError(error.message, { ...details, status: error.status, body: error.body });
+  if (error instanceof EtcdServerError)
+    return new EtcdServerError(error.code, error.message, {
+      ...details,
+      grpcCode: error.grpcCode,
+      httpStatus: error.httpStatus,
+    });
+  if (error instanceof EtcdBadResponseError)
+    return new EtcdBadResponseError(error.message, { ...details, status: error.status, body: error.body });
   if (error instanceof EtcdTimeoutError) return new EtcdTimeoutError(error.timeout, details);
   return new EtcdError(error.code, error.message, details);
 }
@@ -223,7 +229,9 @@ export function noPermit(name: string, permits: number): EtcdError {
  * at all, a mutex's say): admitting by our count would over-admit by theirs.
  */
 export function permitsMismatch(name: string, permits: number | undefined, key: string, found: string): EtcdError {
-  const theirs = /^[1-9][0-9]*$/.test(found) ? `${found} permits` : `value ${JSON.stringify(found.slice(0, 40))}, not a permit count`;
+  const theirs = /^[1-9][0-9]*$/.test(found)
+    ? `${found} permits`
+    : `value ${JSON.stringify(found.slice(0, 40))}, not a permit count`;
   const message =
     permits === undefined
       ? `semaphore ${name}'s line does not agree on its permits: ${key} has ${theirs}`

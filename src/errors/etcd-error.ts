@@ -81,7 +81,11 @@ export class EtcdServerError extends EtcdError {
   /** The HTTP status of the answer. */
   readonly httpStatus: number;
 
-  constructor(code: EtcdErrorCode, message: string, details: EtcdErrorDetails & { grpcCode: number; httpStatus: number }) {
+  constructor(
+    code: EtcdErrorCode,
+    message: string,
+    details: EtcdErrorDetails & { grpcCode: number; httpStatus: number },
+  ) {
     super(code, message, details);
     this.grpcCode = details.grpcCode;
     this.httpStatus = details.httpStatus;
@@ -143,7 +147,10 @@ export function unanswered(error: unknown): boolean {
  * duplicate copies of the package, where `instanceof EtcdError` would not.
  */
 export function isEtcdError(error: unknown, code?: EtcdErrorCode): error is EtcdError {
-  if (!(error instanceof EtcdError) && !(typeof error === "object" && error !== null && (error as Record<symbol, unknown>)[BRAND] === true)) {
+  if (
+    !(error instanceof EtcdError) &&
+    !(typeof error === "object" && error !== null && (error as Record<symbol, unknown>)[BRAND] === true)
+  ) {
     return false;
   }
   return code === undefined || (error as EtcdError).code === code;

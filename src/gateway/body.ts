@@ -34,7 +34,8 @@ export async function readBody(response: FetchResponse, limits: BodyLimits, endp
   const bounded = (response as { [READ_BOUNDED]?: ReadBounded })[READ_BOUNDED];
   if (ok && bounded !== undefined) {
     const bytes = await bounded(maxBytes, firstLine);
-    if (bytes === undefined) throw answerTooLarge(maxBytes, firstLine ? "the first line of the answer" : "the answer", endpoint);
+    if (bytes === undefined)
+      throw answerTooLarge(maxBytes, firstLine ? "the first line of the answer" : "the answer", endpoint);
     return decoder.decode(bytes);
   }
   const body = response.body;

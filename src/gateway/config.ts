@@ -104,7 +104,8 @@ export function resolveGatewayConfig(options: GatewayOptions): GatewayConfig {
     }
   }
   for (const name of ["onEvent", "fetch"] as const) {
-    if (options[name] !== undefined && typeof options[name] !== "function") throw invalidArgument(`${name} must be a function, got ${describe(options[name])}`);
+    if (options[name] !== undefined && typeof options[name] !== "function")
+      throw invalidArgument(`${name} must be a function, got ${describe(options[name])}`);
   }
   const timeout = resolveTimeout(options.timeout, "timeout") ?? DEFAULT_TIMEOUT;
   return {
@@ -112,12 +113,14 @@ export function resolveGatewayConfig(options: GatewayOptions): GatewayConfig {
     fetch: options.fetch,
     timeout,
     attemptTimeout: resolveTimeout(options.attemptTimeout, "attemptTimeout") ?? timeout / 3,
-    maxConcurrentRequests: resolveWhole(options.maxConcurrentRequests, "maxConcurrentRequests", 1) ?? DEFAULT_MAX_CONCURRENT_REQUESTS,
+    maxConcurrentRequests:
+      resolveWhole(options.maxConcurrentRequests, "maxConcurrentRequests", 1) ?? DEFAULT_MAX_CONCURRENT_REQUESTS,
     retries: resolveWhole(options.retries, "retries", 0) ?? DEFAULT_RETRIES,
     auth: auth === undefined ? undefined : { username: auth.username, password: auth.password },
     headers: resolveHeaders(options.headers),
     requireLeader: resolveFlag(options.requireLeader, "requireLeader") ?? true,
-    maxResponseBytes: resolveWhole(options.maxResponseBytes, "maxResponseBytes", 1, "of bytes ") ?? DEFAULT_MAX_RESPONSE_BYTES,
+    maxResponseBytes:
+      resolveWhole(options.maxResponseBytes, "maxResponseBytes", 1, "of bytes ") ?? DEFAULT_MAX_RESPONSE_BYTES,
     onEvent: options.onEvent,
   };
 }
@@ -127,7 +130,17 @@ const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const FIELD_VALUE = /^(?:[\x21-\x7e\x80-\xff](?:[\t\x20-\x7e\x80-\xff]*[\x21-\x7e\x80-\xff])?)?$/;
 
 /** Headers that frame the message or the connection: set by fetch itself, and fatal to every call when given. */
-const FRAMING = new Set(["host", "content-length", "transfer-encoding", "connection", "keep-alive", "upgrade", "te", "trailer", "expect"]);
+const FRAMING = new Set([
+  "host",
+  "content-length",
+  "transfer-encoding",
+  "connection",
+  "keep-alive",
+  "upgrade",
+  "te",
+  "trailer",
+  "expect",
+]);
 
 /**
  * Extra headers, checked now so that a bad one is a clear error at construction rather than every call
@@ -168,7 +181,8 @@ function resolveEndpoints(input: GatewayOptions["endpoints"]): string[] {
     throw invalidArgument('endpoints must be a non-empty array of URLs, e.g. ["http://127.0.0.1:2379"]');
   }
   return list.map((endpoint: unknown) => {
-    if (typeof endpoint !== "string") throw invalidArgument(`an endpoint must be a URL string, got ${describe(endpoint)}`);
+    if (typeof endpoint !== "string")
+      throw invalidArgument(`an endpoint must be a URL string, got ${describe(endpoint)}`);
     let url: URL;
     try {
       url = new URL(endpoint);

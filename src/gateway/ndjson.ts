@@ -34,7 +34,8 @@ export async function* lines(
         if (line.length > 0) yield line;
       }
       if (from < value.byteLength) {
-        if (partial.length + value.byteLength - from > maxLineBytes) throw answerTooLarge(maxLineBytes, "a watch message");
+        if (partial.length + value.byteLength - from > maxLineBytes)
+          throw answerTooLarge(maxLineBytes, "a watch message");
         partial.append(value.subarray(from));
       }
     }

@@ -15,7 +15,8 @@ const NEVER_SENT = /ECONNREFUSED|connection refused|ConnectionRefused|ENOTFOUND|
  * What etcd's gateway says when it could not reach its own member's gRPC server: the request went no
  * further than the gateway, so it was never applied.
  */
-const GATEWAY_COULD_NOT_CONNECT = /Error while dialing|connection refused|there is no address available|all SubConns are in TransientFailure/i;
+const GATEWAY_COULD_NOT_CONNECT =
+  /Error while dialing|connection refused|there is no address available|all SubConns are in TransientFailure/i;
 
 /** etcd's own words for "the proposal may or may not commit". */
 const ETCD_UNDECIDED = /request timed out|leader changed|request cancelled|timed out waiting for read index/i;
@@ -24,7 +25,10 @@ const ETCD_UNDECIDED = /request timed out|leader changed|request cancelled|timed
 export function provablyNotSent(error: unknown): boolean {
   for (let current = error, depth = 0; current !== undefined && current !== null && depth < 6; depth++) {
     const { code, message, cause } = current as { code?: unknown; message?: unknown; cause?: unknown };
-    if ((typeof code === "string" && NEVER_SENT.test(code)) || (typeof message === "string" && NEVER_SENT.test(message))) {
+    if (
+      (typeof code === "string" && NEVER_SENT.test(code)) ||
+      (typeof message === "string" && NEVER_SENT.test(message))
+    ) {
       return true;
     }
     current = cause;
@@ -46,7 +50,10 @@ export function outcomeUnknown(thrown: unknown): boolean {
   if (!(thrown instanceof EtcdError)) return !provablyNotSent(thrown);
   if (thrown instanceof EtcdBadResponseError) return true;
   if (thrown instanceof EtcdServerError) {
-    return !gatewayCouldNotConnect(thrown) && (thrown.grpcCode === 4 || thrown.grpcCode === 1 || ETCD_UNDECIDED.test(thrown.message));
+    return (
+      !gatewayCouldNotConnect(thrown) &&
+      (thrown.grpcCode === 4 || thrown.grpcCode === 1 || ETCD_UNDECIDED.test(thrown.message))
+    );
   }
   return false;
 }

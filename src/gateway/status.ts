@@ -78,7 +78,8 @@ export function errorFromBody(status: number, text: string, endpoint?: string): 
     const detail = message ?? error ?? "";
     if (code !== undefined && code !== null) return statusError(code, detail, status, endpoint);
     const byStatus = CODE_BY_HTTP[status];
-    if (byStatus) return serverError(byStatus, detail || `HTTP ${status}`, { grpcCode: 2, httpStatus: status, endpoint });
+    if (byStatus)
+      return serverError(byStatus, detail || `HTTP ${status}`, { grpcCode: 2, httpStatus: status, endpoint });
   }
   return badResponse(status, text, endpoint);
 }

@@ -69,7 +69,8 @@ export class Transport {
     this.events = new EventSink(config.onEvent);
     this.#inFlight = new InFlight(config.maxConcurrentRequests);
     const auth = config.auth;
-    this.#token = auth === undefined ? undefined : new AuthToken(() => this.#authenticate(auth.username, auth.password));
+    this.#token =
+      auth === undefined ? undefined : new AuthToken(() => this.#authenticate(auth.username, auth.password));
   }
 
   get config(): GatewayConfig {
@@ -79,7 +80,14 @@ export class Transport {
   /** One request/response call, parsed and validated against its schema. */
   unary<T>(request: Unary<T>, options: CallOptions = {}): Promise<T> {
     const writes = request.writes ?? request.retry === "write";
-    const call = new Call(request.path, request.retry, writes, resolveSignal(options.signal), this.#timeout(options.timeout), options);
+    const call = new Call(
+      request.path,
+      request.retry,
+      writes,
+      resolveSignal(options.signal),
+      this.#timeout(options.timeout),
+      options,
+    );
     // Serialised once, whatever the number of attempts.
     const body = request.json ?? JSON.stringify(request.body);
     const limits = { maxBytes: this.#config.maxResponseBytes, firstLine: request.firstLine };
@@ -100,25 +108,25 @@ export class Transport {
     const call = new Call(path, "idempotent", false, signal, this.#timeout(options.timeout), {});
     const text = JSON.stringify(body);
     return this.#withRetries(call, async (attempt) => {
-        const token = attempt.headers.authorization;
-        if (options.headers !== undefined) attempt.headers = { ...attempt.headers, ...options.headers };
-        // The stream outlives this attempt: once open it is bound to the caller's signal alone, but a failed
-        // attempt closes its own request.
-        const request = new AbortController();
-        const follow = () => request.abort(signal.reason);
-        signal.addEventListener("abort", follow, { once: true });
-        try {
-          const response = await attempt.bounded(arrive(attempt, this.#post(attempt, path, text, request.signal)));
-          if (response.status !== 200 || response.body === null) {
-            const answer = readBody(response, { maxBytes: this.#config.maxResponseBytes }, attempt.endpoint);
-            throw errorFromBody(response.status, await attempt.bounded(answer), attempt.endpoint);
-          }
-          return { response, body: response.body, endpoint: attempt.endpoint, token };
-        } catch (error) {
-          signal.removeEventListener("abort", follow);
-          request.abort();
-          throw error;
+      const token = attempt.headers.authorization;
+      if (options.headers !== undefined) attempt.headers = { ...attempt.headers, ...options.headers };
+      // The stream outlives this attempt: once open it is bound to the caller's signal alone, but a failed
+      // attempt closes its own request.
+      const request = new AbortController();
+      const follow = () => request.abort(signal.reason);
+      signal.addEventListener("abort", follow, { once: true });
+      try {
+        const response = await attempt.bounded(arrive(attempt, this.#post(attempt, path, text, request.signal)));
+        if (response.status !== 200 || response.body === null) {
+          const answer = readBody(response, { maxBytes: this.#config.maxResponseBytes }, attempt.endpoint);
+          throw errorFromBody(response.status, await attempt.bounded(answer), attempt.endpoint);
         }
+        return { response, body: response.body, endpoint: attempt.endpoint, token };
+      } catch (error) {
+        signal.removeEventListener("abort", follow);
+        request.abort();
+        throw error;
+      }
     });
   }
 
@@ -145,7 +153,10 @@ export class Transport {
    * outcome is unknown.
    */
   async #withRetries<T>(call: Call, run: (attempt: Attempt) => Promise<T>, withToken = true): Promise<T> {
-    const perAttempt = call.policy === "write" ? undefined : (resolveTimeout(call.attemptTimeout, "attemptTimeout") ?? this.#config.attemptTimeout);
+    const perAttempt =
+      call.policy === "write"
+        ? undefined
+        : (resolveTimeout(call.attemptTimeout, "attemptTimeout") ?? this.#config.attemptTimeout);
     for (; ; call.tries++) {
       // A place on the wire first: waiting for one spends the call's budget, not the attempt's. Signing in
       // takes none: the calls holding every place may be the ones waiting for its token.
@@ -159,13 +170,20 @@ export class Transport {
       const left = call.remaining();
       // One timer per attempt: at the attempt's own limit when that comes first, else at the call's end.
       const attemptOnly = perAttempt !== undefined && perAttempt < left;
-      const attempt = new Attempt(endpoint, this.#baseHeaders, call.signal, Math.max(0, attemptOnly ? perAttempt : left), call.onSent);
+      const attempt = new Attempt(
+        endpoint,
+        this.#baseHeaders,
+        call.signal,
+        Math.max(0, attemptOnly ? perAttempt : left),
+        call.onSent,
+      );
       const startedAt = this.events.on ? performance.now() : 0;
       try {
         if (call.signal?.aborted) throw aborted(call.signal.reason, endpoint);
         if (left <= 0) throw timedOut(call.timeout, { endpoint });
         const pending = withToken ? this.#token?.get() : undefined;
-        if (pending !== undefined) attempt.headers = { ...this.#baseHeaders, authorization: await attempt.bounded(pending) };
+        if (pending !== undefined)
+          attempt.headers = { ...this.#baseHeaders, authorization: await attempt.bounded(pending) };
         const result = await run(attempt);
         if (this.events.on) this.#requestEvent(call.path, attempt, call.tries, startedAt);
         return result;
@@ -208,9 +226,15 @@ export class Transport {
     // Cut off after the request left (abort, timeout), or failed in a way that leaves it open.
     call.undecided ||= call.writes && attempt.sent && (attempt.aborted || outcomeUnknown(thrown));
     const unknown = call.undecided;
-    if (signal?.aborted || (attempt.timedOut && !attemptOnly) || (thrown instanceof EtcdError && thrown.code === "TIMEOUT" && left <= 0)) {
+    if (
+      signal?.aborted ||
+      (attempt.timedOut && !attemptOnly) ||
+      (thrown instanceof EtcdError && thrown.code === "TIMEOUT" && left <= 0)
+    ) {
       // The caller's signal, or the call's whole budget: nothing more is tried.
-      const error = signal?.aborted ? aborted(signal.reason, endpoint, unknown) : timedOut(call.timeout, { endpoint, indeterminate: unknown });
+      const error = signal?.aborted
+        ? aborted(signal.reason, endpoint, unknown)
+        : timedOut(call.timeout, { endpoint, indeterminate: unknown });
       if (this.events.on && attempt.sent) this.#requestEvent(call.path, attempt, call.tries, startedAt, error.code);
       // An endpoint that lets a call time out is no place for the next call either.
       if (error.code === "TIMEOUT") this.#failedOver(index, error.code);
@@ -227,10 +251,22 @@ export class Transport {
       call.tries--;
       return;
     }
-    if (call.tries >= this.#config.retries || !(timedOutHere ? call.policy === "idempotent" : mayRetry(error, thrown, call.policy))) throw error;
+    if (
+      call.tries >= this.#config.retries ||
+      !(timedOutHere ? call.policy === "idempotent" : mayRetry(error, thrown, call.policy))
+    )
+      throw error;
     this.#failedOver(index, error.code);
     const wait = Math.min(backoff(call.tries), Math.max(0, call.remaining()));
-    if (this.events.on) this.events.emit({ type: "retry", path: call.path, endpoint: this.#config.endpoints[this.#current]!, attempt: call.tries + 1, code: error.code, delayMs: wait });
+    if (this.events.on)
+      this.events.emit({
+        type: "retry",
+        path: call.path,
+        endpoint: this.#config.endpoints[this.#current]!,
+        attempt: call.tries + 1,
+        code: error.code,
+        delayMs: wait,
+      });
     await delay(wait, signal).catch(() => {
       throw aborted(signal?.reason, endpoint);
     });
@@ -244,7 +280,13 @@ export class Transport {
   /** Hands the request to fetch. `requestSignal` is what the request is bound to (a stream outlives its attempt). */
   #post(attempt: Attempt, path: string, body: string, requestSignal = attempt.signal): Promise<FetchResponse> {
     const fetch: Fetch = resolveFetch(this.#config.fetch);
-    const pending = fetch(attempt.endpoint + path, { method: "POST", headers: attempt.headers, body, signal: requestSignal, redirect: "manual" });
+    const pending = fetch(attempt.endpoint + path, {
+      method: "POST",
+      headers: attempt.headers,
+      body,
+      signal: requestSignal,
+      redirect: "manual",
+    });
     attempt.sent = true;
     attempt.onSent?.();
     return pending;
@@ -255,12 +297,21 @@ export class Transport {
     if (this.#current !== index) return;
     const endpoints = this.#config.endpoints;
     this.#current = (index + 1) % endpoints.length;
-    if (this.events.on && this.#current !== index) this.events.emit({ type: "failover", from: endpoints[index]!, to: endpoints[this.#current]!, code });
+    if (this.events.on && this.#current !== index)
+      this.events.emit({ type: "failover", from: endpoints[index]!, to: endpoints[this.#current]!, code });
   }
 
   #requestEvent(path: string, attempt: Attempt, tries: number, startedAt: number, code?: EtcdErrorCode): void {
     const ms = performance.now() - startedAt;
-    this.events.emit({ type: "request", path, endpoint: attempt.endpoint, status: attempt.status, code, ms, attempt: tries + 1 });
+    this.events.emit({
+      type: "request",
+      path,
+      endpoint: attempt.endpoint,
+      status: attempt.status,
+      code,
+      ms,
+      attempt: tries + 1,
+    });
   }
 
   /** Not bound to any one caller's signal: concurrent callers share it, each waiting with its own. */
@@ -308,7 +359,12 @@ class Call {
 }
 
 /** The answer, read and checked, once it comes. */
-async function receive<T>(attempt: Attempt, pending: Promise<FetchResponse>, expected: Expected<T>, limits: BodyLimits): Promise<T> {
+async function receive<T>(
+  attempt: Attempt,
+  pending: Promise<FetchResponse>,
+  expected: Expected<T>,
+  limits: BodyLimits,
+): Promise<T> {
   const response = await arrive(attempt, pending);
   const text = await readBody(response, limits, attempt.endpoint);
   return decodeAnswer(expected, response.status, text, attempt.endpoint);

@@ -76,13 +76,23 @@ export const leaseGrant = z.object({ header, ID: requiredInt64, TTL: requiredInt
 export const leaseKeepAlive = z.object({ header, ID: requiredInt64, TTL: int64 });
 
 /** `TTL` is -1 when the lease does not exist, and absent (0) in its last second. */
-export const leaseTimeToLive = z.object({ header, ID: requiredInt64, TTL: int64, grantedTTL: int64, keys: z.optional(z.array(z.string())) });
+export const leaseTimeToLive = z.object({
+  header,
+  ID: requiredInt64,
+  TTL: int64,
+  grantedTTL: int64,
+  keys: z.optional(z.array(z.string())),
+});
 
 export const leaseLeases = z.object({ header, leases: z.optional(z.array(z.object({ ID: requiredInt64 }))) });
 
 export const authenticate = z.object({ header, token: text });
 
-export const event = z.object({ type: z.optional(z.union([z.string(), z.number()])), kv: keyValue, prev_kv: z.optional(keyValue) });
+export const event = z.object({
+  type: z.optional(z.union([z.string(), z.number()])),
+  kv: keyValue,
+  prev_kv: z.optional(keyValue),
+});
 
 /**
  * One watch message. Only a cancellation may lack the header's revision (a compaction's does): a `created`
@@ -99,13 +109,24 @@ export const watchResponse = z
     fragment: flag,
     events: z.optional(z.array(event)),
   })
-  .check(z.refine((message) => message.canceled === true || message.header.revision !== undefined, "a watch message without a revision"));
+  .check(
+    z.refine(
+      (message) => message.canceled === true || message.header.revision !== undefined,
+      "a watch message without a revision",
+    ),
+  );
 
 /** The error body of a unary call: 3.4/3.5 send `error` and `message`, 3.6 only `message`. */
 export const unaryError = z.object({ code: count, message: text, error: text });
 
 /** The error line of a stream: 3.4/3.5 `{grpc_code, http_code, message, http_status}`, 3.6 `{code, message}`. */
-export const streamError = z.object({ grpc_code: count, code: count, http_code: count, message: text, http_status: text });
+export const streamError = z.object({
+  grpc_code: count,
+  code: count,
+  http_code: count,
+  message: text,
+  http_status: text,
+});
 
 /** A response schema as the transport uses it. */
 export type Schema<T> = z.ZodMiniType<T>;

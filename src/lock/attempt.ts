@@ -185,10 +185,14 @@ class Frame implements Attempt, WaitContext {
    * session to sweep (see KeysInUse). One never handed to fetch (no send) left nothing.
    */
   joinSettled(landed: boolean, error?: unknown): void {
-    if (this.#sends > 1 || (this.#sends === 1 && !landed && !refused(error))) this.#session.keys.suspect(this.#keys, this.#value);
+    if (this.#sends > 1 || (this.#sends === 1 && !landed && !refused(error)))
+      this.#session.keys.suspect(this.#keys, this.#value);
   }
 
-  #sendJoin<J extends { revision: number }>(send: (call: JoinCall) => Promise<J>, value: string | undefined): Promise<J> {
+  #sendJoin<J extends { revision: number }>(
+    send: (call: JoinCall) => Promise<J>,
+    value: string | undefined,
+  ): Promise<J> {
     this.#value = value;
     const call: JoinCall = { signal: this.#session.signal, onSent: this.#countSend, idempotent: true };
     // Sent again while unanswered and the caller still waits; `timeout: 0` tries once, as it asks.

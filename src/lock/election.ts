@@ -152,7 +152,12 @@ async function* observe(election: Election, signal: AbortSignal | undefined): As
     let current: Leader | undefined = kvs[0] === undefined ? undefined : toLeader(kvs[0], header);
     if (current === undefined) {
       // Nobody leads: the first put under the prefix is the next leader.
-      for await (const batch of client.watch({ prefix: election.prefix, startRevision: header.revision, noDelete: true, signal })) {
+      for await (const batch of client.watch({
+        prefix: election.prefix,
+        startRevision: header.revision,
+        noDelete: true,
+        signal,
+      })) {
         const put = batch.events[0];
         if (put !== undefined) {
           current = toLeader(put.kv, { ...batch.header, revision: put.kv.modRevision });
@@ -178,5 +183,12 @@ async function* observe(election: Election, signal: AbortSignal | undefined): As
 }
 
 function toLeader(kv: KeyValue, header: ResponseHeader): Leader {
-  return { key: kv.key, value: kv.value, valueBytes: kv.valueBytes, revision: kv.createRevision, leaseId: kv.lease, header };
+  return {
+    key: kv.key,
+    value: kv.value,
+    valueBytes: kv.valueBytes,
+    revision: kv.createRevision,
+    leaseId: kv.lease,
+    header,
+  };
 }

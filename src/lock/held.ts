@@ -128,7 +128,13 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   #watchSession(): void {
     const session = this.session.signal;
     const onLost = () =>
-      this.#end(() => (this.session.closed ? heldReleased(this.#what, "its session was closed") : heldLost(this.#what, undefined, session.reason)), !this.session.closed);
+      this.#end(
+        () =>
+          this.session.closed
+            ? heldReleased(this.#what, "its session was closed")
+            : heldLost(this.#what, undefined, session.reason),
+        !this.session.closed,
+      );
     if (session.aborted) return onLost();
     session.addEventListener("abort", onLost, { once: true });
     this.#stopWatchingSession = () => session.removeEventListener("abort", onLost);
@@ -137,7 +143,10 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   async #release(options: CallOptions): Promise<void> {
     let deleted: boolean;
     try {
-      deleted = await this.deleteKeys({ ...options, onSent: (this.#releaseSends ??= new ReleaseSends(this.session)).sent });
+      deleted = await this.deleteKeys({
+        ...options,
+        onSent: (this.#releaseSends ??= new ReleaseSends(this.session)).sent,
+      });
     } catch (error) {
       if (unanswered(error)) this.#resendInBackground();
       throw error;
@@ -166,7 +175,10 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
           this.#told = false;
           this.#releasing = this.#release({}).finally(() => (this.#releasing = undefined));
         }
-        const failure = await this.#releasing.then(() => undefined, (error: unknown) => error ?? new Error("release failed"));
+        const failure = await this.#releasing.then(
+          () => undefined,
+          (error: unknown) => error ?? new Error("release failed"),
+        );
         if (failure !== undefined && unanswered(failure)) continue;
         // Finished here (released, found lost, or refused for good): the next unlock() learns how, unless a
         // caller's unlock() shared this send and learned it already.

@@ -69,7 +69,11 @@ export async function inspectLock(client: EtcdClient, name: string, options: Cal
  * Who holds a permit of semaphore `name` and who waits, in order, without joining the line: one request.
  * PERMITS_MISMATCH if the keys in the line disagree on the number of permits (or are not a semaphore's).
  */
-export async function inspectSemaphore(client: EtcdClient, name: string, options: CallOptions = {}): Promise<SemaphoreInfo> {
+export async function inspectSemaphore(
+  client: EtcdClient,
+  name: string,
+  options: CallOptions = {},
+): Promise<SemaphoreInfo> {
   nameArg(name, "a semaphore");
   const { kvs, header } = await client.range({ prefix: `${name}/`, ...LINE_ORDER, ...options });
   const oldest = kvs[0];

@@ -48,7 +48,11 @@ function fullJoin(client: EtcdClient, prefix: string, key: string, put: Put) {
 
 /** If the line is empty, put our key; else nothing. */
 function putIfEmpty(client: EtcdClient, prefix: string, put: Put) {
-  return client.txn().if(cmp.version({ prefix }, "==", 0)).then(put).prepare();
+  return client
+    .txn()
+    .if(cmp.version({ prefix }, "==", 0))
+    .then(put)
+    .prepare();
 }
 
 /**

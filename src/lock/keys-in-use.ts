@@ -74,13 +74,22 @@ export class KeysInUse {
         continue;
       }
       if (this.#uses.has(key) || this.#sweeping.has(key)) continue;
-      const swept = sweepKey(client, key, leaseId, suspect.value, options, signal).finally(() => this.#sweeping.delete(key));
+      const swept = sweepKey(client, key, leaseId, suspect.value, options, signal).finally(() =>
+        this.#sweeping.delete(key),
+      );
       this.#sweeping.set(key, swept);
     }
   }
 }
 
-async function sweepKey(client: EtcdClient, key: string, leaseId: string, value: string | undefined, options: CallOptions, signal: AbortSignal): Promise<void> {
+async function sweepKey(
+  client: EtcdClient,
+  key: string,
+  leaseId: string,
+  value: string | undefined,
+  options: CallOptions,
+  signal: AbortSignal,
+): Promise<void> {
   for (let failures = 0; !signal.aborted; failures++) {
     try {
       const found = await client.get(key, options);

@@ -47,7 +47,8 @@ export interface LeaseGrant {
 /** `"auto"` (the default) or `"manual"`; anything else (null included) is refused. */
 export function keepAliveArg(value: unknown, fallback: KeepAliveMode = "auto"): KeepAliveMode {
   if (value === undefined) return fallback;
-  if (value !== "auto" && value !== "manual") throw invalidArgument(`keepAlive must be "auto" or "manual", got ${describe(value)}`);
+  if (value !== "auto" && value !== "manual")
+    throw invalidArgument(`keepAlive must be "auto" or "manual", got ${describe(value)}`);
   return value;
 }
 
@@ -272,7 +273,10 @@ export class LeaseSession {
     const until = now() + 2 * this.ttl * 1000;
     for (let failures = 0; !this.#revoked && !this.#closed && now() < until; failures++) {
       try {
-        await this.client.lease.revoke(this.leaseId, { timeout: Math.max(1, Math.min(until - now(), this.ttl * 1000)), idempotent: true });
+        await this.client.lease.revoke(this.leaseId, {
+          timeout: Math.max(1, Math.min(until - now(), this.ttl * 1000)),
+          idempotent: true,
+        });
         this.#revoked = true;
       } catch (error) {
         if (isEtcdError(error, "LEASE_NOT_FOUND")) this.#revoked = true;
@@ -284,9 +288,12 @@ export class LeaseSession {
   #armDeadline(): void {
     clearTimeout(this.#deadlineTimer);
     // Timers may fire a fraction of a millisecond early by performance.now(): re-arm until really past.
-    this.#deadlineTimer = backgroundTimer(() => {
-      if (this.alive) this.#armDeadline();
-    }, Math.ceil(this.#deadline - now()) + 1);
+    this.#deadlineTimer = backgroundTimer(
+      () => {
+        if (this.alive) this.#armDeadline();
+      },
+      Math.ceil(this.#deadline - now()) + 1,
+    );
   }
 
   /**
@@ -308,7 +315,12 @@ export class LeaseSession {
           () => stopped || schedule(dueIn()),
           (error: unknown) => {
             const events = this.client.transport.events;
-            if (events.on) events.emit({ type: "session.renewFailed", leaseId: this.leaseId, code: isEtcdError(error) ? error.code : "UNKNOWN" });
+            if (events.on)
+              events.emit({
+                type: "session.renewFailed",
+                leaseId: this.leaseId,
+                code: isEtcdError(error) ? error.code : "UNKNOWN",
+              });
             // A transient failure: try again soon while the deadline allows; a lost lease has already aborted.
             if (!stopped && this.alive) schedule(Math.min(1_000, this.remaining() / 2));
           },

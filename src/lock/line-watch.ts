@@ -139,7 +139,10 @@ export class LineWatch {
       // Deletes since the waiter's read went by before it came, and all of them are remembered.
       const gone = this.#recent.find((d) => d.key === key && d.revision > read);
       if (gone !== undefined) {
-        const deleted = { header: gone.header, wasFirst: gone.firstRevision !== 0 && gone.firstRevision === createRevision };
+        const deleted = {
+          header: gone.header,
+          wasFirst: gone.firstRevision !== 0 && gone.firstRevision === createRevision,
+        };
         return { gap: Promise.resolve(false), deleted: Promise.resolve(deleted), cancel: () => {} };
       }
     }
@@ -163,14 +166,22 @@ export class LineWatch {
     keys.add(subscriber);
     if (signal.aborted) onAbort();
     else signal.addEventListener("abort", onAbort, { once: true });
-    const gap = this.#seen > 0 ? Promise.resolve(this.#seen > read && this.#recentFrom > read) : this.#created.then((revision) => revision > read);
+    const gap =
+      this.#seen > 0
+        ? Promise.resolve(this.#seen > read && this.#recentFrom > read)
+        : this.#created.then((revision) => revision > read);
     // A waiter that gives up before creation must not wait for it: its abort rejects `gap` too.
     const gapOrAbort = Promise.race([gap, deleted.then(() => false)]);
     gapOrAbort.catch(() => {});
     return { gap: gapOrAbort, deleted, cancel };
   }
 
-  async #follow(client: EtcdClient, prefix: string, idleTimeout: number, onCreated: (revision: number) => void): Promise<void> {
+  async #follow(
+    client: EtcdClient,
+    prefix: string,
+    idleTimeout: number,
+    onCreated: (revision: number) => void,
+  ): Promise<void> {
     const query = { prefix, noPut: true, idleTimeout, onCreated, signal: this.#controller.signal };
     for await (const batch of client.watch(query)) {
       for (const event of batch.events) {
@@ -178,7 +189,8 @@ export class LineWatch {
         const revision = event.kv.modRevision;
         // The first key leaves the line here, unless the mark is a later incarnation's (a read can run ahead
         // of the stream).
-        const first = this.#first?.key === key && this.#first.createRevision < revision ? this.#first.createRevision : 0;
+        const first =
+          this.#first?.key === key && this.#first.createRevision < revision ? this.#first.createRevision : 0;
         if (first !== 0) this.#first = undefined;
         this.#remember({ key, revision, header: batch.header, firstRevision: first });
         const waiting = this.#subscribers.get(key);

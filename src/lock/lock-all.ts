@@ -28,7 +28,11 @@ export const MAX_LOCKS = 64;
  * just ahead, and one read when it goes; lines after the first that had to be waited in are read afresh.
  * The session's callers take local turns on the keys in sorted order, as a mutex does on its one key.
  */
-export async function lockAll<S extends LeaseSession>(session: S, names: readonly string[], options: LockOptions = {}): Promise<MultiLock<S>> {
+export async function lockAll<S extends LeaseSession>(
+  session: S,
+  names: readonly string[],
+  options: LockOptions = {},
+): Promise<MultiLock<S>> {
   const checked = namesArg(names);
   const client = session.client;
   const lines: Line[] = checked.map((name) => ({ name, prefix: `${name}/`, key: `${name}/${session.leaseHex}` }));
@@ -46,7 +50,13 @@ export async function lockAll<S extends LeaseSession>(session: S, names: readonl
       if (state.created && state.predecessor === undefined) continue;
       // A line whose join result is stale (we waited meanwhile) is read afresh.
       const start = waited ? { ...state, created: false } : state;
-      header = await waitAfterJoin(client, a, line.name, (signal) => readLine(client, line.prefix, joined.revision, signal, onlyContenders), start);
+      header = await waitAfterJoin(
+        client,
+        a,
+        line.name,
+        (signal) => readLine(client, line.prefix, joined.revision, signal, onlyContenders),
+        start,
+      );
       waited = true;
     }
     return new MultiLock({ session, names: checked, keys, revision: joined.revision, header, releaseLocal: a.local });
@@ -58,8 +68,10 @@ export async function lockAll<S extends LeaseSession>(session: S, names: readonl
  * one inside another's line (`a` and `a/b`: our key in `a/b`'s line would also be in `a`'s, ahead of us).
  */
 export function namesArg(names: unknown): string[] {
-  if (!Array.isArray(names) || names.length === 0) throw invalidArgument(`lockAll needs a non-empty array of lock names, got ${describe(names)}`);
-  if (names.length > MAX_LOCKS) throw invalidArgument(`lockAll takes at most ${MAX_LOCKS} locks in one transaction, got ${names.length}`);
+  if (!Array.isArray(names) || names.length === 0)
+    throw invalidArgument(`lockAll needs a non-empty array of lock names, got ${describe(names)}`);
+  if (names.length > MAX_LOCKS)
+    throw invalidArgument(`lockAll takes at most ${MAX_LOCKS} locks in one transaction, got ${names.length}`);
   for (const name of names) {
     nameArg(name, "a lock");
   }
@@ -70,7 +82,8 @@ export function namesArg(names: unknown): string[] {
   }
   for (const a of sorted) {
     const inside = sorted.find((b) => b.startsWith(`${a}/`));
-    if (inside !== undefined) throw invalidArgument(`lock ${inside} lies inside the line of lock ${a}: they cannot be taken together`);
+    if (inside !== undefined)
+      throw invalidArgument(`lock ${inside} lies inside the line of lock ${a}: they cannot be taken together`);
   }
   return [...(names as string[])];
 }
@@ -84,7 +97,9 @@ async function takeAll(turns: LocalTurns, keys: readonly string[], signal: Abort
     for (const release of taken) release();
     throw error;
   }
-  return () => taken.forEach((release) => release());
+  return () => {
+    for (const release of taken) release();
+  };
 }
 
 function tryTakeAll(turns: LocalTurns, keys: readonly string[]): (() => void) | undefined {
@@ -97,5 +112,7 @@ function tryTakeAll(turns: LocalTurns, keys: readonly string[]): (() => void) | 
     }
     taken.push(release);
   }
-  return () => taken.forEach((release) => release());
+  return () => {
+    for (const release of taken) release();
+  };
 }

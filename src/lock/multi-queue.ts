@@ -35,7 +35,12 @@ export interface JoinedAll {
  * from there (each line then read afresh); keys found under this lease with mixed revisions belong to
  * another contender of the same lease, and the join fails with LOCKED rather than order us by two revisions.
  */
-export async function joinAll(client: EtcdClient, lines: readonly Line[], leaseId: string, call: JoinCall): Promise<JoinedAll> {
+export async function joinAll(
+  client: EtcdClient,
+  lines: readonly Line[],
+  leaseId: string,
+  call: JoinCall,
+): Promise<JoinedAll> {
   const result = await client
     .txn()
     .if(...lines.map((line) => cmp.createRevision(line.key, "==", 0)))
@@ -68,9 +73,17 @@ export async function joinAll(client: EtcdClient, lines: readonly Line[], leaseI
  * revision is unknown: the join was cut off and may have landed), else each one that still has it. Safe to
  * resend. Returns whether all of them were there.
  */
-export async function deleteOwnKeys(client: EtcdClient, keys: readonly string[], revision: number | undefined, options: CallOptions = {}): Promise<boolean> {
+export async function deleteOwnKeys(
+  client: EtcdClient,
+  keys: readonly string[],
+  revision: number | undefined,
+  options: CallOptions = {},
+): Promise<boolean> {
   if (revision === undefined) {
-    await client.txn().then(...keys.map((key) => op.delete(key))).commit({ ...options, idempotent: true });
+    await client
+      .txn()
+      .then(...keys.map((key) => op.delete(key)))
+      .commit({ ...options, idempotent: true });
     return true;
   }
   const guards = keys.map((key) => cmp.createRevision(key, "==", revision));

@@ -75,7 +75,8 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
   readonly #steps = async (frame: Attempt): Promise<Lock<S>> => {
     const { session, name, key, prefix } = this;
     // etcd sees one key per session and name, so this session's own contenders queue here first.
-    const turn = session.turns.tryTake(key) ?? (frame.tryOnly ? undefined : await session.turns.take(key, frame.signal));
+    const turn =
+      session.turns.tryTake(key) ?? (frame.tryOnly ? undefined : await session.turns.take(key, frame.signal));
     if (turn === undefined) throw locked(name, "another caller of this session");
     frame.local = turn;
     const secret = this.#secret;
@@ -89,7 +90,10 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
       header = await waitInLine(session.client, prefix, line, frame.context);
     }
     // A key this session already had (a resent join) keeps its value and version.
-    const own = { modRevision: line.own?.modRevision ?? line.revision, secret: line.created ? secret : (line.own?.value ?? "") };
+    const own = {
+      modRevision: line.own?.modRevision ?? line.revision,
+      secret: line.created ? secret : (line.own?.value ?? ""),
+    };
     const release = (this.#release ??= guardedDelete(session.client, key));
     return new Lock({ name, key, session, revision: line.revision, header, releaseLocal: turn, release, ...own });
   };

@@ -6,7 +6,8 @@ import { describe, invalidArgument } from "../errors/catalogue.js";
  * well-formed string. `what` names it in the error: "a lock", "an election".
  */
 export function nameArg(name: unknown, what: string): string {
-  if (typeof name !== "string" || name.length === 0) throw invalidArgument(`${what} name must be a non-empty string, got ${describe(name)}`);
+  if (typeof name !== "string" || name.length === 0)
+    throw invalidArgument(`${what} name must be a non-empty string, got ${describe(name)}`);
   return wellFormedText(name);
 }
 

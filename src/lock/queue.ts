@@ -45,12 +45,15 @@ export interface LockOptions extends WaitOptions {
 export function waitSettings(options: LockOptions): { mode: WaitMode; pollInterval: number } {
   const pollInterval = options.pollInterval === undefined ? 500 : options.pollInterval;
   if (typeof pollInterval !== "number" || !(pollInterval >= MIN_POLL_INTERVAL && pollInterval <= MAX_POLL_INTERVAL)) {
-    throw invalidArgument(`pollInterval must be a number of milliseconds from ${MIN_POLL_INTERVAL} to ${MAX_POLL_INTERVAL}, got ${describe(pollInterval)}`);
+    throw invalidArgument(
+      `pollInterval must be a number of milliseconds from ${MIN_POLL_INTERVAL} to ${MAX_POLL_INTERVAL}, got ${describe(pollInterval)}`,
+    );
   }
   // As the transport's: positive, or Infinity for no limit; 0 alone means "try once".
   if (options.timeout !== 0) resolveTimeout(options.timeout, "timeout");
   const mode = options.wait === undefined ? "watch" : options.wait;
-  if (mode !== "watch" && mode !== "poll") throw invalidArgument(`wait must be "watch" or "poll", got ${describe(mode)}`);
+  if (mode !== "watch" && mode !== "poll")
+    throw invalidArgument(`wait must be "watch" or "poll", got ${describe(mode)}`);
   return { mode, pollInterval };
 }
 
@@ -99,13 +102,30 @@ const anyKeys: LineCheck = () => {};
  * One read of the line up to our own key: ours (to check it still exists) and our predecessor. Our key
  * missing means our lease ended while we waited.
  */
-export async function readLine(client: EtcdClient, prefix: string, revision: number, signal: AbortSignal, check: LineCheck = anyKeys): Promise<LineState> {
+export async function readLine(
+  client: EtcdClient,
+  prefix: string,
+  revision: number,
+  signal: AbortSignal,
+  check: LineCheck = anyKeys,
+): Promise<LineState> {
   // Three newest up to ours: ours, our predecessor, and whether anyone is ahead of it (etcd's `count` ignores
   // the create-revision filter, so it cannot tell).
-  const { header, kvs } = await client.range({ prefix, maxCreateRevision: revision, sort: NEWEST_FIRST, limit: 3, signal });
+  const { header, kvs } = await client.range({
+    prefix,
+    maxCreateRevision: revision,
+    sort: NEWEST_FIRST,
+    limit: 3,
+    signal,
+  });
   check(prefix, kvs);
   const ownExists = kvs[0]?.createRevision === revision;
-  return { header, ownExists, predecessor: ownExists ? kvs[1] : undefined, predecessorIsFirst: ownExists && kvs.length === 2 };
+  return {
+    header,
+    ownExists,
+    predecessor: ownExists ? kvs[1] : undefined,
+    predecessorIsFirst: ownExists && kvs.length === 2,
+  };
 }
 
 /**
@@ -119,7 +139,8 @@ export async function readLine(client: EtcdClient, prefix: string, revision: num
 export const onlyContenders: LineCheck = (prefix, ...lists) => {
   for (const kvs of lists) {
     for (const kv of kvs) {
-      if (kv.lease === "0" || kv.key !== prefix + leaseHex(kv.lease)) throw lockNameConflict(prefix.slice(0, -1), kv.key);
+      if (kv.lease === "0" || kv.key !== prefix + leaseHex(kv.lease))
+        throw lockNameConflict(prefix.slice(0, -1), kv.key);
     }
   }
 };
@@ -128,7 +149,12 @@ export const onlyContenders: LineCheck = (prefix, ...lists) => {
  * Deletes our key, only if it is still the incarnation created at `revision` when that is known; safe to
  * resend. Returns whether it was there to delete.
  */
-export async function deleteOwnKey(client: EtcdClient, key: string, revision: number | undefined, options: CallOptions = {}): Promise<boolean> {
+export async function deleteOwnKey(
+  client: EtcdClient,
+  key: string,
+  revision: number | undefined,
+  options: CallOptions = {},
+): Promise<boolean> {
   const guard = revision === undefined ? cmp.version(key, ">", 0) : cmp.createRevision(key, "==", revision);
   return deleteIf(client, key, guard, options);
 }
@@ -144,13 +170,22 @@ export type GuardedDelete = (modRevision: number, options?: CallOptions) => Prom
  * guard's revision changes): each send copies one string instead of building and serialising a transaction.
  */
 export function guardedDelete(client: EtcdClient, key: string): GuardedDelete {
-  const template = client.txn().if(cmp.modRevision(key, "==", ANY_REVISION)).then(op.delete(key)).prepare();
+  const template = client
+    .txn()
+    .if(cmp.modRevision(key, "==", ANY_REVISION))
+    .then(op.delete(key))
+    .prepare();
   // It touches `key` alone: releases of other keys started in the same turn go with it in one request.
-  return async (modRevision, options = {}) => (await template.withRevision(ANY_REVISION, modRevision).commitWithOthers(key, options)).succeeded;
+  return async (modRevision, options = {}) =>
+    (await template.withRevision(ANY_REVISION, modRevision).commitWithOthers(key, options)).succeeded;
 }
 
 /** Deletes `key` only while `guard` holds; safe to resend. Returns whether it held (the key was deleted). */
 async function deleteIf(client: EtcdClient, key: string, guard: Compare, options: CallOptions = {}): Promise<boolean> {
-  const result = await client.txn().if(guard).then(op.delete(key)).commit({ ...options, idempotent: true });
+  const result = await client
+    .txn()
+    .if(guard)
+    .then(op.delete(key))
+    .commit({ ...options, idempotent: true });
   return result.succeeded;
 }

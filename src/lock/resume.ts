@@ -30,7 +30,8 @@ export async function resumeLock(
     throw invalidArgument(`ticket.key ${key} does not match lock ${name} and lease ${leaseId}`);
   }
   const keepAlive = keepAliveArg(options.keepAlive, "manual");
-  const lost = (cause?: unknown) => lockLost(name, `it is no longer held by this ticket (key ${key}, revision ${revision})`, cause);
+  const lost = (cause?: unknown) =>
+    lockLost(name, `it is no longer held by this ticket (key ${key}, revision ${revision})`, cause);
   const next = randomHex(16);
   // Check before adopting anything: a session on a ticket that turns out stale would renew a lease forever.
   const sentAt = now();
@@ -45,19 +46,40 @@ export async function resumeLock(
       .commit({ signal: options.signal, timeout: options.timeout }),
   ]);
   if (!taken.succeeded) throw lost();
-  const session = new Session(client, { id: leaseId, ttl: lease.grantedTtl, remaining: lease.ttl, sentAt, keepAlive }).start();
+  const session = new Session(client, {
+    id: leaseId,
+    ttl: lease.grantedTtl,
+    remaining: lease.ttl,
+    sentAt,
+    keepAlive,
+  }).start();
   session.keys.use([key]);
   const release = guardedDelete(client, key);
-  return new Lock({ name, key, session, revision, header: taken.header, modRevision: taken.header.revision, secret: next, release });
+  return new Lock({
+    name,
+    key,
+    session,
+    revision,
+    header: taken.header,
+    modRevision: taken.header.revision,
+    secret: next,
+    release,
+  });
 }
 
 function checkTicket(ticket: unknown): LockTicket {
   const t = ticket as Partial<LockTicket> | null;
   if (
-    typeof t !== "object" || t === null ||
-    typeof t.key !== "string" || typeof t.name !== "string" || !t.key.startsWith(`${t.name}/`) ||
-    typeof t.revision !== "number" || !Number.isSafeInteger(t.revision) || t.revision <= 0 ||
-    typeof t.secret !== "string" || t.secret.length === 0
+    typeof t !== "object" ||
+    t === null ||
+    typeof t.key !== "string" ||
+    typeof t.name !== "string" ||
+    !t.key.startsWith(`${t.name}/`) ||
+    typeof t.revision !== "number" ||
+    !Number.isSafeInteger(t.revision) ||
+    t.revision <= 0 ||
+    typeof t.secret !== "string" ||
+    t.secret.length === 0
   ) {
     throw invalidArgument("a lock ticket must be { name, key, leaseId, revision, secret } as given by lock.toJSON()");
   }

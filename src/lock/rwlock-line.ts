@@ -36,7 +36,13 @@ export async function joinAsReader(client: EtcdClient, line: RWLine, leaseId: st
     .commit(call);
   if (result.succeeded) {
     const [, writer] = result.responses;
-    return { header: result.header, revision: result.header.revision, ownExists: true, predecessor: writer.kvs[0], created: true };
+    return {
+      header: result.header,
+      revision: result.header.revision,
+      ownExists: true,
+      predecessor: writer.kvs[0],
+      created: true,
+    };
   }
   const [own] = result.responses;
   const mine = own.kvs[0];
@@ -49,7 +55,10 @@ export function readerLine(client: EtcdClient, line: RWLine, revision: number): 
   return async (signal) => {
     const result = await client
       .txn()
-      .then(op.get(line.key), op.get({ prefix: line.writers, maxCreateRevision: revision - 1, sort: NEWEST_FIRST, limit: 1 }))
+      .then(
+        op.get(line.key),
+        op.get({ prefix: line.writers, maxCreateRevision: revision - 1, sort: NEWEST_FIRST, limit: 1 }),
+      )
       .commit({ signal });
     // No compares: the `then` branch always runs.
     if (!result.succeeded) throw internal("a transaction without compares took its else branch");

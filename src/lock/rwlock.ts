@@ -80,13 +80,20 @@ export class RWLock<S extends LeaseSession = LeaseSession> {
     return attempt(session, options, { kind: "write", name }, [line.key], this.#leave(line.key), async (a) => {
       const join = new Join(client, line.prefix, line.key, "", session.leaseId);
       const joined = await a.join((call) => join.send(call));
-      const header = await waitAfterJoin(client, a, name, writerLine(client, line, joined.revision), { ...joined, ownExists: true });
+      const header = await waitAfterJoin(client, a, name, writerLine(client, line, joined.revision), {
+        ...joined,
+        ownExists: true,
+      });
       return new WriteLock({ session, name, key: line.key, revision: joined.revision, header });
     });
   }
 
   #line(kind: "read" | "write"): RWLine {
-    return { prefix: this.prefix, writers: `${this.prefix}write/`, key: uniqueKey(`${this.prefix}${kind}/`, this.session.leaseHex) };
+    return {
+      prefix: this.prefix,
+      writers: `${this.prefix}write/`,
+      key: uniqueKey(`${this.prefix}${kind}/`, this.session.leaseHex),
+    };
   }
 
   #leave(key: string): (revision: number | undefined) => Promise<boolean> {

@@ -43,17 +43,32 @@ export interface SlotLine {
  * the oldest key and how many keys the line holds (ours being the newest, the others are all ahead). A resend
  * after a lost answer finds our key and needs one more read to count the keys ahead of it.
  */
-export async function joinSlots(client: EtcdClient, line: SlotLine, leaseId: string, call: JoinCall): Promise<SlotJoin> {
+export async function joinSlots(
+  client: EtcdClient,
+  line: SlotLine,
+  leaseId: string,
+  call: JoinCall,
+): Promise<SlotJoin> {
   const { prefix, key } = line;
   const result = await client
     .txn()
     .if(cmp.createRevision(key, "==", 0))
-    .then(op.put(key, String(line.permits), { lease: leaseId }), op.get({ prefix, ...OLDEST }), op.get({ prefix, countOnly: true }))
+    .then(
+      op.put(key, String(line.permits), { lease: leaseId }),
+      op.get({ prefix, ...OLDEST }),
+      op.get({ prefix, countOnly: true }),
+    )
     .else(op.get(key), op.get({ prefix, ...OLDEST }))
     .commit(call);
   if (result.succeeded) {
     const [, oldest, all] = result.responses;
-    return { header: result.header, revision: result.header.revision, ownExists: true, older: all.count - 1, oldest: oldest.kvs[0] };
+    return {
+      header: result.header,
+      revision: result.header.revision,
+      ownExists: true,
+      older: all.count - 1,
+      oldest: oldest.kvs[0],
+    };
   }
   const [own, oldest] = result.responses;
   const mine = own.kvs[0];
@@ -77,9 +92,22 @@ export function checkPermits(line: SlotLine, oldest: KeyValue | undefined): void
  * create-revision filters, so it cannot count them. `upTo` caps the list when "at least that many" is enough
  * (a poll only asks whether fewer than `permits` are ahead); without it `older` is exact.
  */
-export async function readSlots(client: EtcdClient, prefix: string, revision: number, signal: AbortSignal, upTo?: number): Promise<SlotState> {
+export async function readSlots(
+  client: EtcdClient,
+  prefix: string,
+  revision: number,
+  signal: AbortSignal,
+  upTo?: number,
+): Promise<SlotState> {
   const limit = upTo === undefined ? undefined : upTo + 1;
-  const { header, kvs } = await client.range({ prefix, maxCreateRevision: revision, sort: NEWEST_FIRST, limit, keysOnly: true, signal });
+  const { header, kvs } = await client.range({
+    prefix,
+    maxCreateRevision: revision,
+    sort: NEWEST_FIRST,
+    limit,
+    keysOnly: true,
+    signal,
+  });
   const ownExists = kvs[0]?.createRevision === revision;
   return { header, ownExists, older: ownExists ? kvs.length - 1 : kvs.length };
 }
@@ -88,7 +116,13 @@ export async function readSlots(client: EtcdClient, prefix: string, revision: nu
  * Waits until fewer than `permits` keys are older than ours; returns the header that showed it. Throws
  * SESSION_EXPIRED (via `expired`) when our own key goes meanwhile.
  */
-export async function waitForSlot(client: EtcdClient, line: SlotLine, revision: number, start: SlotState, context: WaitContext): Promise<ResponseHeader> {
+export async function waitForSlot(
+  client: EtcdClient,
+  line: SlotLine,
+  revision: number,
+  start: SlotState,
+  context: WaitContext,
+): Promise<ResponseHeader> {
   let state = start;
   for (;;) {
     if (!state.ownExists) throw context.expired();
@@ -99,7 +133,11 @@ export async function waitForSlot(client: EtcdClient, line: SlotLine, revision: 
       if (admitted !== undefined) return admitted;
     }
     // Polling, or the count must be taken again (compaction): one read.
-    state = await untilAnswered(() => readSlots(client, line.prefix, revision, context.signal, context.mode === "poll" ? line.permits : undefined), context);
+    state = await untilAnswered(
+      () =>
+        readSlots(client, line.prefix, revision, context.signal, context.mode === "poll" ? line.permits : undefined),
+      context,
+    );
   }
 }
 
@@ -108,7 +146,13 @@ export async function waitForSlot(client: EtcdClient, line: SlotLine, revision: 
  * create revision (prevKv): one older than ours brings us one place forward. Resolves with the header that
  * admitted us, or undefined when the count must be read again (history compacted away).
  */
-async function countDeletes(client: EtcdClient, line: SlotLine, revision: number, start: SlotState, context: WaitContext): Promise<ResponseHeader | undefined> {
+async function countDeletes(
+  client: EtcdClient,
+  line: SlotLine,
+  revision: number,
+  start: SlotState,
+  context: WaitContext,
+): Promise<ResponseHeader | undefined> {
   let older = start.older;
   try {
     const deletes = client.watch({

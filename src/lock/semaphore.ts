@@ -77,7 +77,12 @@ export class Semaphore<S extends LeaseSession = LeaseSession> {
   acquire(options: LockOptions = {}): Promise<Permit<S>> {
     const { session, name } = this;
     const client = session.client;
-    const line: SlotLine = { name, prefix: this.prefix, key: uniqueKey(this.prefix, session.leaseHex), permits: this.permits };
+    const line: SlotLine = {
+      name,
+      prefix: this.prefix,
+      key: uniqueKey(this.prefix, session.leaseHex),
+      permits: this.permits,
+    };
     const leave = (revision: number | undefined) => deleteOwnKey(client, line.key, revision);
     return attempt(session, options, { kind: "permit", name }, [line.key], leave, async (a) => {
       const joined = await a.join((call) => joinSlots(client, line, session.leaseId, call));

@@ -1,4 +1,3 @@
-
 /**
  * The sends of one release (a lock key's guarded delete, a lease's revocation), to decide its outcome from
  * what the server shows when an answer was lost and the release was sent again.

@@ -39,7 +39,9 @@ export class SharedLeases {
     }
     if (shared === undefined) {
       const entry: Shared = {
-        pending: openLease(this.#client, { ttl, keepAlive: "manual", signal }).then((lease) => new Session(this.#client, lease)),
+        pending: openLease(this.#client, { ttl, keepAlive: "manual", signal }).then(
+          (lease) => new Session(this.#client, lease),
+        ),
         users: 0,
       };
       entry.pending.then(

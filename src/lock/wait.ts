@@ -47,7 +47,12 @@ export interface WaitContext {
  * Waits for our turn after `enqueue`. When our key was already there (this session joined before), one
  * read finds our predecessor first; our key gone by then means our lease ended.
  */
-export async function waitInLine(client: EtcdClient, prefix: string, line: Enqueued, context: WaitContext): Promise<ResponseHeader> {
+export async function waitInLine(
+  client: EtcdClient,
+  prefix: string,
+  line: Enqueued,
+  context: WaitContext,
+): Promise<ResponseHeader> {
   const read = steadfast((signal) => readLine(client, prefix, line.revision, signal, onlyContenders));
   let start: QueueState = line;
   if (!line.created) start = checked(await read(context.signal), context);
@@ -68,7 +73,12 @@ export function steadfast(read: LineReader): LineReader {
 }
 
 /** What a failed wait reports: the session's loss first, then the caller's abort or timeout, else the cause. */
-export function waitFailure(session: LeaseSession, call: CallSignal, thrown: unknown, expired: (cause: unknown) => EtcdError): unknown {
+export function waitFailure(
+  session: LeaseSession,
+  call: CallSignal,
+  thrown: unknown,
+  expired: (cause: unknown) => EtcdError,
+): unknown {
   return session.signal.aborted ? expired(thrown) : call.aborted ? call.error() : thrown;
 }
 
@@ -78,7 +88,13 @@ export function waitFailure(session: LeaseSession, call: CallSignal, thrown: unk
  * disappears meanwhile. `own`: our key, given when the line is a plain queue (each key waits for the next
  * older one), so that no key is ahead of ours once our wait is over.
  */
-export async function waitForTurn(client: EtcdClient, read: LineReader, start: QueueState, context: WaitContext, own?: Incarnation): Promise<ResponseHeader> {
+export async function waitForTurn(
+  client: EtcdClient,
+  read: LineReader,
+  start: QueueState,
+  context: WaitContext,
+  own?: Incarnation,
+): Promise<ResponseHeader> {
   let state = start;
   /** Keys ahead of us when we last looked: exact after the join, at least one fewer after each departure. */
   let ahead = start.predecessorIsFirst ? 1 : start.ahead;
@@ -133,7 +149,13 @@ async function predecessorGone(
 }
 
 /** `plainQueue`: each key of the line waits for the next older one, so what was first is followed by us. */
-async function onSharedWatch(shared: LineWatch, read: LineReader, state: QueueState, signal: AbortSignal, plainQueue: boolean): Promise<LineState> {
+async function onSharedWatch(
+  shared: LineWatch,
+  read: LineReader,
+  state: QueueState,
+  signal: AbortSignal,
+  plainQueue: boolean,
+): Promise<LineState> {
   const predecessor = state.predecessor!;
   const wait = shared.waitForDelete(predecessor, state.header.revision, signal);
   try {
@@ -157,7 +179,13 @@ async function onSharedWatch(shared: LineWatch, read: LineReader, state: QueueSt
   return read(signal);
 }
 
-async function ownWatch(client: EtcdClient, read: LineReader, state: QueueState, signal: AbortSignal, idleTimeout: number): Promise<LineState> {
+async function ownWatch(
+  client: EtcdClient,
+  read: LineReader,
+  state: QueueState,
+  signal: AbortSignal,
+  idleTimeout: number,
+): Promise<LineState> {
   const predecessor = state.predecessor!;
   const watching = new AbortController();
   const stop = () => watching.abort(signal.reason);
@@ -176,7 +204,13 @@ async function ownWatch(client: EtcdClient, read: LineReader, state: QueueState,
       };
       const follow = async (): Promise<LineState> => {
         try {
-          const batches = client.watch({ key: predecessor.keyBytes, noPut: true, idleTimeout, onCreated: closeGap, signal: watching.signal });
+          const batches = client.watch({
+            key: predecessor.keyBytes,
+            noPut: true,
+            idleTimeout,
+            onCreated: closeGap,
+            signal: watching.signal,
+          });
           for await (const batch of batches) {
             if (!batch.events.some((event) => event.type === "delete")) continue;
             // As on the shared watch: right behind the holder, its delete alone makes us first.

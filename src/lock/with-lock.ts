@@ -46,11 +46,22 @@ export interface LockClient {
  * the release (its lease expired under `fn`), the call fails with LOCK_LOST even though `fn` succeeded,
  * because `fn` ran partly unprotected.
  */
-export async function withLock<T>(on: LockClient, name: string, fn: (lock: Lock<Session>) => T | Promise<T>, options: WithLockOptions = {}): Promise<T> {
+export async function withLock<T>(
+  on: LockClient,
+  name: string,
+  fn: (lock: Lock<Session>) => T | Promise<T>,
+  options: WithLockOptions = {},
+): Promise<T> {
   // Refused before a lease is granted for nothing.
   nameArg(name, "a lock");
   checkFn("withLock", fn);
-  return withHeld(on, (session) => session.mutex(name).lock(options), fn, options, () => lockLost(name, "its lease had expired before it was released"));
+  return withHeld(
+    on,
+    (session) => session.mutex(name).lock(options),
+    fn,
+    options,
+    () => lockLost(name, "its lease had expired before it was released"),
+  );
 }
 
 /** As `withLock`, holding a permit of semaphore `name` (of `permits`) while `fn` runs. */
@@ -69,7 +80,12 @@ export async function withSemaphore<T>(
 }
 
 /** As `withLock`, holding every lock of `names` at once (`session.lockAll`) while `fn` runs. */
-export async function withLocks<T>(on: LockClient, names: readonly string[], fn: (locks: MultiLock<Session>) => T | Promise<T>, options: WithLockOptions = {}): Promise<T> {
+export async function withLocks<T>(
+  on: LockClient,
+  names: readonly string[],
+  fn: (locks: MultiLock<Session>) => T | Promise<T>,
+  options: WithLockOptions = {},
+): Promise<T> {
   const checked = namesArg(names);
   checkFn("withLocks", fn);
   const lost = () => heldLost(`locks ${checked.join(", ")}`, "their lease had expired before they were released");
@@ -77,7 +93,8 @@ export async function withLocks<T>(on: LockClient, names: readonly string[], fn:
 }
 
 function checkFn(what: string, fn: unknown): void {
-  if (typeof fn !== "function") throw invalidArgument(`${what} needs a function to run under the lock, got ${describe(fn)}`);
+  if (typeof fn !== "function")
+    throw invalidArgument(`${what} needs a function to run under the lock, got ${describe(fn)}`);
 }
 
 /** The frame of withLock and its siblings, on a lease of its own or on the client's shared one. */
@@ -90,11 +107,14 @@ function withHeld<H extends Held<Session>, T>(
 ): Promise<T> {
   // Every option is checked before a lease is granted for nothing.
   const mode = options.lease === undefined ? "shared" : options.lease;
-  if (mode !== "shared" && mode !== "per-call") throw invalidArgument(`lease must be "shared" or "per-call", got ${describe(mode)}`);
+  if (mode !== "shared" && mode !== "per-call")
+    throw invalidArgument(`lease must be "shared" or "per-call", got ${describe(mode)}`);
   const keepAlive = keepAliveArg(options.keepAlive);
   if (options.ttl !== undefined) ttlArg(options.ttl);
   waitSettings(options);
-  return mode === "shared" ? onSharedLease(on.shared, acquire, fn, options, keepAlive) : onOwnLease(on.client, acquire, fn, options, lost);
+  return mode === "shared"
+    ? onSharedLease(on.shared, acquire, fn, options, keepAlive)
+    : onOwnLease(on.client, acquire, fn, options, lost);
 }
 
 /** Grant, take, `fn`, revoke: the revocation is the release and says whether the lock survived. */
@@ -105,11 +125,16 @@ async function onOwnLease<H, T>(
   options: WithLockOptions,
   lost: () => EtcdError,
 ): Promise<T> {
-  const session = await Session.create(client, { ttl: options.ttl, keepAlive: options.keepAlive, signal: options.signal });
+  const session = await Session.create(client, {
+    ttl: options.ttl,
+    keepAlive: options.keepAlive,
+    signal: options.signal,
+  });
   let result: T;
   try {
     // A manual lease cannot outlast its TTL by itself: renew it while waiting, so `timeout` means what it says.
-    const held = session.keepAlive === "manual" ? await session.renewWhile(() => acquire(session)) : await acquire(session);
+    const held =
+      session.keepAlive === "manual" ? await session.renewWhile(() => acquire(session)) : await acquire(session);
     result = await fn(held);
   } catch (error) {
     await session.close().catch(() => {});

@@ -14,7 +14,10 @@ export function send(dispatcher: Dispatcher, target: Target, init: FetchInit): P
   if (signal?.aborted) return Promise.reject(abortReason(signal));
   return new Promise((resolve, reject) => {
     const exchange = new Exchange(signal, resolve, reject);
-    dispatcher.dispatch({ origin: target.origin, path: target.path, method: init.method, headers: init.headers, body: init.body }, exchange);
+    dispatcher.dispatch(
+      { origin: target.origin, path: target.path, method: init.method, headers: init.headers, body: init.body },
+      exchange,
+    );
   });
 }
 
@@ -79,7 +82,11 @@ class Exchange implements Dispatcher.DispatchHandler {
   #failed = false;
   #error: unknown;
 
-  constructor(signal: AbortSignal | undefined, resolve: (response: FetchResponse) => void, reject: (error: unknown) => void) {
+  constructor(
+    signal: AbortSignal | undefined,
+    resolve: (response: FetchResponse) => void,
+    reject: (error: unknown) => void,
+  ) {
     this.#signal = signal;
     this.#resolve = resolve;
     this.#reject = reject;

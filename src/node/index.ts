@@ -51,13 +51,16 @@ export function createNodeFetch(options: NodeFetchOptions = {}): NodeFetch {
   const keepAliveTimeout = options.keepAliveTimeout ?? 30_000;
   if ((options.cert === undefined) !== (options.key === undefined)) {
     // Either alone fails every https: connection later, each failure looking like a network outage.
-    throw invalidArgument("createNodeFetch: cert and key are given together (the client certificate and its private key)");
+    throw invalidArgument(
+      "createNodeFetch: cert and key are given together (the client certificate and its private key)",
+    );
   }
   const connect = tlsOptions(options);
   const requests = new Agent({ connections: options.connections ?? 64, keepAliveTimeout, connect });
   const streams = new Agent({ keepAliveTimeout, connect });
   const targets = new Targets();
-  const fetch = (url: string, init: FetchInit): Promise<FetchResponse> => send(isStream(url) ? streams : requests, targets.of(url), init);
+  const fetch = (url: string, init: FetchInit): Promise<FetchResponse> =>
+    send(isStream(url) ? streams : requests, targets.of(url), init);
   return Object.assign(fetch, { close: async () => void (await Promise.all([requests.close(), streams.close()])) });
 }
 

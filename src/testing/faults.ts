@@ -5,9 +5,7 @@ export class Faults {
   /** Real (wall-clock) delay before every answer. */
   latencyMs = 0;
 
-  constructor(
-    private readonly hooks: { cutStreams: () => void; leaderChange: () => void },
-  ) {}
+  constructor(private readonly hooks: { cutStreams: () => void; leaderChange: () => void }) {}
 
   /** The next `count` requests (any endpoint) answer 503, code 14 "etcdserver: no leader". */
   unavailable(count = 1): void {

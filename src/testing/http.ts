@@ -58,13 +58,19 @@ function errorResponse(dialect: Dialect, err: GrpcStatusError): Response {
 /** A streaming call that fails before its first message: the mapped status and one `{"error":…}` line. */
 function streamErrorResponse(dialect: Dialect, err: GrpcStatusError): Response {
   const line = `${JSON.stringify({ error: dialect.streamError(err.code, err.message) })}\n`;
-  return new Response(line, { status: dialect.httpStatus(err.code), headers: { ...CORS, "content-type": "application/json" } });
+  return new Response(line, {
+    status: dialect.httpStatus(err.code),
+    headers: { ...CORS, "content-type": "application/json" },
+  });
 }
 
 function streamResponse(body: ReadableStream<Uint8Array>): Response {
   // Explicitly chunked, as etcd sends it: through msw's socket-level interception, a body that errors then
   // becomes a truncated chunked message (a client error), instead of a clean read-until-close EOF.
-  return new Response(body, { status: 200, headers: { ...CORS, "content-type": "application/json", "transfer-encoding": "chunked" } });
+  return new Response(body, {
+    status: 200,
+    headers: { ...CORS, "content-type": "application/json", "transfer-encoding": "chunked" },
+  });
 }
 
 export function abortReason(signal: AbortSignal): unknown {
@@ -95,7 +101,12 @@ function untilAborted(signal: AbortSignal): Promise<never> {
 }
 
 /** One request message, as the gateway decodes it and the gRPC server receives it. */
-function decodeMessage(member: Member, bytes: Uint8Array, offset: number, type: MessageDesc): { msg: Msg; next: number } | undefined {
+function decodeMessage(
+  member: Member,
+  bytes: Uint8Array,
+  offset: number,
+  type: MessageDesc,
+): { msg: Msg; next: number } | undefined {
   const read = readValue(bytes, offset);
   if (!read) return undefined;
   const msg = member.dialect.decode(bytes, read.node, type);
@@ -110,7 +121,12 @@ function decodeMessage(member: Member, bytes: Uint8Array, offset: number, type: 
  * path matters. `signal` is the caller's own when there is one: a Request's signal follows the caller's only
  * weakly, and once the Request is garbage-collected an abort would never reach an open watch.
  */
-export async function serve(member: () => Member, faults: Faults, request: Request, signal: AbortSignal = request.signal): Promise<Response> {
+export async function serve(
+  member: () => Member,
+  faults: Faults,
+  request: Request,
+  signal: AbortSignal = request.signal,
+): Promise<Response> {
   if (faults.latencyMs > 0) await sleep(faults.latencyMs, signal);
   if (signal.aborted) throw abortReason(signal);
 
@@ -144,7 +160,8 @@ export async function serve(member: () => Member, faults: Faults, request: Reque
       msg = decodeMessage(m, bytes, 0, type)?.msg ?? newMsg(type);
     } catch (err) {
       // The gateway refuses a body it cannot decode before any call, streaming or not: a plain error answer.
-      if (err instanceof DecodeError || err instanceof JsonSyntaxError) return errorResponse(dialect, GrpcStatusError.invalidArgument(err.message));
+      if (err instanceof DecodeError || err instanceof JsonSyntaxError)
+        return errorResponse(dialect, GrpcStatusError.invalidArgument(err.message));
       if (err instanceof GrpcStatusError) return errorResponse(dialect, err);
       throw err;
     }
@@ -153,7 +170,8 @@ export async function serve(member: () => Member, faults: Faults, request: Reque
     const body = await Promise.race([route.handle(m, call), untilAborted(signal)]);
     return json(200, body);
   } catch (err) {
-    if (err instanceof GrpcStatusError) return streaming ? streamErrorResponse(dialect, err) : errorResponse(dialect, err);
+    if (err instanceof GrpcStatusError)
+      return streaming ? streamErrorResponse(dialect, err) : errorResponse(dialect, err);
     throw err;
   } finally {
     m.rearm();
@@ -207,7 +225,13 @@ class BodyMessages {
  * a watcher that starts in the past only after them). Answers start with the first line the server sends: a
  * watch whose requests produce no line never answers at all.
  */
-async function serveBidi(member: Member, route: BidiRoute, request: Request, caller: { token: string | null }, signal: AbortSignal): Promise<Response> {
+async function serveBidi(
+  member: Member,
+  route: BidiRoute,
+  request: Request,
+  caller: { token: string | null },
+  signal: AbortSignal,
+): Promise<Response> {
   const dialect = member.dialect;
   const messages = new BodyMessages(member, route.request(dialect), request.body?.getReader());
   const session = route.open(member, caller, signal);

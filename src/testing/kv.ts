@@ -2,7 +2,17 @@ import { compareBytes } from "./wire/bytes.js";
 import { encodeKv, setBool, setInt, setList, type Out } from "./wire/encode.js";
 import { GrpcStatusError, Errors } from "./wire/errors.js";
 import type { Lessor } from "./lease.js";
-import { checkIntervals, isReadOnly, validateOp, type Compare, type DeleteOp, type Op, type PutOp, type RangeOp, type TxnOp } from "./ops.js";
+import {
+  checkIntervals,
+  isReadOnly,
+  validateOp,
+  type Compare,
+  type DeleteOp,
+  type Op,
+  type PutOp,
+  type RangeOp,
+  type TxnOp,
+} from "./ops.js";
 import { inRange, type KeyValue, type MvccStore, type WriteBatch } from "./store.js";
 
 /** What a read inside a request observes: the store itself, or a write batch with its pending changes. */
@@ -102,7 +112,10 @@ export class KvApplier {
     for (const o of ops) {
       if (o.kind === "delete") deletes.push(o);
       if (o.kind === "put" && (o.ignoreValue || o.ignoreLease) && deletes.some((d) => inRange(o.key, d.key, d.end))) {
-        throw new GrpcStatusError(13, "etcd-edge/testing: etcd 3.4 panics on this txn (unexpected error during txn: etcdserver: key not found)");
+        throw new GrpcStatusError(
+          13,
+          "etcd-edge/testing: etcd 3.4 panics on this txn (unexpected error during txn: etcdserver: key not found)",
+        );
       }
     }
     for (const o of ops) {
@@ -157,7 +170,8 @@ export class KvApplier {
     const count = kvs.length;
     // etcd reads only limit+1 keys (in key order) unless it must sort or filter everything first; a sort by a
     // target other than KEY with no order given then sorts just those.
-    const readsAll = op.sortOrder !== 0 || op.minMod !== 0 || op.maxMod !== 0 || op.minCreate !== 0 || op.maxCreate !== 0;
+    const readsAll =
+      op.sortOrder !== 0 || op.minMod !== 0 || op.maxMod !== 0 || op.minCreate !== 0 || op.maxCreate !== 0;
     if (!readsAll && op.limit > 0) kvs = kvs.slice(0, op.limit + 1);
     if (op.maxMod) kvs = kvs.filter((kv) => kv.modRevision <= op.maxMod);
     if (op.minMod) kvs = kvs.filter((kv) => kv.modRevision >= op.minMod);
@@ -176,7 +190,11 @@ export class KvApplier {
       more = true;
     }
     const out: Out = {};
-    setList(out, "kvs", kvs.map((kv) => encodeKv(kv, op.keysOnly)));
+    setList(
+      out,
+      "kvs",
+      kvs.map((kv) => encodeKv(kv, op.keysOnly)),
+    );
     setBool(out, "more", more);
     setInt(out, "count", count);
     return out;
@@ -190,7 +208,7 @@ export class KvApplier {
     if (prev && prev.lease !== lease) this.lessor.detach(prev.lease, op.key);
     if (lease !== 0n) this.lessor.attach(lease, op.key);
     const out: Out = { header: revHeader(w.revision) };
-    if (op.prevKv && prev) out["prev_kv"] = encodeKv(prev);
+    if (op.prevKv && prev) out.prev_kv = encodeKv(prev);
     return out;
   }
 
@@ -199,7 +217,12 @@ export class KvApplier {
     for (const kv of deleted) if (kv.lease !== 0n) this.lessor.detach(kv.lease, kv.key);
     const out: Out = { header: revHeader(w.readRevision) };
     setInt(out, "deleted", deleted.length);
-    if (op.prevKv) setList(out, "prev_kvs", deleted.map((kv) => encodeKv(kv)));
+    if (op.prevKv)
+      setList(
+        out,
+        "prev_kvs",
+        deleted.map((kv) => encodeKv(kv)),
+      );
     return out;
   }
 
@@ -214,7 +237,14 @@ export class KvApplier {
   }
 }
 
-const ZERO_KV: KeyValue = { key: "", createRevision: 0, modRevision: 0, version: 0, value: new Uint8Array(), lease: 0n };
+const ZERO_KV: KeyValue = {
+  key: "",
+  createRevision: 0,
+  modRevision: 0,
+  version: 0,
+  value: new Uint8Array(),
+  lease: 0n,
+};
 
 function compareKv(c: Compare, kv: KeyValue): boolean {
   let result: number;

@@ -69,7 +69,12 @@ export class Member {
   }
 
   header(revision = this.store.revision): Out {
-    return header({ clusterId: this.options.clusterId, memberId: this.options.memberId, revision, raftTerm: this.raftTerm });
+    return header({
+      clusterId: this.options.clusterId,
+      memberId: this.options.memberId,
+      revision,
+      raftTerm: this.raftTerm,
+    });
   }
 
   nextRequestId(): bigint {
@@ -90,7 +95,11 @@ export class Member {
    */
   propose(requestSize: number, field: number, caller?: Caller): void {
     const username = caller && this.auth ? (this.auth.userOf(caller.token) ?? "") : "";
-    const size = raftRequestSize(requestSize, field, { id: this.nextRequestId(), username, authRevision: username ? 1n : 0n });
+    const size = raftRequestSize(requestSize, field, {
+      id: this.nextRequestId(),
+      username,
+      authRevision: username ? 1n : 0n,
+    });
     if (size > this.options.maxRequestBytes) throw Errors.requestTooLarge();
     this.raftIndex++;
   }

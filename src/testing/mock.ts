@@ -132,8 +132,10 @@ export function createMockEtcd(options: MockEtcdOptions = {}): MockEtcd {
     clientUrls: options.clientUrls ?? ["http://localhost:2379"],
     maxRequestBytes: options.maxRequestBytes ?? MAX_REQUEST_BYTES,
   };
-  if (!["3.4", "3.5"].includes(memberOptions.version)) throw new TypeError(`etcd-edge/testing: unknown version ${String(options.version)}`);
-  if (!["virtual", "wall"].includes(memberOptions.clock)) throw new TypeError(`etcd-edge/testing: unknown clock ${String(options.clock)}`);
+  if (!["3.4", "3.5"].includes(memberOptions.version))
+    throw new TypeError(`etcd-edge/testing: unknown version ${String(options.version)}`);
+  if (!["virtual", "wall"].includes(memberOptions.clock))
+    throw new TypeError(`etcd-edge/testing: unknown clock ${String(options.clock)}`);
   let member = new Member(memberOptions);
   const faults = new Faults({
     cutStreams: () => member.watch.failAll(terminated),
@@ -190,7 +192,15 @@ export function createMockEtcd(options: MockEtcdOptions = {}): MockEtcd {
     get: (key) => toKeyValue(member.store.get(toBin(key))),
     keys: (prefix = "") => keys(prefix),
     put: (key, value, opts) => {
-      const op = { kind: "put", key: toBin(key), value: typeof value === "string" ? encoder.encode(value) : value, lease: BigInt(opts?.lease ?? 0), prevKv: false, ignoreValue: false, ignoreLease: false } as const;
+      const op = {
+        kind: "put",
+        key: toBin(key),
+        value: typeof value === "string" ? encoder.encode(value) : value,
+        lease: BigInt(opts?.lease ?? 0),
+        prevKv: false,
+        ignoreValue: false,
+        ignoreLease: false,
+      } as const;
       return member.kv.put(op, () => {}).revision;
     },
     compact: (revision) => member.store.compact(revision),

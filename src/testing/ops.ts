@@ -212,7 +212,10 @@ export function accessedRanges(op: Op): { key: BinKey; end: BinKey; write: boole
     case "put":
       return [{ key: op.key, end: "", write: true }, ...(op.prevKv ? [{ key: op.key, end: "", write: false }] : [])];
     case "delete":
-      return [{ key: op.key, end: op.end, write: true }, ...(op.prevKv ? [{ key: op.key, end: op.end, write: false }] : [])];
+      return [
+        { key: op.key, end: op.end, write: true },
+        ...(op.prevKv ? [{ key: op.key, end: op.end, write: false }] : []),
+      ];
     case "txn":
       return [
         ...op.compare.map((c) => ({ key: c.key, end: c.end, write: false })),

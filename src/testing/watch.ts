@@ -104,7 +104,7 @@ export class WatchStream {
     this.watchers.set(id, watcher);
     const created: Out = { header: hub.header(wsrev) };
     setInt(created, "watch_id", id);
-    created["created"] = true;
+    created.created = true;
     this.send(created);
     if (!watcher.synced) hub.scheduleSync();
   }
@@ -114,7 +114,7 @@ export class WatchStream {
     if (!this.watchers.delete(id)) return;
     const out: Out = { header: this.hub.header() };
     setInt(out, "watch_id", id);
-    out["canceled"] = true;
+    out.canceled = true;
     this.send(out);
   }
 
@@ -135,7 +135,7 @@ export class WatchStream {
     if (selected.length === 0) return;
     const out: Out = { header: this.hub.header(headerRevision) };
     setInt(out, "watch_id", w.id);
-    out["events"] = selected;
+    out.events = selected;
     this.send(out);
     w.progressDue = false;
   }
@@ -152,7 +152,7 @@ export class WatchStream {
       setInt(out, "watch_id", w.id);
       // etcd marks the answer canceled by its compact revision being non-zero: after a compaction at revision 0
       // (a fresh member), a watch from before it gets a bare header and nothing more.
-      if (hub.store.compactRevision !== 0) out["canceled"] = true;
+      if (hub.store.compactRevision !== 0) out.canceled = true;
       setInt(out, "compact_revision", hub.store.compactRevision);
       this.send(out);
       w.compacted = true;
@@ -164,7 +164,7 @@ export class WatchStream {
     const flush = () => {
       const out: Out = { header: hub.header(current) };
       setInt(out, "watch_id", w.id);
-      out["events"] = batch;
+      out.events = batch;
       this.send(out);
       w.progressDue = false;
       batch = [];
@@ -285,12 +285,12 @@ export class WatchHub {
       .filter((ev) => !(ev.type === "PUT" ? spec.noPut : spec.noDelete))
       .map((ev) => {
         const out: Out = {};
-        if (ev.type === "DELETE") out["type"] = "DELETE";
-        out["kv"] = encodeKv(ev.kv);
+        if (ev.type === "DELETE") out.type = "DELETE";
+        out.kv = encodeKv(ev.kv);
         const isCreate = ev.type === "PUT" && ev.kv.version === 1;
         if (spec.prevKv && !isCreate) {
           const prev: KeyValue | undefined = this.store.getAt(ev.kv.key, ev.kv.modRevision - 1);
-          if (prev) out["prev_kv"] = encodeKv(prev);
+          if (prev) out.prev_kv = encodeKv(prev);
         }
         return out;
       });

@@ -51,7 +51,10 @@ async function builtSdk(): Promise<string> {
 
 function run(args: string[]): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ["test/chaos/run.ts", ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, ["test/chaos/run.ts", ...args], {
+      cwd: ROOT,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let output = "";
     child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
     child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
@@ -64,10 +67,21 @@ describe("chaos (short run)", () => {
     const sdk = await builtSdk();
     const seed = Math.floor(Math.random() * 2 ** 31);
     const json = join(temp, "report.json");
-    const { code, output } = await run(["--duration", String(DURATION_S), "--seed", String(seed), "--sdk", sdk, "--json", json]);
+    const { code, output } = await run([
+      "--duration",
+      String(DURATION_S),
+      "--seed",
+      String(seed),
+      "--sdk",
+      sdk,
+      "--json",
+      json,
+    ]);
     if (!existsSync(json)) throw new Error(`the chaos run did not complete (exit ${code}):\n${output.slice(-4_000)}`);
     const report = JSON.parse(readFileSync(json, "utf8")) as { checks: CheckResult[]; figures: Figures };
-    const failed = report.checks.filter((c) => !c.ok).map((c) => `${c.name}: ${c.summary}\n  ${c.details.join("\n  ")}`);
+    const failed = report.checks
+      .filter((c) => !c.ok)
+      .map((c) => `${c.name}: ${c.summary}\n  ${c.details.join("\n  ")}`);
     expect(failed, `seed ${seed}; report:\n${output.slice(output.lastIndexOf("\nchaos:"))}`).toEqual([]);
     expect(code).toBe(0);
     // The pair holder's joins and releases went to etcd together, under the same faults and checks.

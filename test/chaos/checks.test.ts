@@ -161,7 +161,8 @@ describe("chaos checks", () => {
       const del = lockEvent(record, "delete", `${L}2`);
       if (deleteAfterMs === undefined) record.lockEvents.splice(record.lockEvents.indexOf(del), 1);
       else del.t = at + deleteAfterMs;
-      if (leaderChangeAfterMs !== undefined) record.leaderChanges.push({ t: at + leaderChangeAfterMs, term: 3, leaderId: "9" });
+      if (leaderChangeAfterMs !== undefined)
+        record.leaderChanges.push({ t: at + leaderChangeAfterMs, term: 3, leaderId: "9" });
       return record;
     };
 
@@ -217,7 +218,10 @@ describe("chaos checks", () => {
     it("fails a waiter first in line that never takes the lock, and excludes it when it was frozen", () => {
       const record = cleanRecord();
       const events = w(record, "w1").events;
-      events.splice(events.findIndex((e) => e.ev === "acquired"), 1);
+      events.splice(
+        events.findIndex((e) => e.ev === "acquired"),
+        1,
+      );
       lockEvent(record, "delete", `${L}2`).t = T0 + 15_000;
       expect(checkFreeWait(record).ok).toBe(false);
       w(record, "w1").stops.push({ from: T0 + 1_000, to: T0 + 2_000 });
@@ -241,7 +245,15 @@ describe("chaos checks", () => {
 
     it("fails an abandoned call, a worker hung at the end, and a run that ends late", () => {
       const abandoned = cleanRecord();
-      w(abandoned, "w0").events.push({ ev: "call", op: "txn", t0: T0, t: T0 + 10_000, budget: 5_000, ok: false, abandoned: true });
+      w(abandoned, "w0").events.push({
+        ev: "call",
+        op: "txn",
+        t0: T0,
+        t: T0 + 10_000,
+        budget: 5_000,
+        ok: false,
+        abandoned: true,
+      });
       expect(checkNoHang(abandoned).ok).toBe(false);
       const hung = cleanRecord();
       w(hung, "w0").hungAtEnd = true;
@@ -261,7 +273,14 @@ describe("chaos checks", () => {
       const record = cleanRecord();
       const events = w(record, "w0").events;
       events.push({ ev: "sdk", t: T0 + 100, type: "session.renewed", leaseId: "1" });
-      events.push({ ev: "sdk", t: T0 + 2_000, type: "failover", from: "http://127.0.0.1:4001", to: "http://127.0.0.1:4002", code: "TIMEOUT" });
+      events.push({
+        ev: "sdk",
+        t: T0 + 2_000,
+        type: "failover",
+        from: "http://127.0.0.1:4001",
+        to: "http://127.0.0.1:4002",
+        code: "TIMEOUT",
+      });
       events.push({ ev: "sdk", t: T0 + 3_000, type: "session.renewFailed", leaseId: "1", code: "UNAVAILABLE" });
       events.push({ ev: "lost", t: T0 + 9_000, op: "lock", code: "SESSION_EXPIRED", leaseId: "1" });
       const result = checkSessionsSurvive(record);
@@ -280,7 +299,12 @@ describe("chaos checks", () => {
     });
 
     it("counts apart a loss right after a leader paused past the renewal slack resumed, and only that", () => {
-      const paused = (ms: number, detail = "m0 (leader) for 6000 ms") => ({ kind: "pause-member" as const, t0: T0 + 6_000, t1: T0 + 6_000 + ms, detail });
+      const paused = (ms: number, detail = "m0 (leader) for 6000 ms") => ({
+        kind: "pause-member" as const,
+        t0: T0 + 6_000,
+        t1: T0 + 6_000 + ms,
+        detail,
+      });
       const lostAt = (t: number, faults: RunRecord["faults"]) => {
         const record = cleanRecord();
         record.faults = faults;

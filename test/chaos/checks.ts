@@ -118,7 +118,13 @@ export function attempts(record: RunRecord): Attempt[] {
     const byAttempt = new Map<string, Attempt>();
     for (const event of worker.events) {
       if (event.ev === "commit-sent") {
-        const a: Attempt = { worker: worker.id, attempt: event.attempt, token: event.token, logKey: event.logKey, outcome: "unreported" };
+        const a: Attempt = {
+          worker: worker.id,
+          attempt: event.attempt,
+          token: event.token,
+          logKey: event.logKey,
+          outcome: "unreported",
+        };
         byAttempt.set(event.attempt, a);
         out.push(a);
       } else if (event.ev === "commit") {
@@ -136,29 +142,44 @@ export function attempts(record: RunRecord): Attempt[] {
 
 /** counter == successful commits + indeterminate ones that landed == log keys; every value written once. */
 export function checkCounter(record: RunRecord): CheckResult {
-  return { name: "counter matches the commits (no lost update)", ...counterVerdict(record.counter, record.logs, attempts(record)) };
+  return {
+    name: "counter matches the commits (no lost update)",
+    ...counterVerdict(record.counter, record.logs, attempts(record)),
+  };
 }
 
 /**
  * The counter check for one counter: its final value, its log keys, and every attempt that wrote (or tried
  * to write) it, each naming the log key it would have put beside the counter.
  */
-export function counterVerdict(counter: number, logs: readonly LogEntry[], all: readonly Attempt[]): Omit<CheckResult, "name"> {
+export function counterVerdict(
+  counter: number,
+  logs: readonly LogEntry[],
+  all: readonly Attempt[],
+): Omit<CheckResult, "name"> {
   const logKeys = new Set(logs.map((l) => l.key));
   const ok = all.filter((a) => a.outcome === "ok");
   const indeterminate = all.filter((a) => a.outcome === "error" || a.outcome === "unreported");
   const landed = indeterminate.filter((a) => logKeys.has(a.logKey));
   const details: string[] = [];
-  for (const a of ok) if (!logKeys.has(a.logKey)) details.push(`${a.attempt}: reported committed, but its log key is missing`);
-  for (const a of all) if (a.outcome === "refused" && logKeys.has(a.logKey)) details.push(`${a.attempt}: reported refused, but its log key exists`);
+  for (const a of ok)
+    if (!logKeys.has(a.logKey)) details.push(`${a.attempt}: reported committed, but its log key is missing`);
+  for (const a of all)
+    if (a.outcome === "refused" && logKeys.has(a.logKey))
+      details.push(`${a.attempt}: reported refused, but its log key exists`);
   const known = new Set(all.map((a) => a.logKey));
   for (const l of logs) if (!known.has(l.key)) details.push(`${l.key}: a log key no worker sent`);
   const values = logs.map((l) => l.value).sort((a, b) => a - b);
   const firstBad = values.findIndex((v, i) => v !== i + 1);
-  if (firstBad >= 0) details.push(`counter values written are not exactly 1..${values.length}: position ${firstBad + 1} holds ${values[firstBad]} (a lost or doubled update)`);
+  if (firstBad >= 0)
+    details.push(
+      `counter values written are not exactly 1..${values.length}: position ${firstBad + 1} holds ${values[firstBad]} (a lost or doubled update)`,
+    );
   const expected = ok.length + landed.length;
   if (counter !== expected || counter !== logs.length) {
-    details.unshift(`counter ${counter}, successful commits ${ok.length} + indeterminate that landed ${landed.length} = ${expected}, log keys ${logs.length}`);
+    details.unshift(
+      `counter ${counter}, successful commits ${ok.length} + indeterminate that landed ${landed.length} = ${expected}, log keys ${logs.length}`,
+    );
   }
   return {
     ok: details.length === 0,
@@ -178,8 +199,11 @@ export function checkFencing(record: RunRecord): CheckResult {
   const backwards = details.length;
   // Our key was still there with our token, yet the counter had moved since we read it: someone else wrote
   // while we held the lock, so two contenders held it at once.
-  const overlaps = attempts(record).filter((a) => a.outcome === "refused" && a.ownKeyHeld === true && a.counterMoved === true);
-  for (const a of overlaps) details.push(`${a.attempt} (token ${a.token}): the counter moved while its lock key was still held`);
+  const overlaps = attempts(record).filter(
+    (a) => a.outcome === "refused" && a.ownKeyHeld === true && a.counterMoved === true,
+  );
+  for (const a of overlaps)
+    details.push(`${a.attempt} (token ${a.token}): the counter moved while its lock key was still held`);
   return {
     name: "fencing tokens increase in commit order",
     ok: details.length === 0,
@@ -202,7 +226,9 @@ export function tokenOrder(unsorted: readonly LogEntry[]): { logs: LogEntry[]; d
     const [before, after] = [logs[i - 1]!, logs[i]!];
     if (after.token === before.token) sameKey++;
     else if (after.token < before.token) {
-      details.push(`commit at revision ${after.modRevision} (token ${after.token}, ${after.attempt}) after commit at ${before.modRevision} (token ${before.token}, ${before.attempt})`);
+      details.push(
+        `commit at revision ${after.modRevision} (token ${after.token}, ${after.attempt}) after commit at ${before.modRevision} (token ${before.token}, ${before.attempt})`,
+      );
     }
   }
   return { logs, details, sameKey };
@@ -232,7 +258,9 @@ export function checkSessionsSurvive(record: RunRecord): CheckResult {
         revokedByEtcd++;
         continue;
       }
-      details.push(`${worker.id} (${worker.kind.mode}/${worker.kind.wait}/${worker.kind.fetch}) ${e.op}: ${e.code} at +${((e.t - record.startedAt) / 1000).toFixed(1)} s`);
+      details.push(
+        `${worker.id} (${worker.kind.mode}/${worker.kind.wait}/${worker.kind.fetch}) ${e.op}: ${e.code} at +${((e.t - record.startedAt) / 1000).toFixed(1)} s`,
+      );
       const trace = sdkTrace(worker, e.t - (record.settings.ttl + 2) * 1_000, e.t, record.startedAt);
       if (trace !== "") details.push(`  its SDK events before: ${trace}`);
     }
@@ -242,7 +270,9 @@ export function checkSessionsSurvive(record: RunRecord): CheckResult {
     ok: details.length === 0,
     summary:
       `${details.length} losses by running workers; ${excused} more by workers frozen past their TTL (expected)` +
-      (revokedByEtcd > 0 ? `; ${revokedByEtcd} right after a long-paused leader resumed (etcd's own revocation, etcd-io/etcd#15247)` : ""),
+      (revokedByEtcd > 0
+        ? `; ${revokedByEtcd} right after a long-paused leader resumed (etcd's own revocation, etcd-io/etcd#15247)`
+        : ""),
     details: details.slice(0, MAX_DETAILS),
   };
 }
@@ -258,10 +288,15 @@ export function sdkTrace(worker: WorkerRecord, from: number, to: number, started
     .map((e) => {
       const event = e as Extract<WorkerEvent, { ev: "sdk" }>;
       const at = `+${((event.t - startedAt) / 1000).toFixed(1)}`;
-      const what = event.type === "failover" ? `failover ${port(event.from)}→${port(event.to)}` : event.type.replace(/^session\./, "");
+      const what =
+        event.type === "failover"
+          ? `failover ${port(event.from)}→${port(event.to)}`
+          : event.type.replace(/^session\./, "");
       return `${at} ${what}${event.code ? ` ${event.code}` : ""}`;
     });
-  return items.length > most ? [...items.slice(0, 4), `… ${items.length - most} more …`, ...items.slice(-(most - 4))].join(", ") : items.join(", ");
+  return items.length > most
+    ? [...items.slice(0, 4), `… ${items.length - most} more …`, ...items.slice(-(most - 4))].join(", ")
+    : items.join(", ");
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -320,7 +355,10 @@ export function checkCrashedHolders(record: RunRecord): CheckResult {
     }
     measured++;
     const took = freedAt - fault.at;
-    const extended = from > fault.at ? `, leader change at +${((promotion!.t - fault.at) / 1000).toFixed(1)} s allows until +${((deadline - fault.at) / 1000).toFixed(1)} s` : "";
+    const extended =
+      from > fault.at
+        ? `, leader change at +${((promotion!.t - fault.at) / 1000).toFixed(1)} s allows until +${((deadline - fault.at) / 1000).toFixed(1)} s`
+        : "";
     figures.push(`${(took / 1000).toFixed(2)} s`);
     if (freedAt > deadline) details.push(`${label}: freed after ${(took / 1000).toFixed(2)} s${extended}`);
   }
@@ -345,7 +383,9 @@ const STALE_LEADER_WINDOW_MS = 2_000;
  */
 function staleLeaderResumes(record: RunRecord): number[] {
   const slackMs = (2 * record.settings.ttl * 1000) / 3;
-  return record.faults.filter((f) => f.kind === "pause-member" && f.detail.includes("(leader)") && f.t1 - f.t0 > slackMs).map((f) => f.t1);
+  return record.faults
+    .filter((f) => f.kind === "pause-member" && f.detail.includes("(leader)") && f.t1 - f.t0 > slackMs)
+    .map((f) => f.t1);
 }
 
 export function frozenDuring(worker: WorkerRecord, from: number, to: number): boolean {
@@ -416,7 +456,15 @@ export function freeWaits(record: RunRecord): { waits: FreeWait[]; excluded: num
     const end = acquiredAt ?? inc.deleteT ?? record.workersEndedAt;
     if (owner === undefined) unknown++;
     else if (pausedOrKilled(owner, freeAt, end)) excluded++;
-    else waits.push({ worker: owner.id, key: inc.key, token: inc.create, freeAt, acquiredAt, waitMs: Math.max(0, end - freeAt) });
+    else
+      waits.push({
+        worker: owner.id,
+        key: inc.key,
+        token: inc.create,
+        freeAt,
+        acquiredAt,
+        waitMs: Math.max(0, end - freeAt),
+      });
     if (inc.deleteRevision === undefined) blocked = true;
     else if (lastOut === undefined || inc.deleteRevision > lastOut.deleteRevision!) lastOut = inc;
   }
@@ -424,10 +472,16 @@ export function freeWaits(record: RunRecord): { waits: FreeWait[]; excluded: num
 }
 
 /** The waits over `bound`, worst first, and their spread: "p50 …, p99 …, max …". */
-export function waitSpread<W extends { waitMs: number }>(waits: readonly W[], bound: number): { over: W[]; spread: string } {
+export function waitSpread<W extends { waitMs: number }>(
+  waits: readonly W[],
+  bound: number,
+): { over: W[]; spread: string } {
   const sorted = waits.map((w) => w.waitMs).sort((a, b) => a - b);
   const over = waits.filter((w) => w.waitMs > bound).sort((a, b) => b.waitMs - a.waitMs);
-  return { over, spread: `p50 ${fmtMs(quantile(sorted, 0.5))}, p99 ${fmtMs(quantile(sorted, 0.99))}, max ${fmtMs(sorted.at(-1) ?? 0)}` };
+  return {
+    over,
+    spread: `p50 ${fmtMs(quantile(sorted, 0.5))}, p99 ${fmtMs(quantile(sorted, 0.99))}, max ${fmtMs(sorted.at(-1) ?? 0)}`,
+  };
 }
 
 export function checkFreeWait(record: RunRecord): CheckResult {
@@ -444,8 +498,7 @@ export function checkFreeWait(record: RunRecord): CheckResult {
   return {
     name: `no contender waits on a free lock longer than ${bound / 1000} s`,
     ok: details.length === 0,
-    summary:
-      `${waits.length} times first in line: ${spread}; ${over.length} over the bound; ${excluded} excluded (frozen or killed), ${unknown} of unknown owner`,
+    summary: `${waits.length} times first in line: ${spread}; ${over.length} over the bound; ${excluded} excluded (frozen or killed), ${unknown} of unknown owner`,
     details: details.slice(0, MAX_DETAILS),
   };
 }
@@ -463,10 +516,14 @@ export function checkNoHang(record: RunRecord): CheckResult {
       const took = e.t - e.t0;
       if (e.abandoned || took > e.budget + callSlackMs) details.push(overrun(worker.id, e, took));
     }
-    if (worker.hungAtEnd) details.push(`${worker.id}: still running ${drainBoundMs / 1000} s after it was asked to stop; killed`);
+    if (worker.hungAtEnd)
+      details.push(`${worker.id}: still running ${drainBoundMs / 1000} s after it was asked to stop; killed`);
   }
   const drainMs = record.workersEndedAt - record.faultsEndedAt;
-  if (drainMs > drainBoundMs) details.push(`the run ended ${(drainMs / 1000).toFixed(1)} s after the fault period (bound ${drainBoundMs / 1000} s)`);
+  if (drainMs > drainBoundMs)
+    details.push(
+      `the run ended ${(drainMs / 1000).toFixed(1)} s after the fault period (bound ${drainBoundMs / 1000} s)`,
+    );
   return {
     name: "nothing hangs: every call ends within its timeout, the run within duration + bound",
     ok: details.length === 0,

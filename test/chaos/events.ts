@@ -205,7 +205,15 @@ export type WorkerEvent =
    * What the SDK reported through `onEvent` about sessions and endpoints (renewals, failed renewals, losses,
    * failovers), to tell afterwards why a session was lost. Not read by the checks.
    */
-  | { ev: "sdk"; t: number; type: string; leaseId?: string | undefined; code?: string | undefined; from?: string | undefined; to?: string | undefined }
+  | {
+      ev: "sdk";
+      t: number;
+      type: string;
+      leaseId?: string | undefined;
+      code?: string | undefined;
+      from?: string | undefined;
+      to?: string | undefined;
+    }
   | { ev: "exit"; t: number; reason: string };
 
 /** One counter write of a recipe's fenced txn: `counterKey` set to `value`, and `logKey` put beside it. */

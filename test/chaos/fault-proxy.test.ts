@@ -41,7 +41,9 @@ let agent: Agent;
 /** One request through the proxy on the shared keep-alive connection; resolves with the body. */
 function send(path: string, body = "", options: { chunkedBody?: boolean; via?: Agent } = {}): Promise<string> {
   return new Promise((resolve, reject) => {
-    const headers: Record<string, string> = options.chunkedBody ? {} : { "content-length": String(Buffer.byteLength(body)) };
+    const headers: Record<string, string> = options.chunkedBody
+      ? {}
+      : { "content-length": String(Buffer.byteLength(body)) };
     const req = request(`${proxy.url}${path}`, { method: "POST", agent: options.via ?? agent, headers }, (res) => {
       let text = "";
       res.setEncoding("utf8");
@@ -61,12 +63,16 @@ function send(path: string, body = "", options: { chunkedBody?: boolean; via?: A
 /** A streaming request whose received text can be read as it grows; `stop()` aborts it. */
 function openStream(via: Agent = agent) {
   const state = { text: "", error: undefined as NodeJS.ErrnoException | undefined, ended: false };
-  const req = request(`${proxy.url}/stream`, { method: "POST", agent: via, headers: { "content-length": "0" } }, (res) => {
-    res.setEncoding("utf8");
-    res.on("data", (c: string) => (state.text += c));
-    res.on("end", () => (state.ended = true));
-    res.on("error", (e) => (state.error ??= e));
-  });
+  const req = request(
+    `${proxy.url}/stream`,
+    { method: "POST", agent: via, headers: { "content-length": "0" } },
+    (res) => {
+      res.setEncoding("utf8");
+      res.on("data", (c: string) => (state.text += c));
+      res.on("end", () => (state.ended = true));
+      res.on("error", (e) => (state.error ??= e));
+    },
+  );
   req.on("error", (e) => (state.error ??= e));
   req.end();
   return Object.assign(state, { stop: () => req.destroy() });

@@ -63,7 +63,14 @@ export interface FaultContext {
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-const LOST_PATHS = ["/v3/kv/txn", "/v3/kv/txn", "/v3/lease/revoke", "/v3/lease/keepalive", "/v3/lease/grant", "/v3/kv/range"];
+const LOST_PATHS = [
+  "/v3/kv/txn",
+  "/v3/kv/txn",
+  "/v3/lease/revoke",
+  "/v3/lease/keepalive",
+  "/v3/lease/grant",
+  "/v3/kv/range",
+];
 
 export class FaultSchedule {
   readonly records: FaultRecord[] = [];
@@ -94,7 +101,10 @@ export class FaultSchedule {
     const others = this.#kinds.filter((k) => k !== "kill-holder" && k !== "stop-holder");
     if (this.#kinds.length === 0) return sleep(Math.max(0, until - wallNow()));
     for (let round = 0; wallNow() < until; round++) {
-      const kinds = round === 0 || holderFaults.length === 0 ? [...others, ...holderFaults] : [...others, holderFaults[round % holderFaults.length]!];
+      const kinds =
+        round === 0 || holderFaults.length === 0
+          ? [...others, ...holderFaults]
+          : [...others, holderFaults[round % holderFaults.length]!];
       for (const kind of rng.shuffle(kinds)) {
         if (wallNow() >= until) return;
         await this.inject(kind);
@@ -185,12 +195,15 @@ export class FaultSchedule {
         const then = rng.next() < 0.5 ? "close" : "silence";
         // Armed on every proxy, so the next matching request hits it wherever it goes; the others disarm.
         const armed = proxies.map((proxy) =>
-          kind === "lose-answer" ? proxy.dropNextAnswer({ path, then, within: 4_000 }) : proxy.swallowNext({ path, within: 4_000 }),
+          kind === "lose-answer"
+            ? proxy.dropNextAnswer({ path, then, within: 4_000 })
+            : proxy.swallowNext({ path, within: 4_000 }),
         );
         const first = await new Promise<number | undefined>((resolve) => {
           let open = armed.length;
-          armed.forEach((hit, index) =>
-            void hit.then((h) => (h !== undefined ? resolve(index) : --open === 0 && resolve(undefined))),
+          armed.forEach(
+            (hit, index) =>
+              void hit.then((h) => (h !== undefined ? resolve(index) : --open === 0 && resolve(undefined))),
           );
         });
         for (const proxy of proxies) proxy.disarm();
@@ -234,7 +247,14 @@ export class FaultSchedule {
     const holder = await this.#findHolder();
     if (holder === undefined) return void (record.missed = "no live holder found within 3 s");
     const { kv, worker } = holder;
-    const fault: HolderFault = { kind, at: 0, key: kv.key, createRevision: kv.createRevision, lease: kv.lease, worker: worker.id };
+    const fault: HolderFault = {
+      kind,
+      at: 0,
+      key: kv.key,
+      createRevision: kv.createRevision,
+      lease: kv.lease,
+      worker: worker.id,
+    };
     record.detail = `${worker.id} (${worker.kind.mode}/${worker.kind.wait}) holding ${kv.key}@${kv.createRevision}`;
     const beside = this.#recipeHolder(kind);
     if (beside !== undefined) {
@@ -273,7 +293,8 @@ export class FaultSchedule {
       pool.thaw(beside.worker);
       this.#frozenWorkers.delete(beside.worker);
       const resumedAt = wallNow();
-      for (const f of this.recipeHolderFaults) if (f.worker === beside.worker.id && f.resumedAt === undefined) f.resumedAt = resumedAt;
+      for (const f of this.recipeHolderFaults)
+        if (f.worker === beside.worker.id && f.resumedAt === undefined) f.resumedAt = resumedAt;
     }
     record.detail += ` for ${ms} ms`;
   }
@@ -296,12 +317,21 @@ export class FaultSchedule {
     });
     if (holding.length === 0) return undefined;
     const { worker, last } = rng.pick(holding);
-    const faults = (last.keys ?? [last.key]).map((key) => ({ kind, at: 0, key, createRevision: last.token, lease: last.leaseId, worker: worker.id }));
+    const faults = (last.keys ?? [last.key]).map((key) => ({
+      kind,
+      at: 0,
+      key,
+      createRevision: last.token,
+      lease: last.leaseId,
+      worker: worker.id,
+    }));
     return { worker, faults };
   }
 
   /** The oldest key under the lock prefix (etcd's holder) and its live, running worker. */
-  async #findHolder(): Promise<{ kv: { key: string; createRevision: number; lease: string }; worker: WorkerHandle } | undefined> {
+  async #findHolder(): Promise<
+    { kv: { key: string; createRevision: number; lease: string }; worker: WorkerHandle } | undefined
+  > {
     const { cluster, pool, lockPrefix } = this.#ctx;
     const deadline = performance.now() + 3_000;
     while (performance.now() < deadline) {
@@ -309,7 +339,13 @@ export class FaultSchedule {
         const { kvs } = await rangePrefix(cluster.endpoints, lockPrefix, { limit: 1, timeoutMs: 1_000 });
         const kv = kvs[0];
         const worker = kv === undefined ? undefined : pool.byLeaseHex(kv.key.slice(lockPrefix.length));
-        if (kv !== undefined && worker !== undefined && worker.killedAt === undefined && worker.exitedAt === undefined && !this.#frozenWorkers.has(worker)) {
+        if (
+          kv !== undefined &&
+          worker !== undefined &&
+          worker.killedAt === undefined &&
+          worker.exitedAt === undefined &&
+          !this.#frozenWorkers.has(worker)
+        ) {
           return { kv, worker };
         }
       } catch {

@@ -34,7 +34,12 @@ export async function post<T>(endpoint: string, path: string, body: unknown, tim
 }
 
 /** Tries each endpoint in turn until one answers. */
-export async function postAny<T>(endpoints: readonly string[], path: string, body: unknown, timeoutMs = 2_000): Promise<T> {
+export async function postAny<T>(
+  endpoints: readonly string[],
+  path: string,
+  body: unknown,
+  timeoutMs = 2_000,
+): Promise<T> {
   let last: unknown;
   for (const endpoint of endpoints) {
     try {
@@ -117,7 +122,10 @@ export async function rangePrefix(
 }
 
 export async function putKey(endpoints: readonly string[], key: string, value: string): Promise<number> {
-  const r = await postAny<{ header?: { revision?: string } }>(endpoints, "/v3/kv/put", { key: b64(key), value: b64(value) });
+  const r = await postAny<{ header?: { revision?: string } }>(endpoints, "/v3/kv/put", {
+    key: b64(key),
+    value: b64(value),
+  });
   return Number(r.header?.revision ?? 0);
 }
 

@@ -34,7 +34,7 @@ describe("HttpFramer", () => {
   for (const step of [1, 3, 7, 10_000]) {
     it(`splits keep-alive requests at their boundaries (fed ${step} bytes at a time)`, () => {
       const first = post("/v3/kv/txn", '{"compare":[]}');
-      const second = chunkedPost("/v3/kv/range?x=1", ["{\"key\":", "\"YQ==\"}"]);
+      const second = chunkedPost("/v3/kv/range?x=1", ['{"key":', '"YQ=="}']);
       const third = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
       const { messages, heads, ends } = frame(new HttpFramer("request"), first + second + third, step);
       expect(heads).toEqual(["POST /v3/kv/txn HTTP/1.1", "POST /v3/kv/range?x=1 HTTP/1.1", "GET /health HTTP/1.1"]);
@@ -43,7 +43,7 @@ describe("HttpFramer", () => {
     });
 
     it(`splits answers: content-length, chunked with trailers, then one that lasts until close (${step})`, () => {
-      const a = 'HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello';
+      const a = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
       const b = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;ext=1\r\nabc\r\n0\r\nX-Trailer: 1\r\n\r\n";
       const c = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the end";
       const framer = new HttpFramer("response");
@@ -87,9 +87,9 @@ describe("HttpFramer", () => {
 
   it("a head larger than 64 KiB turns the connection opaque, losing no byte", () => {
     const huge = `GET / HTTP/1.1\r\nX: ${"a".repeat(70 * 1024)}`;
-    const { opaque, heads } = frame(new HttpFramer("request"), huge + "\r\n\r\nmore", 4096);
+    const { opaque, heads } = frame(new HttpFramer("request"), `${huge}\r\n\r\nmore`, 4096);
     expect(heads).toEqual([]);
-    expect(opaque).toBe(huge + "\r\n\r\nmore");
+    expect(opaque).toBe(`${huge}\r\n\r\nmore`);
   });
 
   it("parses a request line into method and path without the query", () => {

@@ -75,7 +75,15 @@ class Scenario {
   join(id: string, ...keys: string[]): number {
     const revision = ++this.revision;
     const t = this.#tick();
-    for (const key of keys) this.lineEvents.push({ type: "put", key: L + key, revision, createRevision: revision, lease: this.leases.get(id)!, t });
+    for (const key of keys)
+      this.lineEvents.push({
+        type: "put",
+        key: L + key,
+        revision,
+        createRevision: revision,
+        lease: this.leases.get(id)!,
+        t,
+      });
     return revision;
   }
 
@@ -83,23 +91,49 @@ class Scenario {
   acquire(id: string, token: number, keys: string[], names: string[] = []): void {
     const recipe = this.workers.get(id)!.kind.recipe;
     const full = keys.map((k) => L + k);
-    this.#emit(id, { ev: "acquired", t: this.#tick(), key: full[0]!, token, leaseId: this.leases.get(id)!, waitStart: T0, recipe, keys: full, names: names.map((n) => L + n), at: this.revision });
+    this.#emit(id, {
+      ev: "acquired",
+      t: this.#tick(),
+      key: full[0]!,
+      token,
+      leaseId: this.leases.get(id)!,
+      waitStart: T0,
+      recipe,
+      keys: full,
+      names: names.map((n) => L + n),
+      at: this.revision,
+    });
   }
 
   /** A fenced increment of each counter, committed at the next revision. */
   commit(id: string, token: number, ...which: Counter[]): void {
     const attempt = `${id}.${this.#seq++}`;
     const revision = ++this.revision;
-    const writes = which.map((c) => ({ counterKey: counters[c], logKey: `${c}/log/${token}.${attempt}`, value: this.logs[c].length + 1 }));
+    const writes = which.map((c) => ({
+      counterKey: counters[c],
+      logKey: `${c}/log/${token}.${attempt}`,
+      value: this.logs[c].length + 1,
+    }));
     this.#emit(id, { ev: "fenced-sent", t: this.#tick(), attempt, token, writes });
-    which.forEach((c, i) => this.logs[c].push({ key: writes[i]!.logKey, modRevision: revision, token, value: writes[i]!.value, attempt }));
+    which.forEach((c, i) => {
+      this.logs[c].push({ key: writes[i]!.logKey, modRevision: revision, token, value: writes[i]!.value, attempt });
+    });
     this.#emit(id, { ev: "commit", t: this.#tick(), attempt, outcome: "ok" });
   }
 
   /** A reader's fenced read, at the current revision. */
   read(id: string, token: number, key: string, pass: number): void {
     const modRevision = this.logs.rw.at(-1)?.modRevision ?? 0;
-    this.#emit(id, { ev: "read", t: this.#tick(), key: L + key, token, pass, outcome: "ok", revision: this.revision, modRevision });
+    this.#emit(id, {
+      ev: "read",
+      t: this.#tick(),
+      key: L + key,
+      token,
+      pass,
+      outcome: "ok",
+      revision: this.revision,
+      modRevision,
+    });
   }
 
   /** Reports done, then deletes the keys in one revision. */
@@ -112,7 +146,15 @@ class Scenario {
   drop(id: string, token: number, ...keys: string[]): void {
     const revision = ++this.revision;
     const t = this.#tick();
-    for (const key of keys) this.lineEvents.push({ type: "delete", key: L + key, revision, createRevision: token, lease: this.leases.get(id)!, t });
+    for (const key of keys)
+      this.lineEvents.push({
+        type: "delete",
+        key: L + key,
+        revision,
+        createRevision: token,
+        lease: this.leases.get(id)!,
+        t,
+      });
   }
 
   record(permits: number): RunRecord {
@@ -175,7 +217,13 @@ function cleanScenario(): Scenario {
     .worker("w0", "writer", "5")
     .worker("m0", "name-mutex", "6")
     .worker("a0", "lock-all", "7");
-  s.ask("s0", "sem").ask("s1", "sem").ask("s2", "sem").ask("r0", "rw").ask("w0", "rw").ask("m0", "n0").ask("a0", "n0", "n1");
+  s.ask("s0", "sem")
+    .ask("s1", "sem")
+    .ask("s2", "sem")
+    .ask("r0", "rw")
+    .ask("w0", "rw")
+    .ask("m0", "n0")
+    .ask("a0", "n0", "n1");
   const a = s.join("s0", "sem/1-a");
   s.acquire("s0", a, ["sem/1-a"], ["sem"]);
   const b = s.join("s1", "sem/2-b");
@@ -317,7 +365,13 @@ describe("recipe checks", () => {
     it("fails a writer's refused commit that found its lock held and the counter moved", () => {
       const record = cleanScenario().record(2);
       events(record, "w0").push(
-        { ev: "fenced-sent", t: T0, attempt: "w0.9", token: 111, writes: [{ counterKey: counters.rw, logKey: "rw/log/x", value: 2 }] },
+        {
+          ev: "fenced-sent",
+          t: T0,
+          attempt: "w0.9",
+          token: 111,
+          writes: [{ counterKey: counters.rw, logKey: "rw/log/x", value: 2 }],
+        },
         { ev: "commit", t: T0, attempt: "w0.9", outcome: "refused", ownKeyHeld: true, counterMoved: true },
       );
       expect(checkRWLock(record, recipesOf(record)).ok).toBe(false);
@@ -353,7 +407,13 @@ describe("recipe checks", () => {
     it("fails a refused lockAll write that found its locks held and a counter moved", () => {
       const record = cleanScenario().record(2);
       events(record, "a0").push(
-        { ev: "fenced-sent", t: T0, attempt: "a0.9", token: 117, writes: [{ counterKey: counters.n0, logKey: "n0/log/x", value: 3 }] },
+        {
+          ev: "fenced-sent",
+          t: T0,
+          attempt: "a0.9",
+          token: 117,
+          writes: [{ counterKey: counters.n0, logKey: "n0/log/x", value: 3 }],
+        },
         { ev: "commit", t: T0, attempt: "a0.9", outcome: "refused", ownKeyHeld: true, counterMoved: true },
       );
       expect(checkSharedNames(record, recipesOf(record)).ok).toBe(false);
@@ -511,7 +571,15 @@ describe("recipe checks", () => {
       const record = s.record(2);
       const recipes = recipesOf(record);
       record.workers.find((w) => w.id === "a1")!.killedAt = at;
-      for (const key of ["n0/a", "n1/a"]) recipes.holderFaults.push({ kind: "kill-holder", at, key: L + key, createRevision: all, lease: "10", worker: "a1" });
+      for (const key of ["n0/a", "n1/a"])
+        recipes.holderFaults.push({
+          kind: "kill-holder",
+          at,
+          key: L + key,
+          createRevision: all,
+          lease: "10",
+          worker: "a1",
+        });
       expect(checkRecipeHolders(record, recipes).ok).toBe(false);
       for (const f of recipes.holderFaults) f.at += 1_000;
       expect(checkRecipeHolders(record, recipes).ok).toBe(true);

@@ -66,7 +66,15 @@ export function holdings(record: RunRecord): Holding[] {
   for (const worker of record.workers) {
     for (const e of worker.events) {
       if (e.ev !== "acquired" || e.recipe === undefined) continue;
-      out.push({ worker, recipe: e.recipe, keys: e.keys ?? [e.key], names: e.names ?? [], token: e.token, at: e.at ?? e.token, t: e.t });
+      out.push({
+        worker,
+        recipe: e.recipe,
+        keys: e.keys ?? [e.key],
+        names: e.names ?? [],
+        token: e.token,
+        at: e.at ?? e.token,
+        t: e.t,
+      });
     }
   }
   return out;
@@ -79,11 +87,27 @@ export function recipeAttempts(record: RunRecord): Map<string, Attempt[]> {
     const byAttempt = new Map<string, Attempt[]>();
     for (const e of worker.events) {
       if (e.ev === "fenced-sent") {
-        const made = e.writes.map((w): Attempt => ({ worker: worker.id, attempt: e.attempt, token: e.token, logKey: w.logKey, outcome: "unreported" }));
-        e.writes.forEach((w, i) => byCounter.set(w.counterKey, [...(byCounter.get(w.counterKey) ?? []), made[i]!]));
+        const made = e.writes.map(
+          (w): Attempt => ({
+            worker: worker.id,
+            attempt: e.attempt,
+            token: e.token,
+            logKey: w.logKey,
+            outcome: "unreported",
+          }),
+        );
+        e.writes.forEach((w, i) => {
+          byCounter.set(w.counterKey, [...(byCounter.get(w.counterKey) ?? []), made[i]!]);
+        });
         byAttempt.set(e.attempt, made);
       } else if (e.ev === "commit") {
-        for (const a of byAttempt.get(e.attempt) ?? []) Object.assign(a, { outcome: e.outcome, code: e.code, ownKeyHeld: e.ownKeyHeld, counterMoved: e.counterMoved });
+        for (const a of byAttempt.get(e.attempt) ?? [])
+          Object.assign(a, {
+            outcome: e.outcome,
+            code: e.code,
+            ownKeyHeld: e.ownKeyHeld,
+            counterMoved: e.counterMoved,
+          });
       }
     }
   }
@@ -119,10 +143,20 @@ export function olderAlive(events: readonly LockEvent[], placements: readonly Pl
 }
 
 /** Each labelled placement that broke its rule, described. */
-function unentitled(events: readonly LockEvent[], asked: ReadonlyArray<{ placement: Placement; limit: number; label: string }>): string[] {
-  const counts = olderAlive(events, asked.map((a) => a.placement));
+function unentitled(
+  events: readonly LockEvent[],
+  asked: ReadonlyArray<{ placement: Placement; limit: number; label: string }>,
+): string[] {
+  const counts = olderAlive(
+    events,
+    asked.map((a) => a.placement),
+  );
   return asked.flatMap((a, i) =>
-    counts[i]! >= a.limit ? [`${a.label} at revision ${a.placement.revision} with ${counts[i]} older key(s) alive under ${a.placement.prefix} (at most ${a.limit - 1})`] : [],
+    counts[i]! >= a.limit
+      ? [
+          `${a.label} at revision ${a.placement.revision} with ${counts[i]} older key(s) alive under ${a.placement.prefix} (at most ${a.limit - 1})`,
+        ]
+      : [],
   );
 }
 
@@ -135,7 +169,9 @@ interface Span {
 }
 
 function spans(recipes: RecipeRecord, held: readonly Holding[]): Span[] {
-  const deletedAt = new Map(incarnations(recipes.lineEvents).map((i) => [`${i.key}@${i.create}`, i.deleteRevision ?? Infinity]));
+  const deletedAt = new Map(
+    incarnations(recipes.lineEvents).map((i) => [`${i.key}@${i.create}`, i.deleteRevision ?? Infinity]),
+  );
   return held.flatMap((h) =>
     rulesOf(recipes, h.recipe, h.names).map((rule, i) => ({
       holding: h,
@@ -151,7 +187,10 @@ function spans(recipes: RecipeRecord, held: readonly Holding[]): Span[] {
  * The most holdings of each line at once, by revision (a holding counts from the revision that showed it
  * acquired until its key was deleted), and the first revisions where `tooMany` said a line held too many.
  */
-export function occupancy(all: readonly Span[], tooMany: (holders: readonly Holding[]) => boolean): { max: Map<string, number>; overflows: string[] } {
+export function occupancy(
+  all: readonly Span[],
+  tooMany: (holders: readonly Holding[]) => boolean,
+): { max: Map<string, number>; overflows: string[] } {
   const edges = all.flatMap((s) => [
     { revision: s.from, enter: true, span: s },
     { revision: s.to, enter: false, span: s },
@@ -173,7 +212,9 @@ export function occupancy(all: readonly Span[], tooMany: (holders: readonly Hold
     max.set(edge.span.line, Math.max(max.get(edge.span.line) ?? 0, set.size));
     const holders = [...set].map((s) => s.holding);
     if (tooMany(holders) && overflows.length < MAX_DETAILS) {
-      overflows.push(`${edge.span.line} at revision ${edge.revision}: ${holders.map((h) => `${h.worker.id} ${h.recipe}@${h.token}`).join(", ")}`);
+      overflows.push(
+        `${edge.span.line} at revision ${edge.revision}: ${holders.map((h) => `${h.worker.id} ${h.recipe}@${h.token}`).join(", ")}`,
+      );
     }
   }
   return { max, overflows };
@@ -190,7 +231,10 @@ function guardedOf(recipes: RecipeRecord): GuardedRecord[] {
 
 export function checkRecipeCounters(record: RunRecord, recipes: RecipeRecord): CheckResult {
   const byCounter = recipeAttempts(record);
-  const verdicts = guardedOf(recipes).map((g) => ({ g, v: counterVerdict(g.counter, g.logs, byCounter.get(g.counterKey) ?? []) }));
+  const verdicts = guardedOf(recipes).map((g) => ({
+    g,
+    v: counterVerdict(g.counter, g.logs, byCounter.get(g.counterKey) ?? []),
+  }));
   return {
     name: "recipe counters match their commits (no lost update)",
     ok: verdicts.every(({ v }) => v.ok),
@@ -200,7 +244,11 @@ export function checkRecipeCounters(record: RunRecord, recipes: RecipeRecord): C
 }
 
 /** Placements of `held` at the revision that showed each acquired, and of each landed commit in `logs`. */
-function placementsOf(recipes: RecipeRecord, held: readonly Holding[], commits: ReadonlyArray<{ logs: readonly LogEntry[]; rule: Rule; what: string }>) {
+function placementsOf(
+  recipes: RecipeRecord,
+  held: readonly Holding[],
+  commits: ReadonlyArray<{ logs: readonly LogEntry[]; rule: Rule; what: string }>,
+) {
   return [
     ...held.flatMap((h) =>
       rulesOf(recipes, h.recipe, h.names).map((rule) => ({
@@ -210,7 +258,11 @@ function placementsOf(recipes: RecipeRecord, held: readonly Holding[], commits: 
       })),
     ),
     ...commits.flatMap(({ logs, rule, what }) =>
-      logs.map((l) => ({ placement: { revision: l.modRevision, prefix: rule.prefix, token: l.token }, limit: rule.limit, label: `${what} commit ${l.attempt} (token ${l.token})` })),
+      logs.map((l) => ({
+        placement: { revision: l.modRevision, prefix: rule.prefix, token: l.token },
+        limit: rule.limit,
+        label: `${what} commit ${l.attempt} (token ${l.token})`,
+      })),
     ),
   ];
 }
@@ -220,7 +272,10 @@ export function checkSemaphore(record: RunRecord, recipes: RecipeRecord): CheckR
   const { permits, semaphore } = recipes;
   const held = holdings(record).filter((h) => h.recipe === "semaphore");
   const rule = rulesOf(recipes, "semaphore", [])[0]!;
-  const bad = unentitled(recipes.lineEvents, placementsOf(recipes, held, [{ logs: semaphore.logs, rule, what: "semaphore" }]));
+  const bad = unentitled(
+    recipes.lineEvents,
+    placementsOf(recipes, held, [{ logs: semaphore.logs, rule, what: "semaphore" }]),
+  );
   const { max, overflows } = occupancy(spans(recipes, held), (holders) => holders.length > permits);
   const tried = recipeAttempts(record).get(semaphore.counterKey) ?? [];
   const casLost = overlaps(tried).length;
@@ -247,10 +302,25 @@ export function checkRWLock(record: RunRecord, recipes: RecipeRecord): CheckResu
   const held = holdings(record).filter((h) => h.recipe === "reader" || h.recipe === "writer");
   const writerRule = rulesOf(recipes, "writer", [])[0]!;
   const readerRule = rulesOf(recipes, "reader", [])[0]!;
-  const reads: Array<{ worker: string; key: string; token: number; pass: number; revision: number; modRevision: number }> = [];
+  const reads: Array<{
+    worker: string;
+    key: string;
+    token: number;
+    pass: number;
+    revision: number;
+    modRevision: number;
+  }> = [];
   for (const worker of record.workers) {
     for (const e of worker.events) {
-      if (e.ev === "read" && e.outcome === "ok") reads.push({ worker: worker.id, key: e.key, token: e.token, pass: e.pass, revision: e.revision ?? 0, modRevision: e.modRevision ?? 0 });
+      if (e.ev === "read" && e.outcome === "ok")
+        reads.push({
+          worker: worker.id,
+          key: e.key,
+          token: e.token,
+          pass: e.pass,
+          revision: e.revision ?? 0,
+          modRevision: e.modRevision ?? 0,
+        });
     }
   }
   const bad = unentitled(recipes.lineEvents, [
@@ -271,14 +341,19 @@ export function checkRWLock(record: RunRecord, recipes: RecipeRecord): CheckResu
   for (const r of reads) byHold.set(`${r.key}@${r.token}`, [...(byHold.get(`${r.key}@${r.token}`) ?? []), r]);
   for (const [hold, pair] of byHold) {
     const seen = new Set(pair.map((r) => r.modRevision));
-    if (seen.size > 1) moved.push(`${pair[0]!.worker} read ${hold}: the counter moved between its fenced reads (mod revisions ${[...seen].join(", ")})`);
+    if (seen.size > 1)
+      moved.push(
+        `${pair[0]!.worker} read ${hold}: the counter moved between its fenced reads (mod revisions ${[...seen].join(", ")})`,
+      );
   }
   const writesUnderLiveLock = overlaps(recipeAttempts(record).get(rwlock.counterKey) ?? []);
   const details = [
     ...overflows.map((o) => `a writer beside another holder: ${o}`),
     ...bad,
     ...moved,
-    ...writesUnderLiveLock.map((a) => `${a.attempt} (token ${a.token}): the counter moved while its write lock was held`),
+    ...writesUnderLiveLock.map(
+      (a) => `${a.attempt} (token ${a.token}): the counter moved while its write lock was held`,
+    ),
   ];
   const readers = held.filter((h) => h.recipe === "reader").length;
   return {
@@ -296,15 +371,23 @@ export function checkRWLock(record: RunRecord, recipes: RecipeRecord): CheckResu
 export function checkSharedNames(record: RunRecord, recipes: RecipeRecord): CheckResult {
   const held = holdings(record).filter((h) => h.recipe === "lock-all" || h.recipe === "name-mutex");
   const byCounter = recipeAttempts(record);
-  const commits = recipes.names.map((n) => ({ logs: n.logs, rule: { prefix: n.prefix, limit: 1 }, what: shortName(n.name) }));
+  const commits = recipes.names.map((n) => ({
+    logs: n.logs,
+    rule: { prefix: n.prefix, limit: 1 },
+    what: shortName(n.name),
+  }));
   const bad = unentitled(recipes.lineEvents, placementsOf(recipes, held, commits));
   const { max, overflows } = occupancy(spans(recipes, held), (holders) => holders.length > 1);
-  const underLiveLock = recipes.names.flatMap((n) => overlaps(byCounter.get(n.counterKey) ?? []).map((a) => ({ n, a })));
+  const underLiveLock = recipes.names.flatMap((n) =>
+    overlaps(byCounter.get(n.counterKey) ?? []).map((a) => ({ n, a })),
+  );
   const multi = held.filter((h) => h.recipe === "lock-all");
   const details = [
     ...overflows.map((o) => `two holders of one name: ${o}`),
     ...bad,
-    ...underLiveLock.map(({ n, a }) => `${a.attempt} (token ${a.token}): ${shortName(n.name)}'s counter moved while its locks were held`),
+    ...underLiveLock.map(
+      ({ n, a }) => `${a.attempt} (token ${a.token}): ${shortName(n.name)}'s counter moved while its locks were held`,
+    ),
   ];
   return {
     name: "lockAll and mutex holders of a shared name never overlap",
@@ -332,13 +415,16 @@ export function checkRecipeTokens(record: RunRecord, recipes: RecipeRecord): Che
     if (key !== undefined && key !== p.keys[0]) shared.push(`permits ${key} and ${p.keys[0]} share token ${p.token}`);
     keyOfToken.set(p.token, p.keys[0]!);
   }
-  const details = [...ordered.flatMap(({ g, order }) => order.details.map((d) => `${shortName(g.name)}: ${d}`)), ...shared];
+  const details = [
+    ...ordered.flatMap(({ g, order }) => order.details.map((d) => `${shortName(g.name)}: ${d}`)),
+    ...shared,
+  ];
   return {
     name: "recipe fencing tokens increase per name",
     ok: details.length === 0,
-    summary:
-      ordered.map(({ g, order }) => `${shortName(g.name)} ${order.logs.length} commits, ${order.details.length} backwards`).join("; ") +
-      `; semaphore: ${keyOfToken.size} distinct tokens for ${permits.length} permits granted`,
+    summary: `${ordered
+      .map(({ g, order }) => `${shortName(g.name)} ${order.logs.length} commits, ${order.details.length} backwards`)
+      .join("; ")}; semaphore: ${keyOfToken.size} distinct tokens for ${permits.length} permits granted`,
     details: details.slice(0, MAX_DETAILS),
   };
 }
@@ -421,7 +507,16 @@ export interface Orphan {
 }
 
 /** The calls that acquire something, in a recipe worker. */
-const ACQUIRING = new Set<string>(["acquire", "readLock", "writeLock", "lockAll", "lock", "withSemaphore", "withLocks", "withLock"]);
+const ACQUIRING = new Set<string>([
+  "acquire",
+  "readLock",
+  "writeLock",
+  "lockAll",
+  "lock",
+  "withSemaphore",
+  "withLocks",
+  "withLock",
+]);
 
 /** One acquisition a recipe worker asked for: from its `asking` to its next, what it took and how its call ended. */
 interface Asked {
@@ -440,7 +535,8 @@ function askedOf(worker: WorkerRecord): Asked[] {
     if (e.ev === "asking") out.push({ t: e.t, names: e.names, took: new Set() });
     else if (current === undefined) continue;
     else if (e.ev === "acquired") current.took.add(e.token);
-    else if (e.ev === "call" && ACQUIRING.has(e.op) && current.end === undefined) current.end = { t: e.t, ok: e.ok, op: e.op, code: e.code };
+    else if (e.ev === "call" && ACQUIRING.has(e.op) && current.end === undefined)
+      current.end = { t: e.t, ok: e.ok, op: e.op, code: e.code };
   }
   return out;
 }
@@ -475,15 +571,25 @@ export function orphanKeys(record: RunRecord, recipes: RecipeRecord): Orphan[] {
     if (all.some((a) => a.t < inc.putT && a.took.has(inc.create))) continue;
     const adopted = all.find((a) => a.t >= inc.putT && a.took.has(inc.create));
     // A per-acquisition key met before (shared names reuse `<name>/<leaseHex>` by design).
-    const again = before !== undefined && !recipes.names.some((n) => n.name === line) ? `; the same key was created at revision ${before.create} and deleted at ${before.deleteRevision ?? "-"}` : "";
+    const again =
+      before !== undefined && !recipes.names.some((n) => n.name === line)
+        ? `; the same key was created at revision ${before.create} and deleted at ${before.deleteRevision ?? "-"}`
+        : "";
     const asking = all.filter((a) => a.t < inc.putT).at(-1);
-    const orphan = (why: string) => out.push({ inc, owner, why: why + again + (adopted ? `; its owner's acquisition asked at ${at(adopted.t)} adopted it` : "") });
+    const orphan = (why: string) =>
+      out.push({
+        inc,
+        owner,
+        why: why + again + (adopted ? `; its owner's acquisition asked at ${at(adopted.t)} adopted it` : ""),
+      });
     // A late copy is the SDK's to clean up: its session sweeps it on a renewal, unless a caller of the
     // session adopts it first. It blocks the line only if it stands longer than a failed acquisition's key may.
     const lateKeyGone = Math.min(inc.deleteT ?? Infinity, adopted?.t ?? Infinity) - inc.putT <= recipes.leaveBoundMs;
     if (lateKeyGone && (asking === undefined || !asking.names.includes(line) || asking.took.size > 0)) continue;
     if (asking === undefined || !asking.names.includes(line)) {
-      orphan(`put while its owner was asking for ${asking === undefined ? "nothing" : asking.names.map(shortName).join(",")}`);
+      orphan(
+        `put while its owner was asking for ${asking === undefined ? "nothing" : asking.names.map(shortName).join(",")}`,
+      );
     } else if (asking.took.size > 0) {
       orphan(`put while its owner's acquisition took another key (token ${[...asking.took].join(",")})`);
     } else if (
@@ -533,14 +639,18 @@ export interface RecipeWait {
  * owner's slow release; the recipes share the mutex's release code, which that check already judges).
  * Excluded: contenders whose process was frozen or killed meanwhile.
  */
-export function recipeWaits(record: RunRecord, recipes: RecipeRecord): { waits: RecipeWait[]; excluded: number; unknown: number; orphans: number } {
+export function recipeWaits(
+  record: RunRecord,
+  recipes: RecipeRecord,
+): { waits: RecipeWait[]; excluded: number; unknown: number; orphans: number } {
   const ownerByLease = new Map<string, WorkerRecord>();
   for (const w of record.workers) for (const lease of w.leases) ownerByLease.set(lease, w);
   const acquired = new Map<string, { t: number; recipe: Recipe | undefined }>();
   for (const w of record.workers) {
     for (const e of w.events) {
       if (e.ev !== "acquired" || e.recipe === undefined) continue;
-      for (const key of e.keys ?? [e.key]) if (!acquired.has(`${key}@${e.token}`)) acquired.set(`${key}@${e.token}`, { t: e.t, recipe: e.recipe });
+      for (const key of e.keys ?? [e.key])
+        if (!acquired.has(`${key}@${e.token}`)) acquired.set(`${key}@${e.token}`, { t: e.t, recipe: e.recipe });
     }
   }
   // Keys no caller waits for (checkOrphanKeys judges them).
@@ -559,8 +669,18 @@ export function recipeWaits(record: RunRecord, recipes: RecipeRecord): { waits: 
     const got = acquired.get(`${c.keys[0]}@${c.create}`);
     const end = got?.t ?? c.deleteT ?? record.workersEndedAt;
     if (owner === undefined) unknown++;
-    else if ((owner.killedAt !== undefined && owner.killedAt <= end) || frozenDuring(owner, c.entitledT, end)) excluded++;
-    else waits.push({ worker: owner.id, recipe: got?.recipe, keys: c.keys, token: c.create, entitledT: c.entitledT, acquiredAt: got?.t, waitMs: Math.max(0, end - c.entitledT) });
+    else if ((owner.killedAt !== undefined && owner.killedAt <= end) || frozenDuring(owner, c.entitledT, end))
+      excluded++;
+    else
+      waits.push({
+        worker: owner.id,
+        recipe: got?.recipe,
+        keys: c.keys,
+        token: c.create,
+        entitledT: c.entitledT,
+        acquiredAt: got?.t,
+        waitMs: Math.max(0, end - c.entitledT),
+      });
   }
   return { waits, excluded, unknown, orphans };
 }

@@ -42,7 +42,11 @@ export function recipeRound(ctx: RecipeContext, recipe: Recipe): () => Promise<v
   const { semaphore, rwlock, names } = config.recipes;
   const waitOptions = { timeout: config.lockTimeout, wait: config.kind.wait, pollInterval: config.pollInterval };
   const oneShot = config.kind.mode === "withlock-auto" || config.kind.mode === "withlock-manual";
-  const withOptions = { ...waitOptions, ttl: config.ttl, keepAlive: config.kind.mode === "withlock-manual" ? ("manual" as const) : ("auto" as const) };
+  const withOptions = {
+    ...waitOptions,
+    ttl: config.ttl,
+    keepAlive: config.kind.mode === "withlock-manual" ? ("manual" as const) : ("auto" as const),
+  };
   // withSemaphore / withLocks / withLock: grant or reuse the lease, the wait, fn (get, txn, hold), the release.
   const oneShotBudget = config.lockTimeout + 4 * T + config.maxHold;
 
@@ -82,12 +86,17 @@ export function recipeRound(ctx: RecipeContext, recipe: Recipe): () => Promise<v
    */
   async function fencedIncrement(h: Holding, guarded: readonly Guarded[]): Promise<void> {
     const read = await call("get", T, () =>
-      etcd.txn().then(...guarded.map((g) => op.get(g.counterKey))).commit({ timeout: T }),
+      etcd
+        .txn()
+        .then(...guarded.map((g) => op.get(g.counterKey)))
+        .commit({ timeout: T }),
     );
-    const seen = (read.responses as unknown as Array<{ kvs: Array<{ value: string; modRevision: number }> }>).map((r) => ({
-      value: r.kvs[0] === undefined ? 0 : Number(r.kvs[0].value),
-      modRevision: r.kvs[0]?.modRevision ?? 0,
-    }));
+    const seen = (read.responses as unknown as Array<{ kvs: Array<{ value: string; modRevision: number }> }>).map(
+      (r) => ({
+        value: r.kvs[0] === undefined ? 0 : Number(r.kvs[0].value),
+        modRevision: r.kvs[0]?.modRevision ?? 0,
+      }),
+    );
     await sleep(rng.int(0, config.maxHold));
     const attempt = ctx.nextAttempt();
     const writes: FencedWrite[] = guarded.map((g, i) => ({
@@ -111,7 +120,9 @@ export function recipeRound(ctx: RecipeContext, recipe: Recipe): () => Promise<v
           .commit({ timeout: T }),
       );
       if (result.succeeded) return emit({ ev: "commit", t: wallNow(), attempt, outcome: "ok" });
-      const found = result.responses as unknown as Array<{ kvs: Array<{ createRevision: number; modRevision: number }> }>;
+      const found = result.responses as unknown as Array<{
+        kvs: Array<{ createRevision: number; modRevision: number }>;
+      }>;
       const own = found.slice(0, h.keys.length);
       const counters = found.slice(h.keys.length);
       emit({
@@ -134,14 +145,24 @@ export function recipeRound(ctx: RecipeContext, recipe: Recipe): () => Promise<v
       const base = { ev: "read" as const, key: h.keys[0]!, token: h.revision, pass };
       try {
         const result = await call("read", T, () =>
-          etcd.txn().if(...h.ifHeld()).then(op.get(rwlock.counterKey)).commit({ timeout: T }),
+          etcd
+            .txn()
+            .if(...h.ifHeld())
+            .then(op.get(rwlock.counterKey))
+            .commit({ timeout: T }),
         );
         if (!result.succeeded) {
           emit({ ...base, t: wallNow(), outcome: "refused" });
           return;
         }
         const [counter] = result.responses as unknown as Array<{ kvs: Array<{ modRevision: number }> }>;
-        emit({ ...base, t: wallNow(), outcome: "ok", revision: result.header.revision, modRevision: counter?.kvs[0]?.modRevision ?? 0 });
+        emit({
+          ...base,
+          t: wallNow(),
+          outcome: "ok",
+          revision: result.header.revision,
+          modRevision: counter?.kvs[0]?.modRevision ?? 0,
+        });
       } catch (error) {
         emit({ ...base, t: wallNow(), outcome: "error", code: ctx.codeOf(error) });
         return;
@@ -150,7 +171,10 @@ export function recipeRound(ctx: RecipeContext, recipe: Recipe): () => Promise<v
   }
 
   /** unlock()/release(); one more try after a failure that is not final, as worker.ts's release. */
-  async function release(op: "unlock" | "release", end: (options: { timeout: number }) => Promise<void>): Promise<void> {
+  async function release(
+    op: "unlock" | "release",
+    end: (options: { timeout: number }) => Promise<void>,
+  ): Promise<void> {
     try {
       await call(op, T, () => end({ timeout: T }));
     } catch (error) {
@@ -159,7 +183,18 @@ export function recipeRound(ctx: RecipeContext, recipe: Recipe): () => Promise<v
     }
   }
 
-  const single = <H extends { key: string; name: string; revision: number; leaseId: string; header: ResponseHeader; ifHeld(): Compare }>(held: H): Holding => ({
+  const single = <
+    H extends {
+      key: string;
+      name: string;
+      revision: number;
+      leaseId: string;
+      header: ResponseHeader;
+      ifHeld(): Compare;
+    },
+  >(
+    held: H,
+  ): Holding => ({
     keys: [held.key],
     names: [held.name],
     revision: held.revision,
@@ -193,7 +228,12 @@ export function recipeRound(ctx: RecipeContext, recipe: Recipe): () => Promise<v
         return async () => {
           const waitStart = asking([semaphore.name]);
           await call("withSemaphore", oneShotBudget, () =>
-            etcd.withSemaphore(semaphore.name, semaphore.permits, (permit) => under(single(permit), waitStart, recipe, () => work(single(permit))), withOptions),
+            etcd.withSemaphore(
+              semaphore.name,
+              semaphore.permits,
+              (permit) => under(single(permit), waitStart, recipe, () => work(single(permit))),
+              withOptions,
+            ),
           );
         };
       }
@@ -221,24 +261,48 @@ export function recipeRound(ctx: RecipeContext, recipe: Recipe): () => Promise<v
           const rw = session.rwlock(rwlock.name);
           const held =
             recipe === "reader"
-              ? await call("readLock", config.lockTimeout, () => rw.readLock(waitOptions), (late) => void late.unlock({ timeout: T }).catch(noop))
-              : await call("writeLock", config.lockTimeout, () => rw.writeLock(waitOptions), (late) => void late.unlock({ timeout: T }).catch(noop));
+              ? await call(
+                  "readLock",
+                  config.lockTimeout,
+                  () => rw.readLock(waitOptions),
+                  (late) => void late.unlock({ timeout: T }).catch(noop),
+                )
+              : await call(
+                  "writeLock",
+                  config.lockTimeout,
+                  () => rw.writeLock(waitOptions),
+                  (late) => void late.unlock({ timeout: T }).catch(noop),
+                );
           const h = single(held);
           try {
-            await under(h, waitStart, recipe, () => (recipe === "reader" ? fencedReads(h) : fencedIncrement(h, [rwlock])));
+            await under(h, waitStart, recipe, () =>
+              recipe === "reader" ? fencedReads(h) : fencedIncrement(h, [rwlock]),
+            );
           } finally {
             await release("unlock", (o) => held.unlock(o));
           }
         });
     case "lock-all": {
-      const multi = (m: { keys: readonly string[]; names: readonly string[]; revision: number; leaseId: string; header: ResponseHeader; ifHeld(): Compare[] }): Holding => m;
+      const multi = (m: {
+        keys: readonly string[];
+        names: readonly string[];
+        revision: number;
+        leaseId: string;
+        header: ResponseHeader;
+        ifHeld(): Compare[];
+      }): Holding => m;
       const guardedOf = (chosen: readonly string[]) => chosen.map((name) => names.find((n) => n.name === name)!);
       if (oneShot) {
         return async () => {
           const chosen = someNames().map((n) => n.name);
           const waitStart = asking(chosen);
           await call("withLocks", oneShotBudget, () =>
-            etcd.withLocks(chosen, (locks) => under(multi(locks), waitStart, recipe, () => fencedIncrement(multi(locks), guardedOf(locks.names))), withOptions),
+            etcd.withLocks(
+              chosen,
+              (locks) =>
+                under(multi(locks), waitStart, recipe, () => fencedIncrement(multi(locks), guardedOf(locks.names))),
+              withOptions,
+            ),
           );
         };
       }
@@ -246,7 +310,12 @@ export function recipeRound(ctx: RecipeContext, recipe: Recipe): () => Promise<v
         onSession(async (session) => {
           const chosen = someNames().map((n) => n.name);
           const waitStart = asking(chosen);
-          const locks = await call("lockAll", config.lockTimeout, () => session.lockAll(chosen, waitOptions), (late) => void late.unlock({ timeout: T }).catch(noop));
+          const locks = await call(
+            "lockAll",
+            config.lockTimeout,
+            () => session.lockAll(chosen, waitOptions),
+            (late) => void late.unlock({ timeout: T }).catch(noop),
+          );
           try {
             await under(multi(locks), waitStart, recipe, () => fencedIncrement(multi(locks), guardedOf(locks.names)));
           } finally {
@@ -300,7 +369,11 @@ export function recipeRound(ctx: RecipeContext, recipe: Recipe): () => Promise<v
           const name = rng.pick(names);
           const waitStart = asking([name.name]);
           await call("withLock", oneShotBudget, () =>
-            etcd.withLock(name.name, (lock) => under(single(lock), waitStart, recipe, () => fencedIncrement(single(lock), [name])), withOptions),
+            etcd.withLock(
+              name.name,
+              (lock) => under(single(lock), waitStart, recipe, () => fencedIncrement(single(lock), [name])),
+              withOptions,
+            ),
           );
         };
       }
@@ -308,7 +381,12 @@ export function recipeRound(ctx: RecipeContext, recipe: Recipe): () => Promise<v
         onSession(async (session) => {
           const name = rng.pick(names);
           const waitStart = asking([name.name]);
-          const lock = await call("lock", config.lockTimeout, () => session.mutex(name.name).lock(waitOptions), (late) => void late.unlock({ timeout: T }).catch(noop));
+          const lock = await call(
+            "lock",
+            config.lockTimeout,
+            () => session.mutex(name.name).lock(waitOptions),
+            (late) => void late.unlock({ timeout: T }).catch(noop),
+          );
           try {
             await under(single(lock), waitStart, recipe, () => fencedIncrement(single(lock), [name]));
           } finally {

@@ -10,7 +10,10 @@ export interface Figures {
    * Per recipe (events.ts `Recipe`): acquisitions, its workers' fenced commits (a lockAll's counted once), and
    * the requests that carried joins or releases of several of its locks.
    */
-  recipes: Record<string, { acquisitions: number; commits: Record<Attempt["outcome"], number>; reads: number; batched: number }>;
+  recipes: Record<
+    string,
+    { acquisitions: number; commits: Record<Attempt["outcome"], number>; reads: number; batched: number }
+  >;
   commits: Record<"ok" | "refused" | "error" | "unreported", number>;
   /** Refused commits whose lock key was gone: stale holders stopped by ifHeld(). */
   fencedOut: number;
@@ -31,7 +34,15 @@ export function figures(record: RunRecord): Figures {
   let acquisitions = 0;
   for (const w of record.workers) {
     const recipe = w.kind.recipe;
-    const mine = recipe === undefined ? undefined : (recipes[recipe] ??= { acquisitions: 0, commits: { ok: 0, refused: 0, error: 0, unreported: 0 }, reads: 0, batched: 0 });
+    const mine =
+      recipe === undefined
+        ? undefined
+        : (recipes[recipe] ??= {
+            acquisitions: 0,
+            commits: { ok: 0, refused: 0, error: 0, unreported: 0 },
+            reads: 0,
+            batched: 0,
+          });
     for (const e of w.events) {
       if (mine !== undefined) {
         if (e.ev === "acquired") mine.acquisitions++;
@@ -45,7 +56,8 @@ export function figures(record: RunRecord): Figures {
       }
       if (e.ev === "acquired") {
         acquisitions++;
-        acquisitionsByMode[`${w.kind.mode}/${w.kind.wait}`] = (acquisitionsByMode[`${w.kind.mode}/${w.kind.wait}`] ?? 0) + 1;
+        acquisitionsByMode[`${w.kind.mode}/${w.kind.wait}`] =
+          (acquisitionsByMode[`${w.kind.mode}/${w.kind.wait}`] ?? 0) + 1;
       } else if (e.ev === "call" && !e.ok) {
         const key = `${e.op} ${e.code ?? "?"}`;
         failures[key] = (failures[key] ?? 0) + 1;
@@ -89,20 +101,29 @@ export function figures(record: RunRecord): Figures {
   };
 }
 
-export function formatReport(record: RunRecord, checks: CheckResult[], extra: { runDir?: string | undefined } = {}): string {
+export function formatReport(
+  record: RunRecord,
+  checks: CheckResult[],
+  extra: { runDir?: string | undefined } = {},
+): string {
   const f = figures(record);
   const s = record.settings;
   const lines: string[] = [];
   const seconds = (record.faultsEndedAt - record.startedAt) / 1000;
-  lines.push(`chaos: ${seconds.toFixed(0)} s of faults, seed ${s.seed}, ${s.workers} workers (${f.workersSpawned} processes with respawns), TTL ${s.ttl} s`);
-  if (s.faultKinds.length === 0) lines.push("faults: none (--faults none)");
-  else lines.push(
-    `faults: ${Object.entries(f.faults)
-      .map(([k, v]) => `${k} ${v.injected}${v.missed ? ` (+${v.missed} missed)` : ""}`)
-      .join(", ")}; leader changes seen ${f.leaderChanges}`,
-  );
   lines.push(
-    `mutex acquisitions: ${f.acquisitions} (${(f.acquisitions / seconds).toFixed(1)}/s) — ${Object.entries(f.acquisitionsByMode)
+    `chaos: ${seconds.toFixed(0)} s of faults, seed ${s.seed}, ${s.workers} workers (${f.workersSpawned} processes with respawns), TTL ${s.ttl} s`,
+  );
+  if (s.faultKinds.length === 0) lines.push("faults: none (--faults none)");
+  else
+    lines.push(
+      `faults: ${Object.entries(f.faults)
+        .map(([k, v]) => `${k} ${v.injected}${v.missed ? ` (+${v.missed} missed)` : ""}`)
+        .join(", ")}; leader changes seen ${f.leaderChanges}`,
+    );
+  lines.push(
+    `mutex acquisitions: ${f.acquisitions} (${(f.acquisitions / seconds).toFixed(1)}/s) — ${Object.entries(
+      f.acquisitionsByMode,
+    )
       .map(([k, v]) => `${k} ${v}`)
       .join(", ")}`,
   );
@@ -116,7 +137,10 @@ export function formatReport(record: RunRecord, checks: CheckResult[], extra: { 
         Object.entries(f.recipes)
           .map(([recipe, r]) => {
             const c = r.commits;
-            const did = recipe === "reader" ? `${r.reads} fenced reads` : `commits ${c.ok} ok, ${c.refused} refused, ${c.error} failed, ${c.unreported} unreported`;
+            const did =
+              recipe === "reader"
+                ? `${r.reads} fenced reads`
+                : `commits ${c.ok} ok, ${c.refused} refused, ${c.error} failed, ${c.unreported} unreported`;
             return `${recipe} ${r.acquisitions} acquisitions (${did}${r.batched > 0 ? `; ${r.batched} requests of joins or releases together` : ""})`;
           })
           .join("; "),
@@ -126,7 +150,9 @@ export function formatReport(record: RunRecord, checks: CheckResult[], extra: { 
   lines.push(`failed calls: ${failures.length === 0 ? "none" : failures.map(([k, v]) => `${k} ×${v}`).join(", ")}`);
   if (record.recipes !== undefined) {
     const recipeFailures = Object.entries(f.recipeFailures).sort((a, b) => b[1] - a[1]);
-    lines.push(`failed recipe calls: ${recipeFailures.length === 0 ? "none" : recipeFailures.map(([k, v]) => `${k} ×${v}`).join(", ")}`);
+    lines.push(
+      `failed recipe calls: ${recipeFailures.length === 0 ? "none" : recipeFailures.map(([k, v]) => `${k} ×${v}`).join(", ")}`,
+    );
   }
   lines.push("");
   for (const check of checks) {

@@ -13,7 +13,14 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { type EtcdCluster, startCluster } from "../etcd/harness.ts";
 import { type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
-import { type GuardedRecord, type LogEntry, type RecipeRecord, type RunRecord, runChecks, type Settings } from "./checks.ts";
+import {
+  type GuardedRecord,
+  type LogEntry,
+  type RecipeRecord,
+  type RunRecord,
+  runChecks,
+  type Settings,
+} from "./checks.ts";
 import { type Guarded, type RecipeNames, recipeKinds, WORKER_KINDS } from "./events.ts";
 import { FAULT_KINDS, type FaultKind, FaultSchedule } from "./faults.ts";
 import { putKey, rangePrefix, wallNow } from "./gateway.ts";
@@ -76,7 +83,8 @@ function faultKinds(text: string | undefined): readonly FaultKind[] {
   if (text === "none") return [];
   const kinds = text.split(",").map((k) => k.trim());
   for (const kind of kinds) {
-    if (!(FAULT_KINDS as readonly string[]).includes(kind)) throw new Error(`--faults: unknown fault ${kind}; known: ${FAULT_KINDS.join(", ")}, or none`);
+    if (!(FAULT_KINDS as readonly string[]).includes(kind))
+      throw new Error(`--faults: unknown fault ${kind}; known: ${FAULT_KINDS.join(", ")}, or none`);
   }
   return kinds as FaultKind[];
 }
@@ -88,7 +96,10 @@ const workerCount = Math.floor(positive("workers", args.workers));
 const ttl = positive("ttl", args.ttl);
 const withRecipes = !args["no-recipes"];
 // 2 or 3 permits, drawn from the seed unless given (on a stream of its own, so the schedule does not move).
-const permits = args.permits === undefined ? 2 + Math.floor(seeded(seed ^ 0x5e4a).next() * 2) : Math.floor(positive("permits", args.permits));
+const permits =
+  args.permits === undefined
+    ? 2 + Math.floor(seeded(seed ^ 0x5e4a).next() * 2)
+    : Math.floor(positive("permits", args.permits));
 const settings: Settings = {
   durationMs,
   faultKinds: [...kinds],
@@ -97,7 +108,10 @@ const settings: Settings = {
   ttl,
   electionTimeoutMs: ELECTION_TIMEOUT_MS,
   pollInterval: POLL_INTERVAL_MS,
-  freeWaitBoundMs: args["free-wait-bound"] === undefined ? freeWaitBound(workerCount) : positive("free-wait-bound", args["free-wait-bound"]),
+  freeWaitBoundMs:
+    args["free-wait-bound"] === undefined
+      ? freeWaitBound(workerCount)
+      : positive("free-wait-bound", args["free-wait-bound"]),
   // Timers fire late on two cores shared by three etcd members and the workers; a second is generous.
   callSlackMs: 1_000,
   // The longest round a worker can be in when asked to stop (withLock: grant, wait, fn, revoke), its
@@ -124,7 +138,10 @@ const counterKey = `${prefix}counter`;
 const logPrefix = `${prefix}log/`;
 // In no line: written after the workers are done, so the monitor's history is complete once it sees it.
 const SENTINEL = `${linesPrefix}~end`;
-const guarded = (name: string): Guarded => ({ counterKey: `${prefix}${name}/counter`, logPrefix: `${prefix}${name}/log/` });
+const guarded = (name: string): Guarded => ({
+  counterKey: `${prefix}${name}/counter`,
+  logPrefix: `${prefix}${name}/log/`,
+});
 const recipeNames: RecipeNames | undefined = withRecipes
   ? {
       semaphore: { name: `${linesPrefix}sem`, permits, ...guarded("sem") },
@@ -142,8 +159,14 @@ let schedule: FaultSchedule | undefined;
 let exitCode = 2;
 
 try {
-  log(`seed ${seed}, ${workerCount} workers, ${durationMs / 1000} s, TTL ${ttl} s, faults: ${kinds.join(", ") || "none"}`);
-  log(withRecipes ? `recipes: ${recipeWorkers.length} workers (${recipeWorkers.map((k) => k.recipe).join(", ")}), semaphore of ${permits} permits` : "recipes: none");
+  log(
+    `seed ${seed}, ${workerCount} workers, ${durationMs / 1000} s, TTL ${ttl} s, faults: ${kinds.join(", ") || "none"}`,
+  );
+  log(
+    withRecipes
+      ? `recipes: ${recipeWorkers.length} workers (${recipeWorkers.map((k) => k.recipe).join(", ")}), semaphore of ${permits} permits`
+      : "recipes: none",
+  );
   log(`run dir ${runDir}`);
   cluster = await startCluster(3, { electionMs: ELECTION_TIMEOUT_MS });
   proxies = await Promise.all(cluster.members.map((m) => startFaultProxy(m.clientUrl)));
@@ -183,7 +206,10 @@ try {
     log(`progress: acquisitions ${counts}; ${livePool.live().length} workers running`);
   }, 15_000);
   const recipeRng = withRecipes ? seeded(seed ^ 0x7ec1) : undefined;
-  schedule = new FaultSchedule({ cluster, proxies, monitor, pool, rng: seeded(seed), ttl, lockPrefix, log, recipeRng }, kinds);
+  schedule = new FaultSchedule(
+    { cluster, proxies, monitor, pool, rng: seeded(seed), ttl, lockPrefix, log, recipeRng },
+    kinds,
+  );
   try {
     await sleep(2_000);
     await schedule.run(startedAt + durationMs);
@@ -200,13 +226,15 @@ try {
   // Crashed workers' keys go when their leases expire; wait for that, so their frees are on record.
   const linger = ttl * 1_000 + ELECTION_TIMEOUT_MS + 5_000;
   const lingerEnd = performance.now() + linger;
-  while (performance.now() < lingerEnd && (await rangePrefix(cluster.endpoints, linesPrefix)).kvs.length > 0) await sleep(200);
+  while (performance.now() < lingerEnd && (await rangePrefix(cluster.endpoints, linesPrefix)).kvs.length > 0)
+    await sleep(200);
   // The monitor has the whole history once some stream delivered this sentinel (streams deliver in order).
   const sentinelRevision = await putKey(cluster.endpoints, SENTINEL, "end");
   const historyComplete = await monitor.waitCovered(sentinelRevision, 15_000);
 
   const endpoints = cluster.endpoints;
-  const readCounter = async (key: string) => Number((await rangePrefix(endpoints, key, { limit: 1 })).kvs.find((kv) => kv.key === key)?.value ?? 0);
+  const readCounter = async (key: string) =>
+    Number((await rangePrefix(endpoints, key, { limit: 1 })).kvs.find((kv) => kv.key === key)?.value ?? 0);
   const readLogs = async (logKeys: string): Promise<LogEntry[]> =>
     (await rangePrefix(endpoints, logKeys, { timeoutMs: 20_000 })).kvs.map((kv) => {
       const body = JSON.parse(kv.value) as { token: number; value: number; attempt: string };

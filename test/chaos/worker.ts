@@ -72,7 +72,15 @@ const fetch: Fetch = async (url, init) => {
 const SDK_EVENTS = new Set(["session.renewed", "session.renewFailed", "session.lost", "failover"]);
 const onEvent = (event: { type: string; leaseId?: string; code?: string; from?: string; to?: string }) => {
   if (!SDK_EVENTS.has(event.type)) return;
-  emit({ ev: "sdk", t: wallNow(), type: event.type, leaseId: event.leaseId, code: event.code, from: event.from, to: event.to });
+  emit({
+    ev: "sdk",
+    t: wallNow(),
+    type: event.type,
+    leaseId: event.leaseId,
+    code: event.code,
+    from: event.from,
+    to: event.to,
+  });
 };
 
 const etcd: EtcdClient = new sdk.Etcd({ endpoints: config.endpoints, timeout: T, fetch, onEvent });
@@ -80,7 +88,12 @@ let session: Session | undefined;
 let seq = 0;
 
 /** Runs one SDK call, reporting how long it took against the most its own timeouts allow. */
-async function call<R>(op: CallEvent["op"], budget: number, run: () => Promise<R>, late: (value: R) => void = noop): Promise<R> {
+async function call<R>(
+  op: CallEvent["op"],
+  budget: number,
+  run: () => Promise<R>,
+  late: (value: R) => void = noop,
+): Promise<R> {
   const t0 = wallNow();
   const report = (ok: boolean, error?: unknown, abandoned?: boolean) =>
     emit({
@@ -157,7 +170,9 @@ async function fencedIncrement(lock: Lock): Promise<void> {
     if (result.succeeded) {
       emit({ ev: "commit", t: wallNow(), attempt, outcome: "ok" });
     } else {
-      const [own, counter] = result.responses as unknown as Array<{ kvs: Array<{ createRevision: number; modRevision: number }> }>;
+      const [own, counter] = result.responses as unknown as Array<{
+        kvs: Array<{ createRevision: number; modRevision: number }>;
+      }>;
       emit({
         ev: "commit",
         t: wallNow(),
@@ -187,7 +202,10 @@ async function lockRound(current: Session): Promise<void> {
   const lock = await call(
     "lock",
     config.lockTimeout,
-    () => current.mutex(config.name).lock({ timeout: config.lockTimeout, wait: config.kind.wait, pollInterval: config.pollInterval }),
+    () =>
+      current
+        .mutex(config.name)
+        .lock({ timeout: config.lockTimeout, wait: config.kind.wait, pollInterval: config.pollInterval }),
     (late) => void late.unlock({ timeout: T }).catch(noop),
   );
   try {

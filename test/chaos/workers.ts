@@ -150,11 +150,13 @@ export class WorkerPool {
    * `timeoutMs` and marks them hung. Resolves when all have exited.
    */
   async drain(timeoutMs: number): Promise<void> {
-    for (const worker of this.#all) if (worker.stops.at(-1)?.to === undefined && worker.stops.length > 0) this.thaw(worker);
+    for (const worker of this.#all)
+      if (worker.stops.at(-1)?.to === undefined && worker.stops.length > 0) this.thaw(worker);
     const running = [...this.#children.keys()];
     for (const worker of running) this.#signal(worker, "SIGTERM");
     const deadline = performance.now() + timeoutMs;
-    while (this.#children.size > 0 && performance.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+    while (this.#children.size > 0 && performance.now() < deadline)
+      await new Promise((resolve) => setTimeout(resolve, 50));
     for (const worker of this.#children.keys()) {
       worker.hungAtEnd = true;
       this.#signal(worker, "SIGKILL");

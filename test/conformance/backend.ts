@@ -59,7 +59,8 @@ export function useBackend(options: BackendOptions = {}): { backend: Backend; et
     await opened?.backend.close();
   });
   const current = () => {
-    if (opened === undefined) throw new Error("useBackend(): the backend is opened in beforeAll; use it inside tests and hooks");
+    if (opened === undefined)
+      throw new Error("useBackend(): the backend is opened in beforeAll; use it inside tests and hooks");
     return opened;
   };
   return { backend: lateBound(() => current().backend), etcd: lateBound(() => current().etcd) };
@@ -129,7 +130,9 @@ async function openEtcd(options: BackendOptions): Promise<Backend> {
       advance: sleep,
       close: async () => {
         // Leave the shared member as we found it.
-        await client({ endpoints: [endpoint] }).delete({ prefix: namespace }).catch(() => {});
+        await client({ endpoints: [endpoint] })
+          .delete({ prefix: namespace })
+          .catch(() => {});
       },
     };
   }
@@ -140,7 +143,12 @@ async function openEtcd(options: BackendOptions): Promise<Backend> {
       const { rootPassword, users } = options.auth;
       await harness.enableAuth(member, { rootPassword });
       for (const [user, spec] of Object.entries(users)) {
-        await harness.addUser(member, { rootPassword, user, password: spec.password, ...(spec.prefix === undefined ? {} : { prefix: spec.prefix }) });
+        await harness.addUser(member, {
+          rootPassword,
+          user,
+          password: spec.password,
+          ...(spec.prefix === undefined ? {} : { prefix: spec.prefix }),
+        });
       }
     }
   } catch (error) {

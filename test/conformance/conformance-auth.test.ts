@@ -16,7 +16,8 @@ function user(username = "alice", password = "alice-pw") {
   return { etcd: backend.client({ auth: { username, password }, fetch }), fetch };
 }
 
-const authCalls = (fetch: ReturnType<typeof recordingFetch>) => fetch.paths().filter((p) => p === "/v3/auth/authenticate").length;
+const authCalls = (fetch: ReturnType<typeof recordingFetch>) =>
+  fetch.paths().filter((p) => p === "/v3/auth/authenticate").length;
 
 const watchOn = useWatches();
 
@@ -30,7 +31,11 @@ describe("with credentials", () => {
       ["alice/a", "1"],
       ["alice/b", "2"],
     ]);
-    const result = await etcd.txn().if(cmp.value("alice/a", "==", "1")).then(op.get("alice/a")).commit();
+    const result = await etcd
+      .txn()
+      .if(cmp.value("alice/a", "==", "1"))
+      .then(op.get("alice/a"))
+      .commit();
     expect(result.succeeded).toBe(true);
     expect(fetch.paths()[0]).toBe("/v3/auth/authenticate");
     expect(authCalls(fetch)).toBe(1);
@@ -47,11 +52,17 @@ describe("with credentials", () => {
 
   it("outside its prefix: PERMISSION_DENIED for writes, reads, deletes and txns, and nothing is written", async () => {
     const { etcd } = user();
-    expect(await rejection(etcd.put("bob/k", "v"))).toMatchObject({ code: "PERMISSION_DENIED", grpcCode: 7, httpStatus: 403 });
+    expect(await rejection(etcd.put("bob/k", "v"))).toMatchObject({
+      code: "PERMISSION_DENIED",
+      grpcCode: 7,
+      httpStatus: 403,
+    });
     expect((await rejection(etcd.get("bob/k"))).code).toBe("PERMISSION_DENIED");
     expect((await rejection(etcd.range({ prefix: "" }))).code).toBe("PERMISSION_DENIED");
     expect((await rejection(etcd.delete({ prefix: "bob/" }))).code).toBe("PERMISSION_DENIED");
-    expect((await rejection(etcd.txn().then(op.put("alice/ok", "v"), op.put("bob/x", "v")).commit())).code).toBe("PERMISSION_DENIED");
+    expect((await rejection(etcd.txn().then(op.put("alice/ok", "v"), op.put("bob/x", "v")).commit())).code).toBe(
+      "PERMISSION_DENIED",
+    );
     // The permitted half of that txn was not applied either.
     expect(await etcd.get("alice/ok")).toBeUndefined();
     // A sibling that shares the text but not the slash is outside too.
@@ -94,7 +105,9 @@ describe("without or with wrong credentials", () => {
   it("a watch without credentials fails with UNAUTHENTICATED promptly (no reconnect loop)", async () => {
     const watch = watchOn(backend.client(), { prefix: "alice/" });
     const started = Date.now();
-    await expect(within(4_000, "unauthenticated watch", watch.next())).rejects.toMatchObject({ code: "UNAUTHENTICATED" });
+    await expect(within(4_000, "unauthenticated watch", watch.next())).rejects.toMatchObject({
+      code: "UNAUTHENTICATED",
+    });
     // Reconnecting cannot help when there are no credentials to send.
     expect(Date.now() - started).toBeLessThan(2_000);
   });

@@ -21,15 +21,30 @@ describe("put / get", () => {
     const first = await etcd.put(`${p}a`, "1");
     expect(first.prevKv).toBeUndefined();
     // Cluster and member IDs are uint64: decimal strings, never rounded numbers.
-    expect(first.header).toMatchObject({ clusterId: expect.stringMatching(/^[0-9]+$/), memberId: expect.stringMatching(/^[0-9]+$/) });
+    expect(first.header).toMatchObject({
+      clusterId: expect.stringMatching(/^[0-9]+$/),
+      memberId: expect.stringMatching(/^[0-9]+$/),
+    });
     const got = await etcd.get(`${p}a`);
-    expect(got).toMatchObject({ key: `${p}a`, value: "1", version: 1, createRevision: first.header.revision, modRevision: first.header.revision, lease: "0" });
+    expect(got).toMatchObject({
+      key: `${p}a`,
+      value: "1",
+      version: 1,
+      createRevision: first.header.revision,
+      modRevision: first.header.revision,
+      lease: "0",
+    });
     expect(got?.keyBytes).toEqual(enc(`${p}a`));
     expect(got?.valueBytes).toEqual(enc("1"));
     const second = await etcd.put(`${p}a`, "2", { prevKv: true });
     expect(second.header.revision).toBeGreaterThan(first.header.revision);
     expect(second.prevKv).toMatchObject({ key: `${p}a`, value: "1", version: 1, modRevision: first.header.revision });
-    expect(await etcd.get(`${p}a`)).toMatchObject({ value: "2", version: 2, createRevision: first.header.revision, modRevision: second.header.revision });
+    expect(await etcd.get(`${p}a`)).toMatchObject({
+      value: "2",
+      version: 2,
+      createRevision: first.header.revision,
+      modRevision: second.header.revision,
+    });
     // prevKv on a new key: none; without prevKv, none either.
     expect((await etcd.put(`${p}new`, "x", { prevKv: true })).prevKv).toBeUndefined();
     expect((await etcd.put(`${p}a`, "3")).prevKv).toBeUndefined();
@@ -52,7 +67,13 @@ describe("put / get", () => {
 describe("range", () => {
   async function seed(p: string) {
     const revs: number[] = [];
-    for (const [k, v] of [["c", "3"], ["a", "1"], ["b", "2"], ["d", "4"], ["b", "22"]] as const) {
+    for (const [k, v] of [
+      ["c", "3"],
+      ["a", "1"],
+      ["b", "2"],
+      ["d", "4"],
+      ["b", "22"],
+    ] as const) {
       revs.push((await etcd.put(`${p}${k}`, v)).header.revision);
     }
     return revs;
@@ -65,8 +86,16 @@ describe("range", () => {
     // Just before the prefix ("." < "/"), and exactly its range end ("0" follows "/"): both outside.
     await etcd.put(`${p.slice(0, -1)}.`, "before");
     await etcd.put(`${p.slice(0, -1)}0`, "the range end");
-    expect(pairs((await etcd.range({ prefix: p })).kvs)).toEqual([[`${p}a`, "1"], [`${p}b`, "22"], [`${p}c`, "3"], [`${p}d`, "4"]]);
-    expect(pairs((await etcd.range({ key: `${p}b`, end: `${p}d` })).kvs)).toEqual([[`${p}b`, "22"], [`${p}c`, "3"]]);
+    expect(pairs((await etcd.range({ prefix: p })).kvs)).toEqual([
+      [`${p}a`, "1"],
+      [`${p}b`, "22"],
+      [`${p}c`, "3"],
+      [`${p}d`, "4"],
+    ]);
+    expect(pairs((await etcd.range({ key: `${p}b`, end: `${p}d` })).kvs)).toEqual([
+      [`${p}b`, "22"],
+      [`${p}c`, "3"],
+    ]);
     // end "\0": every key from `key` on (within the namespace on the shared member).
     const from = await etcd.range({ key: `${p}c`, end: "\0" });
     expect(from.kvs.map((kv) => kv.key).slice(0, 2)).toEqual([`${p}c`, `${p}d`]);
@@ -80,7 +109,10 @@ describe("range", () => {
     const p = fresh();
     await seed(p);
     const limited = await etcd.range({ prefix: p, limit: 2 });
-    expect(pairs(limited.kvs)).toEqual([[`${p}a`, "1"], [`${p}b`, "22"]]);
+    expect(pairs(limited.kvs)).toEqual([
+      [`${p}a`, "1"],
+      [`${p}b`, "22"],
+    ]);
     expect(limited).toMatchObject({ count: 4, more: true });
     expect(await etcd.range({ prefix: p, limit: 4 })).toMatchObject({ count: 4, more: false });
     expect(await etcd.range({ prefix: p, limit: 10 })).toMatchObject({ count: 4, more: false });
@@ -96,11 +128,26 @@ describe("range", () => {
     const r3 = (await etcd.delete(`${p}k`)).header.revision;
     const r4 = (await etcd.put(`${p}k`, "v3")).header.revision;
     expect(await etcd.get(`${p}k`, { revision: r1 - 1 })).toBeUndefined();
-    expect(await etcd.get(`${p}k`, { revision: r1 })).toMatchObject({ value: "v1", version: 1, createRevision: r1, modRevision: r1 });
-    expect(await etcd.get(`${p}k`, { revision: r2 })).toMatchObject({ value: "v2", version: 2, createRevision: r1, modRevision: r2 });
+    expect(await etcd.get(`${p}k`, { revision: r1 })).toMatchObject({
+      value: "v1",
+      version: 1,
+      createRevision: r1,
+      modRevision: r1,
+    });
+    expect(await etcd.get(`${p}k`, { revision: r2 })).toMatchObject({
+      value: "v2",
+      version: 2,
+      createRevision: r1,
+      modRevision: r2,
+    });
     expect(await etcd.get(`${p}k`, { revision: r3 })).toBeUndefined();
     // Re-created: a new create revision and version 1 again.
-    expect(await etcd.get(`${p}k`, { revision: r4 })).toMatchObject({ value: "v3", version: 1, createRevision: r4, modRevision: r4 });
+    expect(await etcd.get(`${p}k`, { revision: r4 })).toMatchObject({
+      value: "v3",
+      version: 1,
+      createRevision: r4,
+      modRevision: r4,
+    });
     // The header of a historical read is still the current revision.
     expect((await etcd.range({ key: `${p}k`, revision: r1 })).header.revision).toBeGreaterThanOrEqual(r4);
   });
@@ -121,7 +168,8 @@ describe("range", () => {
     await etcd.put(`${p}c`, "n"); // c: version 2, mod 4th
     await etcd.put(`${p}c`, "o"); // c: version 3, mod 5th
     await etcd.put(`${p}a`, "y"); // a: version 2, mod 6th
-    const keys = async (sort: Parameters<Etcd["range"]>[0]["sort"]) => (await etcd.range({ prefix: p, sort })).kvs.map((kv) => kv.key.slice(p.length));
+    const keys = async (sort: Parameters<Etcd["range"]>[0]["sort"]) =>
+      (await etcd.range({ prefix: p, sort })).kvs.map((kv) => kv.key.slice(p.length));
     expect(await keys({ target: "key", order: "ascend" })).toEqual(["a", "b", "c"]);
     expect(await keys({ target: "key", order: "descend" })).toEqual(["c", "b", "a"]);
     expect(await keys({ target: "version", order: "ascend" })).toEqual(["b", "a", "c"]);
@@ -161,7 +209,12 @@ describe("range", () => {
   it("serializable reads return the data too", async () => {
     const p = fresh();
     await seed(p);
-    expect(pairs((await etcd.range({ prefix: p, serializable: true })).kvs)).toEqual([[`${p}a`, "1"], [`${p}b`, "22"], [`${p}c`, "3"], [`${p}d`, "4"]]);
+    expect(pairs((await etcd.range({ prefix: p, serializable: true })).kvs)).toEqual([
+      [`${p}a`, "1"],
+      [`${p}b`, "22"],
+      [`${p}c`, "3"],
+      [`${p}d`, "4"],
+    ]);
     expect(await etcd.get(`${p}b`, { serializable: true })).toMatchObject({ value: "22", version: 2 });
   });
 
@@ -197,7 +250,10 @@ describe("delete", () => {
     // prevKv inline in the query or as a separate options argument: the same.
     const all = await etcd.delete({ prefix: p }, { prevKv: true });
     expect(all.deleted).toBe(2);
-    expect(pairs(all.prevKvs)).toEqual([[`${p}d`, "D"], [`${p}e`, "E"]]);
+    expect(pairs(all.prevKvs)).toEqual([
+      [`${p}d`, "D"],
+      [`${p}e`, "E"],
+    ]);
     expect(all.header.revision).toBeGreaterThan(range.header.revision);
     expect((await etcd.range({ prefix: p })).count).toBe(0);
     // Deleting nothing: deleted 0, and the store's revision does not move.
@@ -293,11 +349,15 @@ describe("put with lease, ignoreValue, ignoreLease", () => {
       expect(error.message).toContain("key not found");
     }
     // 3.4 checks the lease before the key for a plain put: both wrong → LEASE_NOT_FOUND.
-    await expect(etcd.put(`${p}missing`, undefined, { ignoreValue: true, lease: lease.id })).rejects.toMatchObject({ code: "LEASE_NOT_FOUND" });
+    await expect(etcd.put(`${p}missing`, undefined, { ignoreValue: true, lease: lease.id })).rejects.toMatchObject({
+      code: "LEASE_NOT_FOUND",
+    });
     expect(await etcd.get(`${p}missing`)).toBeUndefined();
     // ignoreValue with a value, and ignoreLease with a lease, are refused by the client before any request.
     await expect(etcd.put(`${p}k`, "v", { ignoreValue: true })).rejects.toMatchObject({ code: "INVALID_ARGUMENT" });
-    await expect(etcd.put(`${p}k`, "v", { ignoreLease: true, lease: "7" })).rejects.toMatchObject({ code: "INVALID_ARGUMENT" });
+    await expect(etcd.put(`${p}k`, "v", { ignoreLease: true, lease: "7" })).rejects.toMatchObject({
+      code: "INVALID_ARGUMENT",
+    });
   });
 });
 
@@ -322,7 +382,12 @@ describe("compaction (a member of its own: compaction is member-wide)", () => {
     await expect(c.compact(r3 + 100)).rejects.toMatchObject({ code: "FUTURE_REVISION" });
     // A txn read at a compacted revision fails the same way.
     const { op } = await import("../../src/index.js");
-    await expect(c.txn().then(op.get({ key: "k", revision: r1 })).commit()).rejects.toMatchObject({ code: "COMPACTED" });
+    await expect(
+      c
+        .txn()
+        .then(op.get({ key: "k", revision: r1 }))
+        .commit(),
+    ).rejects.toMatchObject({ code: "COMPACTED" });
   });
 
   it("a deleted key's history goes with compaction past the delete", async () => {

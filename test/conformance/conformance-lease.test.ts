@@ -59,7 +59,11 @@ describe("grant, keepAliveOnce, timeToLive, list, revoke", () => {
       expect(lease.id).toBe(id);
       const error = await rejection(etcd.lease.grant(10, { id }));
       // FailedPrecondition is HTTP 412 on 3.4 and 400 on 3.5 (test/README.md); the code is what callers use.
-      expect(error).toMatchObject({ code: "ALREADY_EXISTS", grpcCode: 9, httpStatus: backend.wire === "3.4" ? 412 : 400 });
+      expect(error).toMatchObject({
+        code: "ALREADY_EXISTS",
+        grpcCode: 9,
+        httpStatus: backend.wire === "3.4" ? 412 : 400,
+      });
       // The original lease is untouched.
       expect((await etcd.lease.timeToLive(id)).grantedTtl).toBe(30);
     } finally {
@@ -112,11 +116,23 @@ describe("expiry", () => {
     await etcd.put(`${p}c`, "3", { lease: lease.id });
     await etcd.put(`${p}keep`, "4");
     const controller = new AbortController();
-    const watch = etcd.watch({ prefix: p, startRevision: put.header.revision + 1, noPut: true, prevKv: true, signal: controller.signal })[Symbol.asyncIterator]();
+    const watch = etcd
+      .watch({
+        prefix: p,
+        startRevision: put.header.revision + 1,
+        noPut: true,
+        prevKv: true,
+        signal: controller.signal,
+      })
+      [Symbol.asyncIterator]();
     const first = watch.next();
     try {
       await backend.advance(3_500);
-      await until("lease keys deleted", EXPIRY_GRACE_MS, async () => (await etcd.range({ prefix: p, countOnly: true })).count === 1);
+      await until(
+        "lease keys deleted",
+        EXPIRY_GRACE_MS,
+        async () => (await etcd.range({ prefix: p, countOnly: true })).count === 1,
+      );
       const next = await within(EXPIRY_GRACE_MS, "watch batch", first);
       expect(next.done).toBe(false);
       const batch = next.value as WatchBatch;
@@ -175,7 +191,11 @@ describe("IDs beyond 2^53 keep every digit", () => {
       expect((await etcd.lease.timeToLive(id, { keys: true })).keys).toEqual([`${p}k`]);
       expect((await etcd.lease.keepAliveOnce(id)).id).toBe(id);
       expect((await etcd.lease.list()).leases).toContain(id);
-      const txn = await etcd.txn().if(cmp.lease(`${p}k`, "==", id)).then(op.get(`${p}k`)).commit();
+      const txn = await etcd
+        .txn()
+        .if(cmp.lease(`${p}k`, "==", id))
+        .then(op.get(`${p}k`))
+        .commit();
       expect(txn.succeeded).toBe(true);
       if (txn.succeeded) expect(txn.responses[0].kvs[0]?.lease).toBe(id);
       // The neighbour a double would round to is not a lease, and a put with it must not land on ours.

@@ -27,7 +27,12 @@ async function session(ttl = 30, client: Etcd = etcd): Promise<Session> {
 
 /** Waits until `count` contenders have keys under the lock or election `name`. */
 async function lineLength(name: string, count: number, client: Etcd = etcd): Promise<void> {
-  await until(`${count} contenders in ${name}`, 5_000, async () => (await client.range({ prefix: `${name}/`, countOnly: true })).count === count, 10);
+  await until(
+    `${count} contenders in ${name}`,
+    5_000,
+    async () => (await client.range({ prefix: `${name}/`, countOnly: true })).count === count,
+    10,
+  );
 }
 
 /** How long after advance(3_500) a 2 s lease may still take to go on real etcd. */
@@ -80,7 +85,10 @@ describe("mutex", () => {
       // A join compares its whole line (a range); a release guards its one key.
       if (!JSON.stringify(request.compare ?? []).includes("range_end")) return response;
       const text = await response.text();
-      joins.push({ sent: (request.failure ?? []).length === 0 ? "put alone" : "full", answer: JSON.parse(text) as WireTxn });
+      joins.push({
+        sent: (request.failure ?? []).length === 0 ? "put alone" : "full",
+        answer: JSON.parse(text) as WireTxn,
+      });
       return { status: response.status, body: null, text: () => Promise.resolve(text) };
     };
     const client = backend.client({ fetch });
@@ -105,10 +113,13 @@ describe("mutex", () => {
     const line = behind.responses![0]!.response_txn!;
     expect(line.succeeded).toBe(true);
     const [, owner, newest] = line.responses!;
-    const keys = (r: { response_range?: { kvs?: WireKv[] } } | undefined) => (r?.response_range?.kvs ?? []).map((kv) => atob(kv.key));
+    const keys = (r: { response_range?: { kvs?: WireKv[] } } | undefined) =>
+      (r?.response_range?.kvs ?? []).map((kv) => atob(kv.key));
     expect(keys(owner)).toEqual([`${backend.namespace}${held.key}`]);
     expect(keys(newest)).toEqual([`${backend.namespace}${waiter.key}`, `${backend.namespace}${held.key}`]);
-    expect([...(owner!.response_range!.kvs ?? []), ...(newest!.response_range!.kvs ?? [])].map((kv) => kv.value)).toEqual([undefined, undefined, undefined]);
+    expect(
+      [...(owner!.response_range!.kvs ?? []), ...(newest!.response_range!.kvs ?? [])].map((kv) => kv.value),
+    ).toEqual([undefined, undefined, undefined]);
     await held.unlock();
     await (await within(5_000, "the waiter", waiting)).unlock();
 
@@ -191,7 +202,11 @@ describe("handoff cost", () => {
       expect(fetch.since(mark)).toEqual(JOIN_OF_NEW_MUTEX_BEHIND_HOLDER.concat("/v3/watch"));
       // The fencing token strictly increases across holders.
       expect(lock.revision).toBeGreaterThan(holder.revision);
-      expect((await quiet.etcd.inspectLock(name)).holder).toMatchObject({ key: lock.key, revision: lock.revision, leaseId: waiterSession.leaseId });
+      expect((await quiet.etcd.inspectLock(name)).holder).toMatchObject({
+        key: lock.key,
+        revision: lock.revision,
+        leaseId: waiterSession.leaseId,
+      });
       await lock.unlock();
       // Before this block's member stops.
       await Promise.all([waiterSession.close(), holderSession.close()]);
@@ -245,7 +260,11 @@ describe("expiry", () => {
     const advancedAt = performance.now();
     await backend.advance(3_500);
     // The server side: the waiter's key goes with its lease.
-    await until("waiter key gone", EXPIRY_GRACE_MS, async () => (await etcd.range({ prefix: `${name}/`, countOnly: true })).count === 1);
+    await until(
+      "waiter key gone",
+      EXPIRY_GRACE_MS,
+      async () => (await etcd.range({ prefix: `${name}/`, countOnly: true })).count === 1,
+    );
     const result = await within(EXPIRY_GRACE_MS + 2_000, "waiter fails", outcome);
     expect(result?.error).toBeInstanceOf(EtcdError);
     expect(result?.error).toMatchObject({ code: "SESSION_EXPIRED" });
@@ -254,7 +273,9 @@ describe("expiry", () => {
     // when a read of the line happens to find its key gone (a watch created after the expiry reads once).
     const sinceCreated = result!.at - createdAt;
     const sinceAdvance = result!.at - advancedAt;
-    console.info(`[${backend.name}] waiter SESSION_EXPIRED ${Math.round(sinceAdvance)} ms after advance(), ${Math.round(sinceCreated)} ms after its session`);
+    console.info(
+      `[${backend.name}] waiter SESSION_EXPIRED ${Math.round(sinceAdvance)} ms after advance(), ${Math.round(sinceCreated)} ms after its session`,
+    );
     expect(sinceCreated).toBeLessThan(2_000 + EXPIRY_GRACE_MS);
     // Renewing an expired session: SESSION_EXPIRED.
     await expect(waiterSession.renew()).rejects.toMatchObject({ code: "SESSION_EXPIRED" });
@@ -273,7 +294,11 @@ describe("expiry", () => {
     );
     await lineLength(name, 2);
     await backend.advance(3_500);
-    await until("waiter key gone", EXPIRY_GRACE_MS, async () => (await etcd.range({ prefix: `${name}/`, countOnly: true })).count === 1);
+    await until(
+      "waiter key gone",
+      EXPIRY_GRACE_MS,
+      async () => (await etcd.range({ prefix: `${name}/`, countOnly: true })).count === 1,
+    );
     const renewError = await rejection(waiterSession.renew());
     expect(renewError.code).toBe("SESSION_EXPIRED");
     expect(waiterSession.alive).toBe(false);

@@ -71,12 +71,21 @@ describe("kv", () => {
 describe("txn, watch, lease", () => {
   it("a txn's compares, ops and responses are in the namespace", async () => {
     const { ns, scoped, plain } = scopedPair();
-    const result = await scoped.txn().if(cmp.version("k", "==", 0)).then(op.put("k", "v"), op.get({ prefix: "" })).commit();
+    const result = await scoped
+      .txn()
+      .if(cmp.version("k", "==", 0))
+      .then(op.put("k", "v"), op.get({ prefix: "" }))
+      .commit();
     expect(result.succeeded).toBe(true);
     if (!result.succeeded) throw new Error("unreachable");
     expect(result.responses[1].kvs.map((kv) => kv.key)).toEqual(["k"]);
     expect(await plain.get(`${ns}k`)).toMatchObject({ value: "v" });
-    expect(await scoped.txn().if(cmp.value("k", "==", "v")).commit()).toMatchObject({ succeeded: true });
+    expect(
+      await scoped
+        .txn()
+        .if(cmp.value("k", "==", "v"))
+        .commit(),
+    ).toMatchObject({ succeeded: true });
   });
 
   it("a watch sees its keys without the namespace, and nothing outside it", async () => {

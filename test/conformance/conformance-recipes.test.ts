@@ -82,9 +82,21 @@ describe("semaphore", () => {
     const second = await b.semaphore(name, { permits: 2 }).acquire();
     expect(second.revision).toBeGreaterThan(first.revision);
     const order: string[] = [];
-    const third = c.semaphore(name, { permits: 2 }).acquire().then((p) => (order.push("c"), p));
+    const third = c
+      .semaphore(name, { permits: 2 })
+      .acquire()
+      .then((p) => {
+        order.push("c");
+        return p;
+      });
     await joined(`${name}/`, 3);
-    const fourth = d.semaphore(name, { permits: 2 }).acquire().then((p) => (order.push("d"), p));
+    const fourth = d
+      .semaphore(name, { permits: 2 })
+      .acquire()
+      .then((p) => {
+        order.push("d");
+        return p;
+      });
     await joined(`${name}/`, 4);
     expect(await stillPending(Promise.race([third, fourth]), 100)).toBe(true);
 
@@ -116,7 +128,10 @@ describe("semaphore", () => {
     for (let i = 0; i < 4; i++) {
       const abort = new AbortController();
       const s = await session();
-      const promise = s.semaphore(name, { permits }).acquire({ signal: abort.signal }).catch((e: unknown) => e);
+      const promise = s
+        .semaphore(name, { permits })
+        .acquire({ signal: abort.signal })
+        .catch((e: unknown) => e);
       ahead.push({ promise, abort });
       await joined(`${name}/`, permits + i + 1);
     }
@@ -129,7 +144,9 @@ describe("semaphore", () => {
     for (const { abort } of ahead.slice(0, 3)) abort.abort();
     await Promise.all(ahead.slice(0, 3).map((w) => w.promise));
     await held[0]!.release();
-    const lastAhead = (await within(5_000, "last waiter ahead admitted", ahead[3]!.promise)) as { release(): Promise<void> };
+    const lastAhead = (await within(5_000, "last waiter ahead admitted", ahead[3]!.promise)) as {
+      release(): Promise<void>;
+    };
     expect(await stillPending(waiting, 100)).toBe(true);
     // The other holder leaves: ours is admitted from the events alone.
     await held[1]!.release();
@@ -196,7 +213,9 @@ describe("semaphore", () => {
     expect(await keysUnder(`${name}/`)).toBe(1);
     await holder.release();
     for (const permits of [0, -1, 1.5, Number.NaN, undefined]) {
-      expect(() => waiter.session.semaphore(name, { permits: permits as number })).toThrow(expect.objectContaining({ code: "INVALID_ARGUMENT" }));
+      expect(() => waiter.session.semaphore(name, { permits: permits as number })).toThrow(
+        expect.objectContaining({ code: "INVALID_ARGUMENT" }),
+      );
     }
   });
 
@@ -260,7 +279,9 @@ describe("semaphore", () => {
 
   it('wait: "poll" counts only the keys ahead, not those behind', async () => {
     const name = fresh("sem");
-    const held = await Promise.all([session(), session()].map(async (s) => (await s).semaphore(name, { permits: 2 }).acquire()));
+    const held = await Promise.all(
+      [session(), session()].map(async (s) => (await s).semaphore(name, { permits: 2 }).acquire()),
+    );
     const waiting = (await session()).semaphore(name, { permits: 2 }).acquire({ wait: "poll", pollInterval: 50 });
     await joined(`${name}/`, 3);
     const behind = (await session()).semaphore(name, { permits: 2 }).acquire({ wait: "poll", pollInterval: 50 });
@@ -283,9 +304,21 @@ describe("read-write lock", () => {
     const r2 = await r2s.rwlock(name).readLock({ timeout: 0 });
     expect(r2.revision).toBeGreaterThan(r1.revision);
     const events: string[] = [];
-    const writing = ws.rwlock(name).writeLock().then((w) => (events.push("writer"), w));
+    const writing = ws
+      .rwlock(name)
+      .writeLock()
+      .then((w) => {
+        events.push("writer");
+        return w;
+      });
     await joined(`${name}/`, 3);
-    const reading = r3s.rwlock(name).readLock().then((r) => (events.push("reader after writer"), r));
+    const reading = r3s
+      .rwlock(name)
+      .readLock()
+      .then((r) => {
+        events.push("reader after writer");
+        return r;
+      });
     await joined(`${name}/`, 4);
     expect(await stillPending(Promise.race([writing, reading]), 100)).toBe(true);
     await expect(r3s.rwlock(name).readLock({ timeout: 0 })).rejects.toMatchObject({ code: "LOCKED" });
@@ -384,13 +417,25 @@ describe("lockAll", () => {
     expect(both.keys).toEqual([`${a}/${BigInt(s.leaseId).toString(16)}`, `${b}/${BigInt(s.leaseId).toString(16)}`]);
     const holders = await Promise.all([etcd.inspectLock(a), etcd.inspectLock(b)]);
     expect(holders.map((h) => h.holder?.revision)).toEqual([both.revision, both.revision]);
-    const write = await etcd.txn().if(...both.ifHeld()).then(op.put(`${a}-balance`, "1"), op.put(`${b}-balance`, "2")).commit();
+    const write = await etcd
+      .txn()
+      .if(...both.ifHeld())
+      .then(op.put(`${a}-balance`, "1"), op.put(`${b}-balance`, "2"))
+      .commit();
     expect(write.succeeded).toBe(true);
     const unlockMark = fetch.mark();
     await both.unlock();
     expect(fetch.since(unlockMark)).toEqual(["/v3/kv/txn"]);
-    expect((await etcd.txn().if(...both.ifHeld()).then(op.put(`${a}-balance`, "stale")).commit()).succeeded).toBe(false);
-    expect(await keysUnder(`${a}/`) + (await keysUnder(`${b}/`))).toBe(0);
+    expect(
+      (
+        await etcd
+          .txn()
+          .if(...both.ifHeld())
+          .then(op.put(`${a}-balance`, "stale"))
+          .commit()
+      ).succeeded,
+    ).toBe(false);
+    expect((await keysUnder(`${a}/`)) + (await keysUnder(`${b}/`))).toBe(0);
     await expect(both.unlock()).rejects.toMatchObject({ code: "LOCK_RELEASED" });
   });
 
@@ -416,7 +461,11 @@ describe("lockAll", () => {
 
   it("overlapping lockAll calls (a,b), (b,c), (c,a) from many sessions all complete, never two holders of a name", async () => {
     const names = [fresh("ring"), fresh("ring"), fresh("ring")];
-    const sets = [[names[0]!, names[1]!], [names[1]!, names[2]!], [names[2]!, names[0]!]];
+    const sets = [
+      [names[0]!, names[1]!],
+      [names[1]!, names[2]!],
+      [names[2]!, names[0]!],
+    ];
     const holding = new Map<string, number>();
     let overlaps = 0;
     let acquisitions = 0;
@@ -478,7 +527,15 @@ describe("lockAll", () => {
     await joined(`${a}/`, 2);
     await backend.advance(3_500);
     const lock = await within(EXPIRY_GRACE_MS + 1_000, "mutex after the multi-lock's lease expired", next);
-    expect((await etcd.txn().if(...both.ifHeld()).then(op.put(`${a}-x`, "stale")).commit()).succeeded).toBe(false);
+    expect(
+      (
+        await etcd
+          .txn()
+          .if(...both.ifHeld())
+          .then(op.put(`${a}-x`, "stale"))
+          .commit()
+      ).succeeded,
+    ).toBe(false);
     // `held` is the client's view: false once the session's own deadline (real clock) has passed.
     await until("held turns false", 3_000, () => !both.held);
     await expect(both.unlock()).rejects.toMatchObject({ code: "LOCK_LOST" });
@@ -528,16 +585,29 @@ describe("withSemaphore, withLocks", () => {
   it("run fn under a permit / every lock, return its result, and leave nothing behind", async () => {
     const name = fresh("sem");
     const [a, b] = [fresh("acct"), fresh("acct")];
-    const value = await etcd.withSemaphore(name, 3, async (permit) => {
-      expect(permit.held).toBe(true);
-      expect((await etcd.inspectSemaphore(name)).holders.map((h) => h.key)).toEqual([permit.key]);
-      return "done";
-    }, { ttl: 10, keepAlive: "manual" });
+    const value = await etcd.withSemaphore(
+      name,
+      3,
+      async (permit) => {
+        expect(permit.held).toBe(true);
+        expect((await etcd.inspectSemaphore(name)).holders.map((h) => h.key)).toEqual([permit.key]);
+        return "done";
+      },
+      { ttl: 10, keepAlive: "manual" },
+    );
     expect(value).toBe("done");
-    const sum = await etcd.withLocks([a, b], async (locks) => {
-      const write = await etcd.txn().if(...locks.ifHeld()).then(op.put(`${a}-w`, "1")).commit();
-      return write.succeeded ? locks.names.length : 0;
-    }, { ttl: 10 });
+    const sum = await etcd.withLocks(
+      [a, b],
+      async (locks) => {
+        const write = await etcd
+          .txn()
+          .if(...locks.ifHeld())
+          .then(op.put(`${a}-w`, "1"))
+          .commit();
+        return write.succeeded ? locks.names.length : 0;
+      },
+      { ttl: 10 },
+    );
     expect(sum).toBe(2);
     expect([await keysUnder(`${name}/`), await keysUnder(`${a}/`), await keysUnder(`${b}/`)]).toEqual([0, 0, 0]);
     await expect(etcd.withSemaphore(name, 0, () => 1)).rejects.toBeInstanceOf(EtcdError);

@@ -12,7 +12,12 @@ const fresh = () => `txn${++n}/`;
 
 /** Whether the compare holds, by a read-only txn. */
 async function holds(...compares: Compare[]): Promise<boolean> {
-  return (await etcd.txn().if(...compares).commit()).succeeded;
+  return (
+    await etcd
+      .txn()
+      .if(...compares)
+      .commit()
+  ).succeeded;
 }
 
 describe("compare targets × operators on an existing key", () => {
@@ -137,7 +142,12 @@ describe("branches, responses, revisions", () => {
     const ok = await etcd
       .txn()
       .if(cmp.value(`${p}x`, "==", "old"))
-      .then(op.put(`${p}x`, "new", { prevKv: true }), op.get({ prefix: p }), op.delete({ key: `${p}nothing`, prevKv: true }), op.put(`${p}y`, "y"))
+      .then(
+        op.put(`${p}x`, "new", { prevKv: true }),
+        op.get({ prefix: p }),
+        op.delete({ key: `${p}nothing`, prevKv: true }),
+        op.put(`${p}y`, "y"),
+      )
       .else(op.get(`${p}x`))
       .commit();
     expect(ok.succeeded).toBe(true);
@@ -154,7 +164,12 @@ describe("branches, responses, revisions", () => {
     const after = await etcd.range({ prefix: p });
     expect(after.kvs.map((kv) => kv.modRevision)).toEqual([ok.header.revision, ok.header.revision]);
 
-    const failed = await etcd.txn().if(cmp.value(`${p}x`, "==", "old")).then(op.put(`${p}x`, "newer")).else(op.get(`${p}x`), op.get(`${p}y`)).commit();
+    const failed = await etcd
+      .txn()
+      .if(cmp.value(`${p}x`, "==", "old"))
+      .then(op.put(`${p}x`, "newer"))
+      .else(op.get(`${p}x`), op.get(`${p}y`))
+      .commit();
     expect(failed.succeeded).toBe(false);
     if (failed.succeeded) throw new Error("unreachable");
     expect(failed.responses.map((r) => r.kvs[0]?.value)).toEqual(["new", "y"]);
@@ -177,7 +192,11 @@ describe("branches, responses, revisions", () => {
         op.delete({ prefix: `${p}del/`, prevKv: true }),
         op.get({ prefix: p, countOnly: true }),
         // `as const`: op.txn infers plain arrays as arrays, not tuples, so the nested responses would be untyped.
-        op.txn([cmp.version(`${p}new`, "==", 0)], [op.get(`${p}new`), op.put(`${p}nested`, "x")] as const, [op.get(`${p}read`)] as const),
+        op.txn(
+          [cmp.version(`${p}new`, "==", 0)],
+          [op.get(`${p}new`), op.put(`${p}nested`, "x")] as const,
+          [op.get(`${p}read`)] as const,
+        ),
       )
       .else(op.get(`${p}new`))
       .commit();
@@ -232,7 +251,11 @@ describe("branches, responses, revisions", () => {
     expect(await etcd.get(`${p}then-marker`)).toBeUndefined();
     expect(await etcd.get(`${p}else-marker`)).toMatchObject({ value: "y" });
 
-    const bare = await etcd.txn().if(cmp.version(`${p}none`, ">", 0)).then(op.put(`${p}none`, "v")).commit();
+    const bare = await etcd
+      .txn()
+      .if(cmp.version(`${p}none`, ">", 0))
+      .then(op.put(`${p}none`, "v"))
+      .commit();
     expect(bare).toMatchObject({ succeeded: false, responses: [] });
     expect(await etcd.get(`${p}none`)).toBeUndefined();
   });
@@ -240,14 +263,23 @@ describe("branches, responses, revisions", () => {
   it("a read-only txn does not advance the revision; a write txn advances it by one; a txn that changes nothing does not", async () => {
     const p = fresh();
     const before = (await etcd.put(`${p}a`, "1")).header.revision;
-    const read = await etcd.txn().then(op.get(`${p}a`)).commit();
+    const read = await etcd
+      .txn()
+      .then(op.get(`${p}a`))
+      .commit();
     expect(read.header.revision).toBeGreaterThanOrEqual(before);
-    const write = await etcd.txn().then(op.put(`${p}b`, "2"), op.put(`${p}c`, "3"), op.delete(`${p}a`)).commit();
+    const write = await etcd
+      .txn()
+      .then(op.put(`${p}b`, "2"), op.put(`${p}c`, "3"), op.delete(`${p}a`))
+      .commit();
     expect(write.header.revision).toBeGreaterThan(before);
     expect((await etcd.get(`${p}b`))?.modRevision).toBe(write.header.revision);
     expect((await etcd.get(`${p}c`))?.modRevision).toBe(write.header.revision);
     // Only a delete of nothing: no new revision.
-    const noop = await etcd.txn().then(op.delete(`${p}nothing`)).commit();
+    const noop = await etcd
+      .txn()
+      .then(op.delete(`${p}nothing`))
+      .commit();
     expect(noop.header.revision).toBeGreaterThanOrEqual(write.header.revision);
     if (backend.name === "mock") {
       expect(read.header.revision).toBe(before);
@@ -265,8 +297,16 @@ describe("branches, responses, revisions", () => {
       .then(
         op.put(`${p}flag`, "off"),
         // Sees "on": compares of nested txns are evaluated against the state before the txn.
-        op.txn([cmp.value(`${p}flag`, "==", "on")], [op.put(`${p}inner`, "then"), op.get(`${p}flag`)], [op.put(`${p}inner`, "else")]),
-        op.txn([cmp.value(`${p}flag`, "==", "nope")], [op.put(`${p}other`, "then")], [op.get(`${p}flag`), op.put(`${p}other`, "else")]),
+        op.txn(
+          [cmp.value(`${p}flag`, "==", "on")],
+          [op.put(`${p}inner`, "then"), op.get(`${p}flag`)],
+          [op.put(`${p}inner`, "else")],
+        ),
+        op.txn(
+          [cmp.value(`${p}flag`, "==", "nope")],
+          [op.put(`${p}other`, "then")],
+          [op.get(`${p}flag`), op.put(`${p}other`, "else")],
+        ),
       )
       .commit();
     expect(result.succeeded).toBe(true);
@@ -292,22 +332,59 @@ describe("fencing", () => {
     const lockKey = `${p}lock`;
     const guarded = `${p}data`;
     // Holder A creates the key; its create revision is its fencing token.
-    const acquireA = await etcd.txn().if(cmp.createRevision(lockKey, "==", 0)).then(op.put(lockKey, "A")).commit();
+    const acquireA = await etcd
+      .txn()
+      .if(cmp.createRevision(lockKey, "==", 0))
+      .then(op.put(lockKey, "A"))
+      .commit();
     expect(acquireA.succeeded).toBe(true);
     const tokenA = acquireA.header.revision;
-    expect((await etcd.txn().if(cmp.createRevision(lockKey, "==", tokenA)).then(op.put(guarded, "by A")).commit()).succeeded).toBe(true);
+    expect(
+      (
+        await etcd
+          .txn()
+          .if(cmp.createRevision(lockKey, "==", tokenA))
+          .then(op.put(guarded, "by A"))
+          .commit()
+      ).succeeded,
+    ).toBe(true);
     // The key is lost (deleted) and B takes it: the same key, a new create revision.
     await etcd.delete(lockKey);
-    const acquireB = await etcd.txn().if(cmp.createRevision(lockKey, "==", 0)).then(op.put(lockKey, "B")).commit();
+    const acquireB = await etcd
+      .txn()
+      .if(cmp.createRevision(lockKey, "==", 0))
+      .then(op.put(lockKey, "B"))
+      .commit();
     const tokenB = acquireB.header.revision;
     expect(tokenB).toBeGreaterThan(tokenA);
     // Anyone else's acquire fails and reports the holder.
-    const contender = await etcd.txn().if(cmp.createRevision(lockKey, "==", 0)).then(op.put(lockKey, "C")).else(op.get(lockKey)).commit();
+    const contender = await etcd
+      .txn()
+      .if(cmp.createRevision(lockKey, "==", 0))
+      .then(op.put(lockKey, "C"))
+      .else(op.get(lockKey))
+      .commit();
     if (contender.succeeded) throw new Error("a second holder got the key");
     expect(contender.responses[0].kvs[0]).toMatchObject({ value: "B", createRevision: tokenB });
     // A's stale write is fenced off; B's goes through.
-    expect((await etcd.txn().if(cmp.createRevision(lockKey, "==", tokenA)).then(op.put(guarded, "stale A")).commit()).succeeded).toBe(false);
-    expect((await etcd.txn().if(cmp.createRevision(lockKey, "==", tokenB)).then(op.put(guarded, "by B")).commit()).succeeded).toBe(true);
+    expect(
+      (
+        await etcd
+          .txn()
+          .if(cmp.createRevision(lockKey, "==", tokenA))
+          .then(op.put(guarded, "stale A"))
+          .commit()
+      ).succeeded,
+    ).toBe(false);
+    expect(
+      (
+        await etcd
+          .txn()
+          .if(cmp.createRevision(lockKey, "==", tokenB))
+          .then(op.put(guarded, "by B"))
+          .commit()
+      ).succeeded,
+    ).toBe(true);
     expect(await etcd.get(guarded)).toMatchObject({ value: "by B", version: 2 });
   });
 });
@@ -316,22 +393,55 @@ describe("errors", () => {
   it("more than 128 operations → INVALID_ARGUMENT 'too many operations'; nothing applied; 128 is allowed", async () => {
     const p = fresh();
     const ops = Array.from({ length: 129 }, (_, i) => op.put(`${p}${String(i).padStart(3, "0")}`, "v"));
-    const error = await rejection(etcd.txn().then(...ops).commit());
+    const error = await rejection(
+      etcd
+        .txn()
+        .then(...ops)
+        .commit(),
+    );
     expect(error).toMatchObject({ code: "INVALID_ARGUMENT", grpcCode: 3 });
     expect(error.message).toContain("too many operations in txn request");
     expect((await etcd.range({ prefix: p, countOnly: true })).count).toBe(0);
-    expect((await etcd.txn().then(...ops.slice(0, 128)).commit()).succeeded).toBe(true);
+    expect(
+      (
+        await etcd
+          .txn()
+          .then(...ops.slice(0, 128))
+          .commit()
+      ).succeeded,
+    ).toBe(true);
     expect((await etcd.range({ prefix: p, countOnly: true })).count).toBe(128);
   });
 
   it("the same key written twice in one branch → INVALID_ARGUMENT 'duplicate key'; nothing applied", async () => {
     const p = fresh();
     const duplicates = [
-      () => etcd.txn().then(op.put(`${p}k`, "1"), op.put(`${p}k`, "2")).commit(),
-      () => etcd.txn().then(op.put(`${p}k`, "1"), op.delete(`${p}k`)).commit(),
-      () => etcd.txn().then(op.delete({ prefix: p }), op.put(`${p}k`, "2")).commit(),
-      () => etcd.txn().then(op.put(`${p}k`, "1"), op.txn([], [op.put(`${p}k`, "2")])).commit(),
-      () => etcd.txn().if(cmp.version(`${p}k`, "==", 0)).else(op.put(`${p}k`, "1"), op.put(`${p}k`, "2")).commit(),
+      () =>
+        etcd
+          .txn()
+          .then(op.put(`${p}k`, "1"), op.put(`${p}k`, "2"))
+          .commit(),
+      () =>
+        etcd
+          .txn()
+          .then(op.put(`${p}k`, "1"), op.delete(`${p}k`))
+          .commit(),
+      () =>
+        etcd
+          .txn()
+          .then(op.delete({ prefix: p }), op.put(`${p}k`, "2"))
+          .commit(),
+      () =>
+        etcd
+          .txn()
+          .then(op.put(`${p}k`, "1"), op.txn([], [op.put(`${p}k`, "2")]))
+          .commit(),
+      () =>
+        etcd
+          .txn()
+          .if(cmp.version(`${p}k`, "==", 0))
+          .else(op.put(`${p}k`, "1"), op.put(`${p}k`, "2"))
+          .commit(),
     ];
     for (const attempt of duplicates) {
       const error = await rejection(attempt());
@@ -343,10 +453,21 @@ describe("errors", () => {
 
   it("the same key in then and else is fine; two deletes of one key are fine; the same key in two nested branches is fine", async () => {
     const p = fresh();
-    const a = await etcd.txn().if(cmp.version(`${p}k`, "==", 0)).then(op.put(`${p}k`, "then")).else(op.put(`${p}k`, "else")).commit();
+    const a = await etcd
+      .txn()
+      .if(cmp.version(`${p}k`, "==", 0))
+      .then(op.put(`${p}k`, "then"))
+      .else(op.put(`${p}k`, "else"))
+      .commit();
     expect(a.succeeded).toBe(true);
-    await etcd.txn().then(op.delete(`${p}k`), op.delete({ prefix: p })).commit();
-    await etcd.txn().then(op.txn([cmp.version(`${p}k`, "==", 0)], [op.put(`${p}k`, "a")], [op.put(`${p}k`, "b")])).commit();
+    await etcd
+      .txn()
+      .then(op.delete(`${p}k`), op.delete({ prefix: p }))
+      .commit();
+    await etcd
+      .txn()
+      .then(op.txn([cmp.version(`${p}k`, "==", 0)], [op.put(`${p}k`, "a")], [op.put(`${p}k`, "b")]))
+      .commit();
     expect((await etcd.get(`${p}k`))?.value).toBe("a");
   });
 
@@ -354,11 +475,26 @@ describe("errors", () => {
     const p = fresh();
     const lease = await etcd.lease.grant(60);
     await etcd.lease.revoke(lease.id);
-    await expect(etcd.txn().then(op.put(`${p}k`, "v", { lease: lease.id })).commit()).rejects.toMatchObject({ code: "LEASE_NOT_FOUND" });
-    const skipped = await etcd.txn().if(cmp.version(`${p}k`, "==", 0)).then(op.put(`${p}k`, "v")).else(op.put(`${p}k`, "v", { lease: lease.id })).commit();
+    await expect(
+      etcd
+        .txn()
+        .then(op.put(`${p}k`, "v", { lease: lease.id }))
+        .commit(),
+    ).rejects.toMatchObject({ code: "LEASE_NOT_FOUND" });
+    const skipped = await etcd
+      .txn()
+      .if(cmp.version(`${p}k`, "==", 0))
+      .then(op.put(`${p}k`, "v"))
+      .else(op.put(`${p}k`, "v", { lease: lease.id }))
+      .commit();
     expect(skipped.succeeded).toBe(true);
     // ignoreValue on a missing key inside a txn: INVALID_ARGUMENT 'key not found', and the txn's other put is not applied.
-    await expect(etcd.txn().then(op.put(`${p}other`, "x"), op.put(`${p}missing`, undefined, { ignoreValue: true })).commit()).rejects.toMatchObject({
+    await expect(
+      etcd
+        .txn()
+        .then(op.put(`${p}other`, "x"), op.put(`${p}missing`, undefined, { ignoreValue: true }))
+        .commit(),
+    ).rejects.toMatchObject({
       code: "INVALID_ARGUMENT",
       message: expect.stringContaining("key not found"),
     });
@@ -367,7 +503,12 @@ describe("errors", () => {
 
   it("a read at a future revision inside a txn → FUTURE_REVISION", async () => {
     const { header } = await etcd.range({ key: "x" });
-    await expect(etcd.txn().then(op.get({ key: "x", revision: header.revision + 1_000_000 })).commit()).rejects.toMatchObject({
+    await expect(
+      etcd
+        .txn()
+        .then(op.get({ key: "x", revision: header.revision + 1_000_000 }))
+        .commit(),
+    ).rejects.toMatchObject({
       code: "FUTURE_REVISION",
     });
   });

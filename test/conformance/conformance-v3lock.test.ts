@@ -34,7 +34,11 @@ function rawFetch(url: string, init: RequestInit): Promise<Response> {
 }
 
 async function post(path: string, body: unknown, signal?: AbortSignal): Promise<Record<string, unknown>> {
-  const res = await rawFetch(`${endpoint()}${path}`, { method: "POST", body: JSON.stringify(body), ...(signal ? { signal } : {}) });
+  const res = await rawFetch(`${endpoint()}${path}`, {
+    method: "POST",
+    body: JSON.stringify(body),
+    ...(signal ? { signal } : {}),
+  });
   const json = (await res.json()) as Record<string, unknown>;
   if (res.status !== 200) throw new Error(`${path}: ${res.status} ${JSON.stringify(json)}`);
   return json;
@@ -53,8 +57,10 @@ async function v3lock(name: string, lease: string): Promise<V3Lock> {
   const abort = new AbortController();
   aborts.push(abort);
   const res = await post("/v3/lock/lock", { name: b64(backend.namespace + name), lease }, abort.signal);
-  const rawKey = res["key"] as string;
-  const key = new TextDecoder().decode(Uint8Array.from(atob(rawKey), (c) => c.charCodeAt(0))).slice(backend.namespace.length);
+  const rawKey = res.key as string;
+  const key = new TextDecoder()
+    .decode(Uint8Array.from(atob(rawKey), (c) => c.charCodeAt(0)))
+    .slice(backend.namespace.length);
   const kv = await etcd.get(key);
   return { key, revision: kv!.createRevision, rawKey };
 }
@@ -72,7 +78,12 @@ async function grant(ttl = 30): Promise<string> {
 }
 
 async function lineLength(name: string, count: number): Promise<void> {
-  await until(`${count} in the line of ${name}`, 5_000, async () => (await etcd.range({ prefix: `${name}/`, countOnly: true })).count === count, 10);
+  await until(
+    `${count} in the line of ${name}`,
+    5_000,
+    async () => (await etcd.range({ prefix: `${name}/`, countOnly: true })).count === count,
+    10,
+  );
 }
 
 describe("v3lock and the SDK's mutex share one line", () => {
@@ -84,13 +95,20 @@ describe("v3lock and the SDK's mutex share one line", () => {
     await lineLength(name, 2);
     expect(await stillPending(server, 200)).toBe(true);
     const line = await etcd.inspectLock(name);
-    expect(line).toMatchObject({ holder: { key: holder.key, revision: holder.revision }, waiters: [{ key: `${name}/${BigInt(lease).toString(16)}`, leaseId: lease }] });
+    expect(line).toMatchObject({
+      holder: { key: holder.key, revision: holder.revision },
+      waiters: [{ key: `${name}/${BigInt(lease).toString(16)}`, leaseId: lease }],
+    });
 
     await holder.unlock();
     const held = await within(5_000, "v3lock acquires after the SDK unlocks", server);
     expect(held.key).toBe(`${name}/${BigInt(lease).toString(16)}`);
     expect(held.revision).toBeGreaterThan(holder.revision);
-    expect((await etcd.inspectLock(name)).holder).toMatchObject({ key: held.key, revision: held.revision, leaseId: lease });
+    expect((await etcd.inspectLock(name)).holder).toMatchObject({
+      key: held.key,
+      revision: held.revision,
+      leaseId: lease,
+    });
 
     const next = (await session()).mutex(name);
     expect(await next.tryLock()).toBeUndefined();
@@ -153,7 +171,7 @@ describe("v3lock and the SDK's mutex share one line", () => {
     const line = await etcd.inspectLock(name);
     expect(line.holder?.ttl).toBeGreaterThan(50);
     expect(line.holder?.ttl).toBeLessThanOrEqual(60);
-    expect(atob(res["key"] as string)).toBe(`${backend.namespace}${name}/${BigInt(line.holder!.leaseId).toString(16)}`);
+    expect(atob(res.key as string)).toBe(`${backend.namespace}${name}/${BigInt(line.holder!.leaseId).toString(16)}`);
     await etcd.lease.revoke(line.holder!.leaseId);
     expect((await etcd.inspectLock(name)).holder).toBeUndefined();
   });

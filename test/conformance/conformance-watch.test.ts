@@ -4,7 +4,7 @@
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { describe, expect, it } from "vitest";
-import { type Etcd, EtcdError, op, type WatchBatch, type WatchQuery } from "../../src/index.js";
+import { EtcdError, op, type WatchBatch, type WatchQuery } from "../../src/index.js";
 import { sleep, within } from "../support/async.js";
 import { eventCount, pull, useWatches } from "../support/etcd.js";
 import { useBackend } from "./backend.js";
@@ -105,7 +105,10 @@ describe("events", () => {
     // Make sure the watch is live (past its catch-up) before the writes under test.
     await etcd.put(`${p}0ready`, "");
     await take(w, 1);
-    const txn = await etcd.txn().then(op.put(`${p}b`, "1"), op.put(`${p}a`, "2"), op.delete(`${p}z`)).commit();
+    const txn = await etcd
+      .txn()
+      .then(op.put(`${p}b`, "1"), op.put(`${p}a`, "2"), op.delete(`${p}z`))
+      .commit();
     const del = await etcd.delete({ key: `${p}a`, end: `${p}~` });
     const batches = await take(w, 5);
     expect(batches).toHaveLength(2);
@@ -155,7 +158,12 @@ describe("startRevision", () => {
   it("replaying a txn, its events stay in ONE batch: each batch holds exactly one revision", async () => {
     const p = fresh();
     const r1 = (await etcd.put(`${p}a`, "1")).header.revision;
-    const txn = (await etcd.txn().then(op.put(`${p}b`, "1"), op.put(`${p}c`, "1")).commit()).header.revision;
+    const txn = (
+      await etcd
+        .txn()
+        .then(op.put(`${p}b`, "1"), op.put(`${p}c`, "1"))
+        .commit()
+    ).header.revision;
     const r3 = (await etcd.delete(`${p}a`)).header.revision;
     const batches = await take(watchOn(etcd, { prefix: p, startRevision: r1 }), 4);
     expect(batches.map((batch) => batch.events.map((e) => e.kv.modRevision))).toEqual([[r1], [txn, txn], [r3]]);
@@ -242,7 +250,9 @@ it("abort reaches an open watch stream even after a garbage collection", async (
   await sleep(20);
   gc();
   controller.abort();
-  expect(await Promise.race([pending, new Promise((resolve) => setTimeout(() => resolve("still open"), 1_000))])).toBe("ABORTED");
+  expect(await Promise.race([pending, new Promise((resolve) => setTimeout(() => resolve("still open"), 1_000))])).toBe(
+    "ABORTED",
+  );
 });
 
 describe("compaction (a member of its own)", () => {

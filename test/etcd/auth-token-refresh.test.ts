@@ -23,7 +23,8 @@ function appClient(): { etcd: Etcd; fetch: ReturnType<typeof recordingFetch> } {
   return { etcd: client({ endpoints: member.clientUrl, auth: { username: "app", password: "app-pw" }, fetch }), fetch };
 }
 
-const authCalls = (fetch: ReturnType<typeof recordingFetch>) => fetch.paths().filter((p) => p === "/v3/auth/authenticate").length;
+const authCalls = (fetch: ReturnType<typeof recordingFetch>) =>
+  fetch.paths().filter((p) => p === "/v3/auth/authenticate").length;
 
 describe("token refresh after the server forgets its tokens", () => {
   let sequential: ReturnType<typeof appClient>;
@@ -39,7 +40,9 @@ describe("token refresh after the server forgets its tokens", () => {
     await concurrent.etcd.get("app/refresh");
     const rev = (await watcher.etcd.get("app/refresh"))!.modRevision;
     const controller = new AbortController();
-    watch = watcher.etcd.watch({ key: "app/refresh", startRevision: rev, signal: controller.signal })[Symbol.asyncIterator]();
+    watch = watcher.etcd
+      .watch({ key: "app/refresh", startRevision: rev, signal: controller.signal })
+      [Symbol.asyncIterator]();
     afterAllAbort = () => controller.abort(new Error("done"));
     seen = await pull(watch, (b) => events(b).length >= 1, 5_000);
     for (const c of [sequential, concurrent, watcher]) expect(authCalls(c.fetch)).toBe(1);
@@ -66,7 +69,9 @@ describe("token refresh after the server forgets its tokens", () => {
   });
 
   it("concurrent calls that all hit the stale token share ONE re-authentication", async () => {
-    const values = await Promise.all(Array.from({ length: 5 }, (_, i) => concurrent.etcd.put(`app/stale/${i}`, String(i)).then(() => i)));
+    const values = await Promise.all(
+      Array.from({ length: 5 }, (_, i) => concurrent.etcd.put(`app/stale/${i}`, String(i)).then(() => i)),
+    );
     expect(values).toEqual([0, 1, 2, 3, 4]);
     expect(authCalls(concurrent.fetch)).toBe(1);
     expect(concurrent.fetch.calls.filter((c) => c.status === 401).length).toBeGreaterThanOrEqual(1);

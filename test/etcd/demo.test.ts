@@ -13,7 +13,10 @@ afterAll(() => rmSync(noEtcdDir, { recursive: true, force: true }));
 
 function runDemo(env: Record<string, string | undefined>): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [script], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [script], {
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let output = "";
     child.stdout.on("data", (chunk) => (output += chunk));
     child.stderr.on("data", (chunk) => (output += chunk));
@@ -49,7 +52,10 @@ describe("npm run demo", () => {
   });
 
   it("starts a local etcd when one is on PATH", async () => {
-    const { code, output } = await runDemo({ PATH: `${dirname(process.execPath)}:${process.env.PATH}`, ETCD_ENDPOINTS: undefined });
+    const { code, output } = await runDemo({
+      PATH: `${dirname(process.execPath)}:${process.env.PATH}`,
+      ETCD_ENDPOINTS: undefined,
+    });
     expect(output).toMatch(/backend: a local etcd 3\.\d+\.\d+ started on http:\/\/127\.0\.0\.1:\d+ for this run/);
     expectCorrectNumbers(output);
     expect(code).toBe(0);

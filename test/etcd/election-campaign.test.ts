@@ -16,10 +16,19 @@ async function candidate(name: string): Promise<Election<Session>> {
  * Starts a campaign and waits until its key is in the line (there are `position + 1` keys). Resolves to
  * `{ elected }`, wrapped so that awaiting the join does not await the election.
  */
-async function join(election: Election, value: string, position: number, options: Parameters<Election["campaign"]>[1] = {}) {
+async function join(
+  election: Election,
+  value: string,
+  position: number,
+  options: Parameters<Election["campaign"]>[1] = {},
+) {
   const elected = election.campaign(value, options);
   elected.catch(() => {}); // observed by the caller; never an unhandled rejection
-  await until(`candidate ${value} joined`, 5_000, async () => (await keysUnder(etcd, election.name)).length === position + 1);
+  await until(
+    `candidate ${value} joined`,
+    5_000,
+    async () => (await keysUnder(etcd, election.name)).length === position + 1,
+  );
   return { elected };
 }
 
@@ -37,7 +46,9 @@ function collect(election: Election, count: number, signal: AbortSignal): { seen
 }
 
 describe.concurrent("election", () => {
-  it("candidates lead in campaign order; resign hands over to the next; leader() tells who leads with what", async ({ expect }) => {
+  it("candidates lead in campaign order; resign hands over to the next; leader() tells who leads with what", async ({
+    expect,
+  }) => {
     const name = uniqueName("elections");
     const [a, b, c] = [await candidate(name), await candidate(name), await candidate(name)];
     expect(await a.leader()).toBeUndefined();
@@ -49,7 +60,12 @@ describe.concurrent("election", () => {
     const pc = (await join(c, "c", 2)).elected.then(() => order.push("c"));
 
     const first = await a.leader();
-    expect(first).toMatchObject({ key: `${name}/${a.session.leaseHex}`, value: "a", leaseId: a.session.leaseId, revision: a.revision });
+    expect(first).toMatchObject({
+      key: `${name}/${a.session.leaseHex}`,
+      value: "a",
+      leaseId: a.session.leaseId,
+      revision: a.revision,
+    });
     expect(await stillPending(pc, 300)).toBe(true);
     expect(order).toEqual([]);
 
@@ -73,7 +89,9 @@ describe.concurrent("election", () => {
     expect(await keysUnder(etcd, name)).toEqual([]);
   });
 
-  it("a waiting candidate is not the leader: isLeader false, ifLeader() and proclaim() are NOT_LEADER", async ({ expect }) => {
+  it("a waiting candidate is not the leader: isLeader false, ifLeader() and proclaim() are NOT_LEADER", async ({
+    expect,
+  }) => {
     const name = uniqueName("elections");
     const [a, b] = [await candidate(name), await candidate(name)];
     await a.campaign("a");
@@ -81,13 +99,24 @@ describe.concurrent("election", () => {
 
     // Soft: each of the four is a separate way a waiting candidate could act as the leader.
     expect.soft(b.isLeader, "isLeader of a waiting candidate").toBe(false);
-    expect.soft(() => b.ifLeader(), "ifLeader() of a waiting candidate").toThrowError(expect.objectContaining({ code: "NOT_LEADER" }));
-    const proclaimed = await b.proclaim("b wants to lead").then(() => "resolved", (e: EtcdError) => e.code);
+    expect
+      .soft(() => b.ifLeader(), "ifLeader() of a waiting candidate")
+      .toThrowError(expect.objectContaining({ code: "NOT_LEADER" }));
+    const proclaimed = await b.proclaim("b wants to lead").then(
+      () => "resolved",
+      (e: EtcdError) => e.code,
+    );
     expect.soft(proclaimed, "proclaim() of a waiting candidate").toBe("NOT_LEADER");
     // The fence must not let a waiting candidate write as if it led.
     let fencedWrite: boolean | string;
     try {
-      fencedWrite = (await etcd.txn().if(b.ifLeader()).then(op.put(`${name}-data`, "b")).commit()).succeeded;
+      fencedWrite = (
+        await etcd
+          .txn()
+          .if(b.ifLeader())
+          .then(op.put(`${name}-data`, "b"))
+          .commit()
+      ).succeeded;
     } catch (error) {
       fencedWrite = (error as EtcdError).code;
     }
@@ -102,7 +131,9 @@ describe.concurrent("election", () => {
     await b.resign();
   });
 
-  it("proclaim updates the value without losing leadership; observe yields every proclamation and the next leader, in order", async ({ expect }) => {
+  it("proclaim updates the value without losing leadership; observe yields every proclamation and the next leader, in order", async ({
+    expect,
+  }) => {
     const name = uniqueName("elections");
     const [a, b, watcher] = [await candidate(name), await candidate(name), await candidate(name)];
     const stop = new AbortController();
@@ -157,7 +188,14 @@ describe.concurrent("election", () => {
     const observed = collect(watcher, 10, stop.signal);
     await sleep(300);
     stop.abort();
-    const outcome = await within(3_000, "observe after abort", observed.done.then(() => "returned", (e: unknown) => e));
+    const outcome = await within(
+      3_000,
+      "observe after abort",
+      observed.done.then(
+        () => "returned",
+        (e: unknown) => e,
+      ),
+    );
     if (outcome !== "returned") {
       expect(outcome).toBeInstanceOf(EtcdError);
       expect((outcome as EtcdError).code).toBe("ABORTED");
@@ -165,7 +203,9 @@ describe.concurrent("election", () => {
     expect(observed.seen).toEqual([]);
   });
 
-  it("an aborted campaign withdraws the candidacy (ABORTED, no key left); a timed-out one too (TIMEOUT)", async ({ expect }) => {
+  it("an aborted campaign withdraws the candidacy (ABORTED, no key left); a timed-out one too (TIMEOUT)", async ({
+    expect,
+  }) => {
     const name = uniqueName("elections");
     const [a, b, c] = [await candidate(name), await candidate(name), await candidate(name)];
     await a.campaign("a");

@@ -39,7 +39,11 @@ describe("onEvent on real etcd", () => {
       // Every request the member answered was told, with its status.
       const requests = events.filter((event) => event.type === "request");
       expect(requests.length).toBeGreaterThanOrEqual(6);
-      expect(requests.every((event) => event.type === "request" && event.status === 200 && event.endpoint === sharedEndpoint())).toBe(true);
+      expect(
+        requests.every(
+          (event) => event.type === "request" && event.status === 200 && event.endpoint === sharedEndpoint(),
+        ),
+      ).toBe(true);
       await next.unlock();
     } finally {
       await Promise.all([first.close(), second.close()]);

@@ -40,12 +40,21 @@ describe("3-member cluster", () => {
     reader = newClient();
     watcher = newClient();
     revisions.push((await writer.etcd.put(`${ns}k0`, "0")).header.revision);
-    expect((await txner.etcd.txn().if(cmp.version(`${ns}k0`, "==", 1)).commit()).succeeded).toBe(true);
+    expect(
+      (
+        await txner.etcd
+          .txn()
+          .if(cmp.version(`${ns}k0`, "==", 1))
+          .commit()
+      ).succeeded,
+    ).toBe(true);
     expect(await reader.etcd.get(`${ns}k0`)).toMatchObject({ value: "0" });
 
     const controller = new AbortController();
     controllers.add(controller);
-    watch = watcher.etcd.watch({ prefix: ns, startRevision: revisions[0]!, signal: controller.signal })[Symbol.asyncIterator]();
+    watch = watcher.etcd
+      .watch({ prefix: ns, startRevision: revisions[0]!, signal: controller.signal })
+      [Symbol.asyncIterator]();
     seen = await pull(watch, (b) => events(b).length >= 1, 5_000);
 
     for (const c of [writer, txner, reader, watcher]) {
@@ -62,7 +71,9 @@ describe("3-member cluster", () => {
       [cluster.endpoints[0], "refused"],
       [cluster.endpoints[1], 200],
     ]);
-    expect(String((writer.fetch.calls[0]!.error as Error & { cause?: { code?: string } }).cause?.code)).toBe("ECONNREFUSED");
+    expect(String((writer.fetch.calls[0]!.error as Error & { cause?: { code?: string } }).cause?.code)).toBe(
+      "ECONNREFUSED",
+    );
     const kv = await writer.etcd.get(`${ns}k1`);
     expect(kv).toMatchObject({ value: "1", version: 1 });
   });
@@ -96,9 +107,12 @@ describe("3-member cluster", () => {
     for (let i = 3; i < 6; i++) revisions.push((await writer.etcd.put(`${ns}k${i}`, String(i))).header.revision);
     await pull(watch, (b) => events(b).length >= revisions.length, 10_000, seen).catch((error: unknown) => {
       const calls = watcher.fetch.calls.map((c) => `${c.path}@${c.endpoint}:${c.status ?? String(c.error)}`);
-      throw new Error(`watch failed after ${JSON.stringify(events(seen).map((e) => e.kv.modRevision))}, calls ${calls.join(", ")}`, {
-        cause: error,
-      });
+      throw new Error(
+        `watch failed after ${JSON.stringify(events(seen).map((e) => e.kv.modRevision))}, calls ${calls.join(", ")}`,
+        {
+          cause: error,
+        },
+      );
     });
     expect(events(seen).map((e) => e.kv.modRevision)).toEqual(revisions);
     expect(events(seen).map((e) => e.kv.value)).toEqual(["0", "1", "2", "3", "4", "5"]);
@@ -122,7 +136,10 @@ describe("3-member cluster", () => {
       await new Promise((r) => setTimeout(r, 200));
     }
     const started = Date.now();
-    await expect(lonely.get(`${ns}k0`)).rejects.toMatchObject({ code: "UNAVAILABLE", message: expect.stringMatching(/no leader/) });
+    await expect(lonely.get(`${ns}k0`)).rejects.toMatchObject({
+      code: "UNAVAILABLE",
+      message: expect.stringMatching(/no leader/),
+    });
     await expect(lonely.put(`${ns}k9`, "x")).rejects.toMatchObject({ code: "UNAVAILABLE" });
     expect(Date.now() - started).toBeLessThan(1_000);
   });
@@ -133,7 +150,12 @@ describe("3-member cluster", () => {
     const started = Date.now();
     await expect(etcd.get(`${ns}k0`)).rejects.toMatchObject({ code: "UNAVAILABLE" });
     await expect(etcd.put(`${ns}k0`, "x")).rejects.toMatchObject({ code: "UNAVAILABLE" });
-    await expect(etcd.txn().then(op.put(`${ns}k0`, "x")).commit()).rejects.toMatchObject({ code: "UNAVAILABLE" });
+    await expect(
+      etcd
+        .txn()
+        .then(op.put(`${ns}k0`, "x"))
+        .commit(),
+    ).rejects.toMatchObject({ code: "UNAVAILABLE" });
     await expect(etcd.lease.grant(10)).rejects.toMatchObject({ code: "UNAVAILABLE" });
     expect(Date.now() - started).toBeLessThan(4_000);
   });
@@ -174,7 +196,10 @@ describe("timeout and abort", () => {
 
   it("the per-call timeout overrides the client's, for writes and leases too", async () => {
     const etcd = client({ endpoints: silent.url, timeout: 60_000 });
-    const calls: Array<() => Promise<unknown>> = [() => etcd.put("k", "v", { timeout: 300 }), () => etcd.lease.grant(10, { timeout: 300 })];
+    const calls: Array<() => Promise<unknown>> = [
+      () => etcd.put("k", "v", { timeout: 300 }),
+      () => etcd.lease.grant(10, { timeout: 300 }),
+    ];
     for (const call of calls) {
       const { error, ms } = await timed(call);
       expect(error).toMatchObject({ code: "TIMEOUT", timeout: 300 });
@@ -206,7 +231,10 @@ describe("timeout and abort", () => {
     const fetch = recordingFetch();
     const etcd = client({ endpoints: silent.url, fetch });
     const reason = new Error("too late");
-    await expect(etcd.put("k", "v", { signal: AbortSignal.abort(reason) })).rejects.toMatchObject({ code: "ABORTED", cause: reason });
+    await expect(etcd.put("k", "v", { signal: AbortSignal.abort(reason) })).rejects.toMatchObject({
+      code: "ABORTED",
+      cause: reason,
+    });
     expect(fetch.calls).toHaveLength(0);
   });
 

@@ -25,6 +25,9 @@ export default async function setup(project: TestProject): Promise<() => Promise
     throw failed.reason;
   }
   project.provide("etcdRelease", release);
-  project.provide("etcdEndpoints", members.map((m) => m.clientUrl));
+  project.provide(
+    "etcdEndpoints",
+    members.map((m) => m.clientUrl),
+  );
   return stop;
 }

@@ -24,24 +24,68 @@ const run = (command: string, args: string[], cwd: string, env: NodeJS.ProcessEn
 /** A private PKI: a CA, a server certificate for 127.0.0.1, client certificates with and without a CN. */
 async function makePki(dir: string): Promise<void> {
   const openssl = (...args: string[]) => run("openssl", args, dir);
-  const key = (name: string) => openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", `${name}.key`);
+  const key = (name: string) =>
+    openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", `${name}.key`);
   for (const ca of ["ca", "other-ca"]) {
     await key(ca);
-    await openssl("req", "-x509", "-new", "-key", `${ca}.key`, "-out", `${ca}.crt`, "-days", "1", "-subj", `/CN=etcd-edge test ${ca}`);
+    await openssl(
+      "req",
+      "-x509",
+      "-new",
+      "-key",
+      `${ca}.key`,
+      "-out",
+      `${ca}.crt`,
+      "-days",
+      "1",
+      "-subj",
+      `/CN=etcd-edge test ${ca}`,
+    );
   }
   const issue = async (name: string, subject: string, ca: string, extensions: string) => {
     await key(name);
     await openssl("req", "-new", "-key", `${name}.key`, "-out", `${name}.csr`, "-subj", subject);
     writeFileSync(join(dir, `${name}.ext`), extensions);
-    await openssl("x509", "-req", "-in", `${name}.csr`, "-CA", `${ca}.crt`, "-CAkey", `${ca}.key`, "-CAcreateserial", "-out", `${name}.crt`, "-days", "1", "-extfile", `${name}.ext`);
+    await openssl(
+      "x509",
+      "-req",
+      "-in",
+      `${name}.csr`,
+      "-CA",
+      `${ca}.crt`,
+      "-CAkey",
+      `${ca}.key`,
+      "-CAcreateserial",
+      "-out",
+      `${name}.crt`,
+      "-days",
+      "1",
+      "-extfile",
+      `${name}.ext`,
+    );
   };
   // clientAuth too: with --client-cert-auth the member's own gateway dials its gRPC server with this
   // certificate, and a serverAuth-only one makes every gateway call fail ("connection closed").
-  await issue("server", "/CN=etcd-server", "ca", "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n");
+  await issue(
+    "server",
+    "/CN=etcd-server",
+    "ca",
+    "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n",
+  );
   await issue("client-cn", "/CN=etcd-edge-client", "ca", "extendedKeyUsage=clientAuth\n");
   // Names only in subjectAltName: the kind of certificate etcd's gateway accepts once auth is on.
-  await issue("client-nocn", "/O=etcd-edge tests", "ca", "subjectAltName=DNS:client.test\nextendedKeyUsage=clientAuth\n");
-  await issue("stranger", "/O=etcd-edge tests", "other-ca", "subjectAltName=DNS:stranger.test\nextendedKeyUsage=clientAuth\n");
+  await issue(
+    "client-nocn",
+    "/O=etcd-edge tests",
+    "ca",
+    "subjectAltName=DNS:client.test\nextendedKeyUsage=clientAuth\n",
+  );
+  await issue(
+    "stranger",
+    "/O=etcd-edge tests",
+    "other-ca",
+    "subjectAltName=DNS:stranger.test\nextendedKeyUsage=clientAuth\n",
+  );
 }
 
 interface TlsMember {
@@ -57,18 +101,29 @@ async function startTlsMember(dir: string, name: string, clientCertAuth: boolean
   const url = `https://127.0.0.1:${clientPort}`;
   const peer = `http://127.0.0.1:${peerPort}`;
   const args = [
-    "--name", name,
-    "--data-dir", join(dir, `${name}.data`),
-    "--listen-client-urls", url,
-    "--advertise-client-urls", url,
-    "--listen-peer-urls", peer,
-    "--initial-advertise-peer-urls", peer,
-    "--initial-cluster", `${name}=${peer}`,
-    "--cert-file", join(dir, "server.crt"),
-    "--key-file", join(dir, "server.key"),
+    "--name",
+    name,
+    "--data-dir",
+    join(dir, `${name}.data`),
+    "--listen-client-urls",
+    url,
+    "--advertise-client-urls",
+    url,
+    "--listen-peer-urls",
+    peer,
+    "--initial-advertise-peer-urls",
+    peer,
+    "--initial-cluster",
+    `${name}=${peer}`,
+    "--cert-file",
+    join(dir, "server.crt"),
+    "--key-file",
+    join(dir, "server.key"),
     ...(clientCertAuth ? ["--client-cert-auth", "--trusted-ca-file", join(dir, "ca.crt")] : []),
-    "--logger", "zap",
-    "--log-outputs", "stderr",
+    "--logger",
+    "zap",
+    "--log-outputs",
+    "stderr",
   ];
   const log = openSync(join(dir, `${name}.log`), "a");
   const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("ETCD_")));
@@ -80,10 +135,21 @@ async function startTlsMember(dir: string, name: string, clientCertAuth: boolean
     : spawn(etcd, args, { stdio: ["ignore", log, log], env });
   closeSync(log);
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  const tls = ["--cacert", join(dir, "ca.crt"), "--cert", join(dir, "client-nocn.crt"), "--key", join(dir, "client-nocn.key")];
+  const tls = [
+    "--cacert",
+    join(dir, "ca.crt"),
+    "--cert",
+    join(dir, "client-nocn.crt"),
+    "--key",
+    join(dir, "client-nocn.key"),
+  ];
   const member: TlsMember = {
     url,
-    etcdctl: (...more) => run(join(etcdBinDir(), "etcdctl"), [`--endpoints=${url}`, ...tls, ...more], dir, { ...process.env, ETCDCTL_API: "3" }),
+    etcdctl: (...more) =>
+      run(join(etcdBinDir(), "etcdctl"), [`--endpoints=${url}`, ...tls, ...more], dir, {
+        ...process.env,
+        ETCDCTL_API: "3",
+      }),
     stop: async () => {
       child.kill("SIGTERM");
       const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);
@@ -99,7 +165,10 @@ async function startTlsMember(dir: string, name: string, clientCertAuth: boolean
     } catch (error) {
       if (child.exitCode !== null || Date.now() > deadline) {
         await member.stop();
-        throw new Error(`etcd ${name} did not become healthy: ${readFileSync(join(dir, `${name}.log`), "utf8").slice(-2_000)}`, { cause: error });
+        throw new Error(
+          `etcd ${name} did not become healthy: ${readFileSync(join(dir, `${name}.log`), "utf8").slice(-2_000)}`,
+          { cause: error },
+        );
       }
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
@@ -121,7 +190,14 @@ function client(member: TlsMember, options: Partial<EtcdOptions> = {}): Etcd {
   return new Etcd({ endpoints: [member.url], timeout: 5_000, retries: 1, ...options });
 }
 async function typed(promise: Promise<unknown>): Promise<EtcdError> {
-  const outcome = await within(10_000, "the call", promise.then(() => undefined, (error: unknown) => error));
+  const outcome = await within(
+    10_000,
+    "the call",
+    promise.then(
+      () => undefined,
+      (error: unknown) => error,
+    ),
+  );
   expect(outcome, "the call succeeded").toBeInstanceOf(EtcdError);
   return outcome as EtcdError;
 }
@@ -129,7 +205,10 @@ async function typed(promise: Promise<unknown>): Promise<EtcdError> {
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "etcd-edge-hardening-tls-"));
   await makePki(dir);
-  [mutual, privateCa] = await Promise.all([startTlsMember(dir, "mtls", true), startTlsMember(dir, "private-ca", false)]);
+  [mutual, privateCa] = await Promise.all([
+    startTlsMember(dir, "mtls", true),
+    startTlsMember(dir, "private-ca", false),
+  ]);
 }, 60_000);
 
 afterAll(async () => {
@@ -155,10 +234,14 @@ describe("mutual TLS (--client-cert-auth) with createNodeFetch({ ca, cert, key }
     await etcd.put("mtls/w/1", "event");
     expect(await within(5_000, "watch event", seen)).toBe("event");
     controller.abort();
-    const result = await etcd.withLock("mtls/lock", async (lock) => {
-      const { succeeded } = await etcd.txn().if(lock.ifHeld()).then(op.put("mtls/data", "locked")).commit();
-      return succeeded;
-    }, { ttl: 5, keepAlive: "manual", timeout: 5_000 });
+    const result = await etcd.withLock(
+      "mtls/lock",
+      async (lock) => {
+        const { succeeded } = await etcd.txn().if(lock.ifHeld()).then(op.put("mtls/data", "locked")).commit();
+        return succeeded;
+      },
+      { ttl: 5, keepAlive: "manual", timeout: 5_000 },
+    );
     expect(result).toBe(true);
     expect((await etcd.get("mtls/data"))?.value).toBe("locked");
   });
@@ -166,7 +249,9 @@ describe("mutual TLS (--client-cert-auth) with createNodeFetch({ ca, cert, key }
   it("without a client certificate the handshake is refused: UNAVAILABLE, nothing written", async () => {
     const error = await typed(client(mutual, { fetch: nodeFetch({ ca: pem("ca.crt") }) }).put("mtls/refused", "x"));
     expect(error.code).toBe("UNAVAILABLE");
-    const check = client(mutual, { fetch: nodeFetch({ ca: pem("ca.crt"), cert: pem("client-nocn.crt"), key: pem("client-nocn.key") }) });
+    const check = client(mutual, {
+      fetch: nodeFetch({ ca: pem("ca.crt"), cert: pem("client-nocn.crt"), key: pem("client-nocn.key") }),
+    });
     expect(await check.get("mtls/refused")).toBeUndefined();
   });
 
@@ -176,8 +261,12 @@ describe("mutual TLS (--client-cert-auth) with createNodeFetch({ ca, cert, key }
   });
 
   it("cert without key (or key without cert) is refused when the fetch is made", () => {
-    expect(() => createNodeFetch({ ca: pem("ca.crt"), cert: pem("client-cn.crt") })).toThrow(expect.objectContaining({ code: "INVALID_ARGUMENT" }));
-    expect(() => createNodeFetch({ key: pem("client-cn.key") })).toThrow(expect.objectContaining({ code: "INVALID_ARGUMENT" }));
+    expect(() => createNodeFetch({ ca: pem("ca.crt"), cert: pem("client-cn.crt") })).toThrow(
+      expect.objectContaining({ code: "INVALID_ARGUMENT" }),
+    );
+    expect(() => createNodeFetch({ key: pem("client-cn.key") })).toThrow(
+      expect.objectContaining({ code: "INVALID_ARGUMENT" }),
+    );
   });
 });
 
@@ -211,7 +300,9 @@ describe("auth with --client-cert-auth: etcd's gateway refuses a client certific
 
   it("with a CN: UNAUTHENTICATED saying what to change (etcd answers a plain-text 400 before any auth)", async () => {
     const fetch = nodeFetch({ ca: pem("ca.crt"), cert: pem("client-cn.crt"), key: pem("client-cn.key") });
-    const error = await typed(client(mutual, { fetch, auth: { username: "app", password: "app-pw" } }).put("auth/k", "v"));
+    const error = await typed(
+      client(mutual, { fetch, auth: { username: "app", password: "app-pw" } }).put("auth/k", "v"),
+    );
     expect(error.code).toBe("UNAUTHENTICATED");
     expect(error.message).toMatch(/without a CN/);
   });
@@ -224,4 +315,3 @@ describe("auth with --client-cert-auth: etcd's gateway refuses a client certific
     expect((await typed(etcd.put("outside", "v"))).code).toBe("PERMISSION_DENIED");
   });
 });
-

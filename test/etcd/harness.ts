@@ -5,7 +5,14 @@
 import * as members from "../support/etcd-members.ts";
 import { etcdBinaries, type EtcdVersion, isEtcdVersion } from "../support/etcd-versions.ts";
 
-export { addUser, enableAuth, makeLeader, memberStatus, type EtcdCluster, type EtcdMember } from "../support/etcd-members.ts";
+export {
+  addUser,
+  enableAuth,
+  makeLeader,
+  memberStatus,
+  type EtcdCluster,
+  type EtcdMember,
+} from "../support/etcd-members.ts";
 
 /** Options of a member; the binaries are the run's version. */
 export type EtcdOptions = Omit<members.EtcdOptions, "binDir">;

@@ -2,7 +2,7 @@
 // the fault relay and checks that the lock, session or release still does what it promises, within a bound.
 // Each of these stalled or lied before the liveness work: the comment on each says how.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Etcd, type Fetch, isEtcdError, type Lock } from "../../src/index.js";
+import { type Etcd, type Fetch, isEtcdError, type Lock } from "../../src/index.js";
 import { createNodeFetch } from "../../src/node/index.js";
 import { type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
 import { rejection, sleep, stillPending, until, within } from "../support/async.js";
@@ -44,10 +44,14 @@ describe("a waiter whose watch connection goes silent", () => {
     const waiterSession = await relayed().session({ ttl: 30 });
     const waiting = waiterSession.mutex(name).lock({ timeout: 20_000 });
     // The waiter's watch is open through the relay once its key is second in line and the stream is up.
-    await within(5_000, "waiter's watch opened", (async () => {
-      while ((await keysUnder(etcd, name)).length < 2 || proxy.connections() === 0) await sleep(20);
-      await sleep(200);
-    })());
+    await within(
+      5_000,
+      "waiter's watch opened",
+      (async () => {
+        while ((await keysUnder(etcd, name)).length < 2 || proxy.connections() === 0) await sleep(20);
+        await sleep(200);
+      })(),
+    );
     // A NAT drops the flow: the open connection stays open but silent for good; new ones work.
     proxy.silence({ drop: true });
     proxy.resume();
@@ -95,7 +99,8 @@ describe("an acquisition outlasts a call's attempts", () => {
       if (armed.count > 0 && String(input).endsWith(armed.path)) {
         armed.count--;
         hit++;
-        if (armed.how === "break") return Promise.reject(new TypeError("fetch failed", { cause: new Error("socket hang up") }));
+        if (armed.how === "break")
+          return Promise.reject(new TypeError("fetch failed", { cause: new Error("socket hang up") }));
         return new Promise((_, reject) => {
           const signal = init?.signal;
           signal?.addEventListener("abort", () => reject(signal.reason), { once: true });
@@ -113,7 +118,9 @@ describe("an acquisition outlasts a call's attempts", () => {
     const name = uniqueName("liveness");
     const wire = faultyWire();
     // Three attempts of 300 ms per call.
-    const session = await client({ fetch: wire.fetch, timeout: 1_500, attemptTimeout: 300, retries: 2 }).session({ ttl: 30 });
+    const session = await client({ fetch: wire.fetch, timeout: 1_500, attemptTimeout: 300, retries: 2 }).session({
+      ttl: 30,
+    });
     // Four: the join's first call spends its three attempts, its second call gets through at its second.
     wire.failNext("/v3/kv/txn", 4, "hang");
     const lock = await within(10_000, "the lock is taken", session.mutex(name).lock({ timeout: 15_000 }));
@@ -128,33 +135,36 @@ describe("an acquisition outlasts a call's attempts", () => {
     await session.close();
   });
 
-  it.each(["mutex", "semaphore"] as const)("a polling %s whose line reads fail is not failed by them, and takes its turn", async (kind) => {
-    const name = uniqueName("liveness");
-    const wire = faultyWire();
-    const waiterSession = await client({ fetch: wire.fetch, retries: 0 }).session({ ttl: 30 });
-    const holderSession = await etcd.session({ ttl: 30 });
-    const options = { wait: "poll", pollInterval: 50, timeout: 15_000 } as const;
-    const take = async (session: typeof holderSession) => {
-      if (kind === "mutex") {
-        const lock = await session.mutex(name).lock(options);
-        return { revision: lock.revision, release: () => lock.unlock() };
-      }
-      const permit = await session.semaphore(name, { permits: 1 }).acquire(options);
-      return { revision: permit.revision, release: () => permit.release() };
-    };
-    const held = await take(holderSession);
-    const waiting = take(waiterSession);
-    await until("the waiter is in line", 5_000, async () => (await keysUnder(etcd, name)).length === 2);
-    // Each poll is one read; five fail in a row, each at once (no retry left in its call).
-    wire.failNext("/v3/kv/range", 5, "break");
-    await until("five reads failed", 5_000, () => wire.hit() === 5);
-    expect(await stillPending(waiting, 100)).toBe(true);
-    await held.release();
-    const turn = await within(5_000, "the waiter takes its turn", waiting);
-    expect(turn.revision).toBeGreaterThan(held.revision);
-    await turn.release();
-    await Promise.all([waiterSession.close(), holderSession.close()]);
-  });
+  it.each(["mutex", "semaphore"] as const)(
+    "a polling %s whose line reads fail is not failed by them, and takes its turn",
+    async (kind) => {
+      const name = uniqueName("liveness");
+      const wire = faultyWire();
+      const waiterSession = await client({ fetch: wire.fetch, retries: 0 }).session({ ttl: 30 });
+      const holderSession = await etcd.session({ ttl: 30 });
+      const options = { wait: "poll", pollInterval: 50, timeout: 15_000 } as const;
+      const take = async (session: typeof holderSession) => {
+        if (kind === "mutex") {
+          const lock = await session.mutex(name).lock(options);
+          return { revision: lock.revision, release: () => lock.unlock() };
+        }
+        const permit = await session.semaphore(name, { permits: 1 }).acquire(options);
+        return { revision: permit.revision, release: () => permit.release() };
+      };
+      const held = await take(holderSession);
+      const waiting = take(waiterSession);
+      await until("the waiter is in line", 5_000, async () => (await keysUnder(etcd, name)).length === 2);
+      // Each poll is one read; five fail in a row, each at once (no retry left in its call).
+      wire.failNext("/v3/kv/range", 5, "break");
+      await until("five reads failed", 5_000, () => wire.hit() === 5);
+      expect(await stillPending(waiting, 100)).toBe(true);
+      await held.release();
+      const turn = await within(5_000, "the waiter takes its turn", waiting);
+      expect(turn.revision).toBeGreaterThan(held.revision);
+      await turn.release();
+      await Promise.all([waiterSession.close(), holderSession.close()]);
+    },
+  );
 });
 
 describe("release is idempotent and honest", () => {
@@ -188,9 +198,13 @@ describe("release is idempotent and honest", () => {
     const lock = await session.mutex(name).lock();
     const contender = await etcd.session({ ttl: 30 });
     const waiting = contender.mutex(name).lock({ timeout: 15_000 });
-    await within(5_000, "the contender is in line", (async () => {
-      while ((await keysUnder(etcd, name)).length < 2) await sleep(20);
-    })());
+    await within(
+      5_000,
+      "the contender is in line",
+      (async () => {
+        while ((await keysUnder(etcd, name)).length < 2) await sleep(20);
+      })(),
+    );
     own.silence({ drop: true });
     const failure = await rejection(lock.unlock({ timeout: 600 }));
     expect(failure.code).toBe("TIMEOUT");
@@ -348,7 +362,11 @@ describe("a session that lost its lease to an outage", () => {
       const back = performance.now();
       const observer = client({ endpoints: [member.clientUrl], timeout: 2_000 });
       // etcd recovered the lease with a fresh TTL (6 s): only the revocation can remove the key sooner.
-      await until("the lost session's key is gone", 5_000, async () => (await keysUnder(observer, name).catch(() => [name])).length === 0);
+      await until(
+        "the lost session's key is gone",
+        5_000,
+        async () => (await keysUnder(observer, name).catch(() => [name])).length === 0,
+      );
       expect(performance.now() - back).toBeLessThan(4_000);
       expect(await rejection(observer.lease.timeToLive(session.leaseId))).toMatchObject({ code: "LEASE_NOT_FOUND" });
       expect(await session.close()).toBe(false);
@@ -396,7 +414,10 @@ describe("waiters of one client that share a line's watch, under resets and sile
     })();
     const quitting = quitters.map(async (session, q) => {
       for (let i = 0; running; i++) {
-        const lock = await session.mutex(name).lock({ timeout: 20 + ((i * 7 + q * 13) % 40) }).catch(() => undefined);
+        const lock = await session
+          .mutex(name)
+          .lock({ timeout: 20 + ((i * 7 + q * 13) % 40) })
+          .catch(() => undefined);
         if (lock === undefined) gaveUp++;
         else await hold(lock);
       }
@@ -406,7 +427,10 @@ describe("waiters of one client that share a line's watch, under resets and sile
         // 12 turns each, and more (bounded) until the quitters have given up in the middle of the line often
         // enough: a faster lock gets through the 12 before they do.
         for (let i = 0; i < 12 || (gaveUp <= 10 && i < 60); i++) {
-          const lock = await session.mutex(name).lock({ timeout: 20_000 }).catch(() => undefined);
+          const lock = await session
+            .mutex(name)
+            .lock({ timeout: 20_000 })
+            .catch(() => undefined);
           if (lock === undefined) failed++;
           else await hold(lock);
         }

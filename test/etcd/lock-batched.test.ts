@@ -57,7 +57,8 @@ describe("locks started together on one client", () => {
     // names may share it), and the later one's full join in another; each request carries one session's key.
     const joins = fetch.calls.slice(start).filter((c) => c.path === "/v3/kv/txn" && c.body?.includes(btoa(`${name}/`)));
     expect(joins).toHaveLength(3);
-    const keysOf = (body: string | undefined) => [a, b].filter((s) => body?.includes(btoa(`${name}/${s.leaseHex}`))).length;
+    const keysOf = (body: string | undefined) =>
+      [a, b].filter((s) => body?.includes(btoa(`${name}/${s.leaseHex}`))).length;
     expect(joins.map((c) => keysOf(c.body))).toEqual([1, 1, 1]);
     await held.unlock();
     const next = await later;
@@ -72,7 +73,10 @@ describe("locks started together on one client", () => {
     const gone = await open({ keepAlive: "manual" });
     await etcd.lease.revoke(gone.leaseId);
     const start = fetch.calls.length;
-    const [ok, refused] = await Promise.allSettled([live.mutex(`${name}/live`).lock(), gone.mutex(`${name}/gone`).lock()]);
+    const [ok, refused] = await Promise.allSettled([
+      live.mutex(`${name}/live`).lock(),
+      gone.mutex(`${name}/gone`).lock(),
+    ]);
     expect(ok.status).toBe("fulfilled");
     expect(refused.status).toBe("rejected");
     expect(isEtcdError((refused as PromiseRejectedResult).reason)).toBe(true);
@@ -108,9 +112,15 @@ async function takeTurns(shared: Etcd, direct: Etcd, base: string, faulting: () 
       return;
     }
     const value = Number(current?.value ?? "0");
-    const guard = current ? cmp.modRevision(counter(name), "==", current.modRevision) : cmp.createRevision(counter(name), "==", 0);
+    const guard = current
+      ? cmp.modRevision(counter(name), "==", current.modRevision)
+      : cmp.createRevision(counter(name), "==", 0);
     try {
-      const { succeeded } = await direct.txn().if(lock.ifHeld(), guard).then(op.put(counter(name), String(value + 1))).commit();
+      const { succeeded } = await direct
+        .txn()
+        .if(lock.ifHeld(), guard)
+        .then(op.put(counter(name), String(value + 1)))
+        .commit();
       // Refused: the lock was no longer held, or another holder moved the counter.
       if (succeeded) add(commits, name);
       else stats.refused++;
@@ -126,8 +136,12 @@ async function takeTurns(shared: Etcd, direct: Etcd, base: string, faulting: () 
       .catch(async (error: unknown) => {
         // What the line held when it failed, for the failure message.
         const { kvs } = await direct.range({ prefix: `${name}/` });
-        const owners = kvs.map((kv) => `${kv.key}@${kv.createRevision} (session ${sessions.findIndex((x) => x.leaseId === kv.lease)})`);
-        console.warn(`session ${s}, round ${round} on ${name}: ${(error as Error).message}; line: ${owners.join(", ") || "empty"}`);
+        const owners = kvs.map(
+          (kv) => `${kv.key}@${kv.createRevision} (session ${sessions.findIndex((x) => x.leaseId === kv.lease)})`,
+        );
+        console.warn(
+          `session ${s}, round ${round} on ${name}: ${(error as Error).message}; line: ${owners.join(", ") || "empty"}`,
+        );
         return undefined;
       });
     if (lock === undefined) {
@@ -149,7 +163,11 @@ async function takeTurns(shared: Etcd, direct: Etcd, base: string, faulting: () 
     await Promise.all(sessions.map((session, s) => turn(session, s, round)));
   }
   const counters = await Promise.all(
-    names.map(async (name) => ({ stored: Number((await direct.get(counter(name)))?.value ?? "0"), committed: commits.get(name) ?? 0, unknown: unknown.get(name) ?? 0 })),
+    names.map(async (name) => ({
+      stored: Number((await direct.get(counter(name)))?.value ?? "0"),
+      committed: commits.get(name) ?? 0,
+      unknown: unknown.get(name) ?? 0,
+    })),
   );
   await Promise.all(sessions.map((session) => session.close().catch(() => false)));
   const total = (map: Map<string, number>) => [...map.values()].reduce((a, b) => a + b, 0);
@@ -197,10 +215,18 @@ describe("locks started together on one client, through resets, silences, swallo
     })();
     const result = await takeTurns(shared, client(), uniqueName("batch-faults"), () => faulting, 10);
     await faults;
-    expect({ overlaps: result.overlaps, failed: result.failed, refused: result.refused }).toEqual({ overlaps: 0, failed: 0, refused: 0 });
+    expect({ overlaps: result.overlaps, failed: result.failed, refused: result.refused }).toEqual({
+      overlaps: 0,
+      failed: 0,
+      refused: 0,
+    });
     // The fenced writes go straight to etcd: every turn made one that held (10 rounds at least).
     expect(result.turns).toBeGreaterThanOrEqual(160);
-    expect({ committed: result.committed, unknown: result.unknown, unread: result.unread }).toEqual({ committed: result.turns, unknown: 0, unread: 0 });
+    expect({ committed: result.committed, unknown: result.unknown, unread: result.unread }).toEqual({
+      committed: result.turns,
+      unknown: 0,
+      unread: 0,
+    });
     expectCounted(result.counters);
     // The joins and releases went in batches, on connections the faults cut.
     expect(sent.calls.filter((c) => batched(c.body)).length).toBeGreaterThan(10);
@@ -243,7 +269,11 @@ describe("locks started together on one client of a 3-member cluster whose leade
     const result = await takeTurns(shared, direct, uniqueName("batch-leader"), () => faulting, 10);
     await faults;
     expect(kills).toBe(2);
-    expect({ overlaps: result.overlaps, failed: result.failed, refused: result.refused }).toEqual({ overlaps: 0, failed: 0, refused: 0 });
+    expect({ overlaps: result.overlaps, failed: result.failed, refused: result.refused }).toEqual({
+      overlaps: 0,
+      failed: 0,
+      refused: 0,
+    });
     // A fenced write (or its read) caught by a kill may fail; most get through, and none is lost.
     expect(result.turns).toBeGreaterThanOrEqual(160);
     expect(result.committed + result.unknown + result.unread).toBe(result.turns);

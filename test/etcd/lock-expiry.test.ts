@@ -32,12 +32,18 @@ function aborted(signal: AbortSignal): Promise<void> {
 }
 
 describe.concurrent("a waiter that gives up", () => {
-  it("(a) a waiter whose own manual ttl-2 session is never renewed fails with SESSION_EXPIRED well before its 30 s timeout", async ({ expect }) => {
+  it("(a) a waiter whose own manual ttl-2 session is never renewed fails with SESSION_EXPIRED well before its 30 s timeout", async ({
+    expect,
+  }) => {
     const { name, lock } = await heldLock();
     const waiter = await newSession({ ttl: 2, keepAlive: "manual" });
     const started = performance.now();
     // Bounded at 12 s so a regression fails fast instead of waiting out the 30 s timeout.
-    const error = await within(12_000, "waiter of an expired session", rejection(waiter.mutex(name).lock({ timeout: 30_000 })));
+    const error = await within(
+      12_000,
+      "waiter of an expired session",
+      rejection(waiter.mutex(name).lock({ timeout: 30_000 })),
+    );
     const elapsed = performance.now() - started;
     expect(error.code).toBe("SESSION_EXPIRED");
     expect(elapsed).toBeLessThan(10_000);
@@ -89,7 +95,9 @@ describe.concurrent("a waiter that gives up", () => {
     expect(await keysUnder(etcd, name)).toEqual([lock.key]);
   });
 
-  it("(d) tryLock: undefined on a held lock (no key left), a Lock on a free one; timeout 0 throws LOCKED", async ({ expect }) => {
+  it("(d) tryLock: undefined on a held lock (no key left), a Lock on a free one; timeout 0 throws LOCKED", async ({
+    expect,
+  }) => {
     const { name, lock } = await heldLock();
     const other = await newSession();
     const mutex = other.mutex(name);
@@ -118,7 +126,9 @@ describe.concurrent("a waiter that gives up", () => {
 });
 
 describe.concurrent("a holder whose lease runs out", () => {
-  it("(e) manual ttl 2, never renewed: loses the lock, its fenced write fails, the next waiter acquires, unlock is LOCK_LOST", async ({ expect }) => {
+  it("(e) manual ttl 2, never renewed: loses the lock, its fenced write fails, the next waiter acquires, unlock is LOCK_LOST", async ({
+    expect,
+  }) => {
     const name = uniqueName();
     const fenced = `${name}-data`;
     const session = await newSession({ ttl: 2, keepAlive: "manual" });
@@ -156,7 +166,9 @@ describe.concurrent("a holder whose lease runs out", () => {
     await successor.unlock();
   });
 
-  it("(e') the lease deadline alone aborts every lock's signal: nobody has to read `held` or `alive`", async ({ expect }) => {
+  it("(e') the lease deadline alone aborts every lock's signal: nobody has to read `held` or `alive`", async ({
+    expect,
+  }) => {
     // Eight independent manual ttl-2 holders, acquired one after another. Only the session's own deadline
     // timer can abort their signals here: the test reads nothing that would check the deadline.
     const locks: Lock[] = [];
@@ -165,10 +177,14 @@ describe.concurrent("a holder whose lease runs out", () => {
       locks.push(await session.mutex(uniqueName()).lock());
       await etcd.get(uniqueName()); // some unrelated traffic, as a real holder would do
     }
-    await within(8_000, "every lock.signal aborted", Promise.all(locks.map((l) => aborted(l.signal)))).catch((error: Error) => {
-      const stuck = locks.filter((l) => !l.signal.aborted).length;
-      throw new Error(`${stuck} of ${locks.length} lock signals never aborted after their lease deadline passed (${error.message})`);
-    });
+    await within(8_000, "every lock.signal aborted", Promise.all(locks.map((l) => aborted(l.signal)))).catch(
+      (error: Error) => {
+        const stuck = locks.filter((l) => !l.signal.aborted).length;
+        throw new Error(
+          `${stuck} of ${locks.length} lock signals never aborted after their lease deadline passed (${error.message})`,
+        );
+      },
+    );
     for (const lock of locks) expect((lock.signal.reason as EtcdError).code).toBe("LOCK_LOST");
   });
 
@@ -189,7 +205,15 @@ describe.concurrent("a holder whose lease runs out", () => {
     const info = await etcd.inspectLock(name);
     expect(info.holder?.key).toBe(lock.key);
     expect(info.holder?.revision).toBe(lock.revision);
-    expect((await etcd.txn().if(lock.ifHeld()).then(op.put(`${name}-data`, "x")).commit()).succeeded).toBe(true);
+    expect(
+      (
+        await etcd
+          .txn()
+          .if(lock.ifHeld())
+          .then(op.put(`${name}-data`, "x"))
+          .commit()
+      ).succeeded,
+    ).toBe(true);
     await lock.unlock();
   });
 
@@ -203,7 +227,15 @@ describe.concurrent("a holder whose lease runs out", () => {
     expect(lock.held).toBe(true);
     expect(await leaseExists(session.leaseId)).toBe(true);
     expect((await etcd.inspectLock(name)).holder?.key).toBe(lock.key);
-    expect((await etcd.txn().if(lock.ifHeld()).then(op.put(`${name}-data`, "x")).commit()).succeeded).toBe(true);
+    expect(
+      (
+        await etcd
+          .txn()
+          .if(lock.ifHeld())
+          .then(op.put(`${name}-data`, "x"))
+          .commit()
+      ).succeeded,
+    ).toBe(true);
     await lock.unlock();
   });
 });
@@ -260,17 +292,31 @@ describe.concurrent("tickets", () => {
   it("(i) a ticket resumed by another client can do a fenced write and unlock", async ({ expect }) => {
     const { name, lock } = await heldLock();
     const ticket = JSON.parse(JSON.stringify(lock));
-    expect(ticket).toEqual({ name, key: lock.key, leaseId: lock.leaseId, revision: lock.revision, secret: expect.any(String) });
+    expect(ticket).toEqual({
+      name,
+      key: lock.key,
+      leaseId: lock.leaseId,
+      revision: lock.revision,
+      secret: expect.any(String),
+    });
 
     const other = client();
     const resumed = await other.resumeLock(ticket);
     expect(resumed.key).toBe(lock.key);
     expect(resumed.revision).toBe(lock.revision);
     expect(resumed.held).toBe(true);
-    const write = await other.txn().if(resumed.ifHeld()).then(op.put(`${name}-data`, "from the resumed lock")).commit();
+    const write = await other
+      .txn()
+      .if(resumed.ifHeld())
+      .then(op.put(`${name}-data`, "from the resumed lock"))
+      .commit();
     expect(write.succeeded).toBe(true);
     // The sender's handle is superseded: its fenced writes are refused and its unlock deletes nothing.
-    const stale = await etcd.txn().if(lock.ifHeld()).then(op.put(`${name}-data`, "from the sender")).commit();
+    const stale = await etcd
+      .txn()
+      .if(lock.ifHeld())
+      .then(op.put(`${name}-data`, "from the sender"))
+      .commit();
     expect(stale.succeeded).toBe(false);
     expect((await rejection(lock.unlock())).code).toBe("LOCK_LOST");
     expect(await keysUnder(etcd, name)).toEqual([lock.key]);
@@ -289,7 +335,9 @@ describe.concurrent("tickets", () => {
     await first.unlock();
   });
 
-  it("(i) a ticket forged from inspectLock's output (no secret, or a guessed one) takes nothing over", async ({ expect }) => {
+  it("(i) a ticket forged from inspectLock's output (no secret, or a guessed one) takes nothing over", async ({
+    expect,
+  }) => {
     const { name, lock } = await heldLock();
     const { holder } = await etcd.inspectLock(name);
     expect(holder).not.toHaveProperty("secret");
@@ -297,7 +345,11 @@ describe.concurrent("tickets", () => {
     expect((await rejection(client().resumeLock(forged as never))).code).toBe("INVALID_ARGUMENT");
     expect((await rejection(client().resumeLock({ ...forged, secret: "0".repeat(32) }))).code).toBe("LOCK_LOST");
     // The holder is untouched.
-    const write = await etcd.txn().if(lock.ifHeld()).then(op.put(`${name}-data`, "still mine")).commit();
+    const write = await etcd
+      .txn()
+      .if(lock.ifHeld())
+      .then(op.put(`${name}-data`, "still mine"))
+      .commit();
     expect(write.succeeded).toBe(true);
     await lock.unlock();
   });
@@ -350,7 +402,12 @@ describe.concurrent("inspection and one session's own callers", () => {
     await until("two waiters", 5_000, async () => (await etcd.inspectLock(name)).waiters.length === 2);
 
     const info = await etcd.inspectLock(name);
-    expect(info.holder).toEqual({ key: lock.key, revision: lock.revision, leaseId: lock.leaseId, ttl: expect.any(Number) });
+    expect(info.holder).toEqual({
+      key: lock.key,
+      revision: lock.revision,
+      leaseId: lock.leaseId,
+      ttl: expect.any(Number),
+    });
     expect(info.holder!.ttl).toBeGreaterThan(0);
     expect(info.holder!.ttl).toBeLessThanOrEqual(15);
     // Both joined at once: either order, but listed in the order of their places in line.
@@ -388,7 +445,9 @@ describe.concurrent("inspection and one session's own callers", () => {
     expect(await keysUnder(etcd, name)).toEqual([]);
   });
 
-  it("(k) a same-session caller queued behind the holder can give up without releasing the holder", async ({ expect }) => {
+  it("(k) a same-session caller queued behind the holder can give up without releasing the holder", async ({
+    expect,
+  }) => {
     const name = uniqueName();
     const session = await newSession();
     const lock1 = await session.mutex(name).lock();
@@ -397,7 +456,15 @@ describe.concurrent("inspection and one session's own callers", () => {
     // The holder's key (shared by both callers: one key per session and name) must survive.
     expect(lock1.held).toBe(true);
     expect(await keysUnder(etcd, name)).toEqual([lock1.key]);
-    expect((await etcd.txn().if(lock1.ifHeld()).then(op.put(`${name}-data`, "x")).commit()).succeeded).toBe(true);
+    expect(
+      (
+        await etcd
+          .txn()
+          .if(lock1.ifHeld())
+          .then(op.put(`${name}-data`, "x"))
+          .commit()
+      ).succeeded,
+    ).toBe(true);
     await lock1.unlock();
   });
 });

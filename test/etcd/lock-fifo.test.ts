@@ -57,10 +57,13 @@ it("a waiter that leaves the middle of the line does not reorder the rest", asyn
   const [a, b, c] = [await newSession(), await newSession(), await newSession()];
   const order: string[] = [];
   const take = (label: string, s: Session, signal?: AbortSignal) =>
-    s.mutex(name).lock({ signal }).then(async (lock) => {
-      order.push(label);
-      await lock.unlock();
-    });
+    s
+      .mutex(name)
+      .lock({ signal })
+      .then(async (lock) => {
+        order.push(label);
+        await lock.unlock();
+      });
   const pa = take("a", a);
   await until("a joined", 5_000, async () => (await etcd.inspectLock(name)).waiters.length === 1);
   const leave = new AbortController();

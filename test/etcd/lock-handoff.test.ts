@@ -163,7 +163,10 @@ describe("waiters alone in their processes", () => {
     await until("the first waiter's watch", 5_000, () => watchBody(0) !== undefined);
     const second = waiters[1]!.mutex(name).lock({ timeout: 10_000 });
     await until("the second waiter's watch", 5_000, () => watchBody(1) !== undefined);
-    const watched = [0, 1].map((i) => (JSON.parse(String(watchBody(i))) as { create_request: { key: string; range_end?: string } }).create_request);
+    const watched = [0, 1].map(
+      (i) =>
+        (JSON.parse(String(watchBody(i))) as { create_request: { key: string; range_end?: string } }).create_request,
+    );
     expect(watched.map((w) => w.range_end)).toEqual([undefined, undefined]);
     expect(watched.map((w) => atob(w.key))).toEqual([holder.key, waiters[0]!.mutex(name).key]);
     await holder.unlock();

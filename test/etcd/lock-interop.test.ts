@@ -30,8 +30,17 @@ interface Etcdctl {
 }
 
 function etcdctlLock(name: string, ...command: string[]): Etcdctl {
-  const args = [`--endpoints=${sharedEndpoint()}`, "lock", name, "--ttl=10", ...(command.length > 0 ? ["--", ...command] : [])];
-  const child = spawn(join(etcdBinDir(), "etcdctl"), args, { env: { ...process.env, ETCDCTL_API: "3" }, stdio: ["ignore", "pipe", "pipe"] });
+  const args = [
+    `--endpoints=${sharedEndpoint()}`,
+    "lock",
+    name,
+    "--ttl=10",
+    ...(command.length > 0 ? ["--", ...command] : []),
+  ];
+  const child = spawn(join(etcdBinDir(), "etcdctl"), args, {
+    env: { ...process.env, ETCDCTL_API: "3" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   children.add(child);
   const lines: Etcdctl["lines"] = [];
   let buffered = "";

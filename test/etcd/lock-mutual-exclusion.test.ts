@@ -32,7 +32,11 @@ describe("mutual exclusion", () => {
           const n = Number(current?.value);
           // Yield to the event loop so an overlapping holder, if any, would interleave here.
           await new Promise((resolve) => setImmediate(resolve));
-          const result = await etcd.txn().if(lock.ifHeld()).then(op.put(counter, String(n + 1))).commit();
+          const result = await etcd
+            .txn()
+            .if(lock.ifHeld())
+            .then(op.put(counter, String(n + 1)))
+            .commit();
           if (!result.succeeded) failedWrites.push(`${lock.key}@${lock.revision}`);
           expect(lock.held).toBe(true);
         } finally {
@@ -82,7 +86,11 @@ describe("mutual exclusion", () => {
           observed.push(stock);
           if (stock <= 0) return;
           await new Promise((resolve) => setImmediate(resolve));
-          const result = await etcd.txn().if(lock.ifHeld()).then(op.put(stockKey, String(stock - 1))).commit();
+          const result = await etcd
+            .txn()
+            .if(lock.ifHeld())
+            .then(op.put(stockKey, String(stock - 1)))
+            .commit();
           if (result.succeeded) sales.push(id);
           else failedWrites++;
         } finally {

@@ -14,7 +14,11 @@ describe("lock-name conflicts", () => {
   it("data stored under the lock's name: withLock fails at once, naming the key, and leaves no key of its own", async () => {
     const name = uniqueName("jobs");
     await etcd.put(`${name}/last-run`, "yesterday");
-    const error = await within(3_000, "withLock on a name with data under it", rejection(etcd.withLock(name, () => "ran", { ttl: 5, timeout: 10_000 })));
+    const error = await within(
+      3_000,
+      "withLock on a name with data under it",
+      rejection(etcd.withLock(name, () => "ran", { ttl: 5, timeout: 10_000 })),
+    );
     expect(error.code).toBe("LOCK_NAME_CONFLICT");
     expect(error.message).toContain(`${name}/last-run`);
     expect(await keysUnder(etcd, name)).toEqual([`${name}/last-run`]);
@@ -34,7 +38,9 @@ describe("lock-name conflicts", () => {
     expect(error.code).toBe("LOCK_NAME_CONFLICT");
     expect(error.message).toContain(inner.key);
     await expect(other.mutex(name).tryLock()).rejects.toMatchObject({ code: "LOCK_NAME_CONFLICT" });
-    await expect(other.election(name).campaign("x", { timeout: 5_000 })).rejects.toMatchObject({ code: "LOCK_NAME_CONFLICT" });
+    await expect(other.election(name).campaign("x", { timeout: 5_000 })).rejects.toMatchObject({
+      code: "LOCK_NAME_CONFLICT",
+    });
     // Nothing of the refused contenders stays in the line.
     expect(await keysUnder(etcd, name)).toEqual([inner.key]);
     await Promise.all([session.close(), other.close()]);
@@ -69,7 +75,11 @@ describe("lock-name conflicts", () => {
     const name = uniqueName("ok");
     const session = await etcd.session({ ttl: 10 });
     const lock = await session.mutex(name).lock();
-    const write = await etcd.txn().if(lock.ifHeld()).then(op.put(`${name}.data`, "v")).commit();
+    const write = await etcd
+      .txn()
+      .if(lock.ifHeld())
+      .then(op.put(`${name}.data`, "v"))
+      .commit();
     expect(write.succeeded).toBe(true);
     const info = await etcd.inspectLock(name);
     expect(info.holder?.key).toBe(lock.key);

@@ -37,7 +37,11 @@ describe("withLock in-process", () => {
         expect(lock.held).toBe(true);
         const info = await etcd.inspectLock(name);
         expect(info.holder?.key).toBe(lock.key);
-        const write = await etcd.txn().if(lock.ifHeld()).then(op.put(`${name}-data`, "x")).commit();
+        const write = await etcd
+          .txn()
+          .if(lock.ifHeld())
+          .then(op.put(`${name}-data`, "x"))
+          .commit();
         expect(write.succeeded).toBe(true);
         return { answer: 42 };
       },
@@ -113,7 +117,9 @@ describe("withLock in-process", () => {
       },
     });
     let ran = false;
-    const error = await rejection(spying.withLock(name, () => (ran = true), { ttl: 10, timeout: 400, lease: "per-call" }));
+    const error = await rejection(
+      spying.withLock(name, () => (ran = true), { ttl: 10, timeout: 400, lease: "per-call" }),
+    );
     expect(error.code).toBe("TIMEOUT");
     expect(ran).toBe(false);
     expect(await keysUnder(etcd, name)).toEqual([lock.key]);
@@ -129,11 +135,19 @@ describe("withLock in-process", () => {
     const first = await warm.withLock(name, (lock) => lock.leaseId, { ttl: 30 });
     expect(fetch.since(0)).toEqual(["/v3/lease/grant", "/v3/kv/txn", "/v3/kv/txn"]);
     const mark = fetch.mark();
-    const second = await warm.withLock(name, async (lock) => {
-      const write = await etcd.txn().if(lock.ifHeld()).then(op.put(`${name}-data`, "x")).commit();
-      expect(write.succeeded).toBe(true);
-      return lock.leaseId;
-    }, { ttl: 30 });
+    const second = await warm.withLock(
+      name,
+      async (lock) => {
+        const write = await etcd
+          .txn()
+          .if(lock.ifHeld())
+          .then(op.put(`${name}-data`, "x"))
+          .commit();
+        expect(write.succeeded).toBe(true);
+        return lock.leaseId;
+      },
+      { ttl: 30 },
+    );
     expect(second).toBe(first);
     expect(fetch.since(mark)).toEqual(["/v3/kv/txn", "/v3/kv/txn"]);
     expect(await keysUnder(etcd, name)).toEqual([]);
@@ -151,10 +165,14 @@ describe("withLock in-process", () => {
     // The client still trusts its deadline; only the server knows the lease is gone.
     await etcd.lease.revoke(first);
     const mark = fetch.mark();
-    const second = await warm.withLock(name, async (lock) => {
-      expect(lock.held).toBe(true);
-      return lock.leaseId;
-    }, { ttl: 30 });
+    const second = await warm.withLock(
+      name,
+      async (lock) => {
+        expect(lock.held).toBe(true);
+        return lock.leaseId;
+      },
+      { ttl: 30 },
+    );
     expect(second).not.toBe(first);
     expect(fetch.since(mark)).toEqual(["/v3/kv/txn", "/v3/lease/grant", "/v3/kv/txn", "/v3/kv/txn"]);
     expect(await keysUnder(etcd, name)).toEqual([]);
@@ -255,7 +273,13 @@ describe("withLock leaves the process free to exit", () => {
       child.once("exit", (code, signal) => {
         clearTimeout(killer);
         const exitedAt = performance.now();
-        resolvePromise({ code, signal, stdout, stderr, lingered: doneAt === undefined ? undefined : exitedAt - doneAt });
+        resolvePromise({
+          code,
+          signal,
+          stdout,
+          stderr,
+          lingered: doneAt === undefined ? undefined : exitedAt - doneAt,
+        });
       });
     });
   }
@@ -268,20 +292,25 @@ describe("withLock leaves the process free to exit", () => {
     ["auto", 2_200],
     ["contended-auto", 0],
     ["session-auto", 2_200],
-  ] as const)("%s (fn holds %i ms): exits within 1.5 s of printing done, with code 0", async ([scenario, holdMs], { expect }) => {
-    const name = uniqueName();
-    const run = await runFixture(name, scenario, holdMs);
-    console.info(`withlock-exit ${scenario}/${holdMs}: exited ${run.lingered === undefined ? "?" : Math.round(run.lingered)} ms after done`);
-    expect(run.stderr).toBe("");
-    expect(run.code).toBe(0);
-    expect(run.stdout).toMatch(/^done /);
-    expect(run.lingered).toBeDefined();
-    expect(run.lingered!).toBeLessThan(1_500);
-    if (scenario !== "session-auto") {
-      expect(run.stdout.trim()).toMatch(new RegExp(`^done ${name}/[0-9a-f]+@\\d+$`));
-      expect((await etcd.inspectLock(name)).holder).toBeUndefined();
-    }
-  });
+  ] as const)(
+    "%s (fn holds %i ms): exits within 1.5 s of printing done, with code 0",
+    async ([scenario, holdMs], { expect }) => {
+      const name = uniqueName();
+      const run = await runFixture(name, scenario, holdMs);
+      console.info(
+        `withlock-exit ${scenario}/${holdMs}: exited ${run.lingered === undefined ? "?" : Math.round(run.lingered)} ms after done`,
+      );
+      expect(run.stderr).toBe("");
+      expect(run.code).toBe(0);
+      expect(run.stdout).toMatch(/^done /);
+      expect(run.lingered).toBeDefined();
+      expect(run.lingered!).toBeLessThan(1_500);
+      if (scenario !== "session-auto") {
+        expect(run.stdout.trim()).toMatch(new RegExp(`^done ${name}/[0-9a-f]+@\\d+$`));
+        expect((await etcd.inspectLock(name)).holder).toBeUndefined();
+      }
+    },
+  );
 
   it("the measurement catches a lingering process (control: a ref'd 3 s timer after done)", async ({ expect }) => {
     const control = join(bundleDir, "control.mjs");

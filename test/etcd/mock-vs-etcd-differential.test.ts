@@ -21,10 +21,10 @@ import { serveMockEtcd, type MockEtcdServer } from "../../src/testing/server/ind
 import { startEtcd, type EtcdMember } from "./harness.js";
 import { EXPLICIT_LEASES, ops, type Op, type Tpl } from "./mock-vs-etcd-ops.js";
 
-const SEED = Number(process.env["MOCK_DIFF_SEED"] ?? Date.now() % 2 ** 31);
-const OPS = Number(process.env["MOCK_DIFF_OPS"] ?? 10_000);
+const SEED = Number(process.env.MOCK_DIFF_SEED ?? Date.now() % 2 ** 31);
+const OPS = Number(process.env.MOCK_DIFF_OPS ?? 10_000);
 /** Independent member+mock pairs run side by side, each with its own seed (SEED, SEED + 1, ...). */
-const LANES = Number(process.env["MOCK_DIFF_LANES"] ?? 2);
+const LANES = Number(process.env.MOCK_DIFF_LANES ?? 2);
 
 type Side = "real" | "mock";
 const SIDES: Side[] = ["real", "mock"];
@@ -70,26 +70,28 @@ class Collector {
   private buffer = "";
 
   constructor(response: Promise<Response>) {
-    void response.then(
-      async (res) => {
-        this.status = res.status;
-        const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
-        for (;;) {
-          const { value, done } = await reader.read();
-          if (done) {
-            this.ended = true;
-            break;
+    void response
+      .then(
+        async (res) => {
+          this.status = res.status;
+          const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+          for (;;) {
+            const { value, done } = await reader.read();
+            if (done) {
+              this.ended = true;
+              break;
+            }
+            this.buffer += value;
+            const parts = this.buffer.split("\n");
+            this.buffer = parts.pop()!;
+            for (const p of parts) if (p.trim() !== "") this.lines.push(JSON.parse(p) as Json);
           }
-          this.buffer += value;
-          const parts = this.buffer.split("\n");
-          this.buffer = parts.pop()!;
-          for (const p of parts) if (p.trim() !== "") this.lines.push(JSON.parse(p) as Json);
-        }
-      },
-      (err: unknown) => {
-        if ((err as Error).name !== "AbortError") this.status = "dropped";
-      },
-    ).catch(() => {});
+        },
+        (err: unknown) => {
+          if ((err as Error).name !== "AbortError") this.status = "dropped";
+        },
+      )
+      .catch(() => {});
   }
 }
 
@@ -183,12 +185,15 @@ class Differential {
     if ("$raw" in t) return t.$raw as string;
     if ("$lease" in t) {
       const ref = t.$lease as bigint | number;
-      const id = typeof ref === "bigint" ? String(ref) : (this.leases[ref % Math.max(1, this.leases.length)]?.[side] ?? "424242");
-      return t["number"] ? id : JSON.stringify(id);
+      const id =
+        typeof ref === "bigint"
+          ? String(ref)
+          : (this.leases[ref % Math.max(1, this.leases.length)]?.[side] ?? "424242");
+      return t.number ? id : JSON.stringify(id);
     }
     if ("$rev" in t) {
       const rev = String(this.server.mock.revision + (t.$rev as number));
-      return t["number"] ? rev : JSON.stringify(rev);
+      return t.number ? rev : JSON.stringify(rev);
     }
     if ("$lockKey" in t) {
       const n = t.$lockKey as number;
@@ -196,10 +201,14 @@ class Differential {
     }
     if ("$leader" in t) {
       const n = t.$leader as number;
-      const known = this.leaders[this.leaders.length - 1 - (n % Math.max(1, this.leaders.length))]?.[side] as Record<string, Json> | undefined;
-      const leader: Record<string, Json> = { ...(known ?? { name: btoa("E1"), key: btoa("E1/b"), rev: "1", lease: "11" }) };
-      if (t["rev"]) leader["rev"] = String(Number(leader["rev"] ?? 0) + (t["rev"] as number));
-      if (t["noLease"]) delete leader["lease"];
+      const known = this.leaders[this.leaders.length - 1 - (n % Math.max(1, this.leaders.length))]?.[side] as
+        | Record<string, Json>
+        | undefined;
+      const leader: Record<string, Json> = {
+        ...(known ?? { name: btoa("E1"), key: btoa("E1/b"), rev: "1", lease: "11" }),
+      };
+      if (t.rev) leader.rev = String(Number(leader.rev ?? 0) + (t.rev as number));
+      if (t.noLease) delete leader.lease;
       return JSON.stringify(leader);
     }
     const fields = Object.entries(t).filter(([, v]) => v !== undefined);
@@ -243,7 +252,11 @@ class Differential {
 
   /** The same key at the same version: revisions first, so that keyEq pairs no unrelated lease IDs. */
   private sameKv(real: WireKv, mock: WireKv): boolean {
-    return real.create_revision === mock.create_revision && real.mod_revision === mock.mod_revision && this.keyEq(real.key, mock.key);
+    return (
+      real.create_revision === mock.create_revision &&
+      real.mod_revision === mock.mod_revision &&
+      this.keyEq(real.key, mock.key)
+    );
   }
 
   /** Keys are equal, or equal but for the lease ID in hex at their end (a lock's or candidate's key). */
@@ -282,12 +295,25 @@ class Differential {
       if (real.length !== mock.length) fail(`${real.length} items ≠ ${mock.length}`);
       if (field === "keys") return this.sameSet(real, mock, path, loose);
       if (field === "leases") return this.sameLeases(real, mock, path, loose);
-      real.forEach((r, i) => this.eq(r, mock[i]!, `${path}[${i}]`, loose));
+      real.forEach((r, i) => {
+        this.eq(r, mock[i]!, `${path}[${i}]`, loose);
+      });
       return;
     }
-    if (real && mock && typeof real === "object" && typeof mock === "object" && !Array.isArray(real) && !Array.isArray(mock)) {
-      const rk = Object.keys(real).filter((k) => !loose.has(k)).sort();
-      const mk = Object.keys(mock).filter((k) => !loose.has(k)).sort();
+    if (
+      real &&
+      mock &&
+      typeof real === "object" &&
+      typeof mock === "object" &&
+      !Array.isArray(real) &&
+      !Array.isArray(mock)
+    ) {
+      const rk = Object.keys(real)
+        .filter((k) => !loose.has(k))
+        .sort();
+      const mk = Object.keys(mock)
+        .filter((k) => !loose.has(k))
+        .sort();
       if (rk.join() !== mk.join()) fail(`fields ${rk.join(",")} ≠ ${mk.join(",")}`);
       for (const k of rk) this.eq(real[k]!, mock[k]!, path ? `${path}.${k}` : k, loose);
       return;
@@ -336,9 +362,17 @@ class Differential {
     }
   }
 
-  private compare(step: number, op: Op, text: Record<Side, string>, real: Answer, mock: Answer, loose: string[] = []): void {
+  private compare(
+    step: number,
+    op: Op,
+    text: Record<Side, string>,
+    real: Answer,
+    mock: Answer,
+    loose: string[] = [],
+  ): void {
     const looseSet = new Set(loose);
-    if (op.path === "/v3/maintenance/status") for (const f of ["dbSize", "dbSizeInUse", "raftIndex", "raftAppliedIndex"]) looseSet.add(f);
+    if (op.path === "/v3/maintenance/status")
+      for (const f of ["dbSize", "dbSizeInUse", "raftIndex", "raftAppliedIndex"]) looseSet.add(f);
     if (op.path === "/v3/cluster/member/list") looseSet.add("clientURLs");
     if (op.path === "/v3/lease/timetolive") looseSet.add("TTL±1");
     try {
@@ -354,7 +388,10 @@ class Differential {
       // A watch stream's control lines go first: its events would push them past the cut.
       const show = (a: Answer) => {
         const control = (a.body as { control?: Json } | null)?.control;
-        return JSON.stringify(control === undefined ? a : { control, ...a }).slice(0, process.env["MOCK_DIFF_VERBOSE"] ? undefined : 2_000);
+        return JSON.stringify(control === undefined ? a : { control, ...a }).slice(
+          0,
+          process.env.MOCK_DIFF_VERBOSE ? undefined : 2_000,
+        );
       };
       throw new Error(
         `mock ≠ etcd at seed ${this.seed} step ${step}: ${op.path} ${JSON.stringify(request).slice(0, 1_000)}\n  ${err.message}\n  etcd: ${show(real)}\n  mock: ${show(mock)}`,
@@ -368,7 +405,11 @@ class Differential {
     // etcd's own watchers (a waiting lock's, an observer's) start in the past and sync on a 100 ms loop; a
     // compaction before that cancels them (the lock fails, the observe stream ends). The mock syncs at once, so
     // give etcd's loop its turn first.
-    if (op.path === "/v3/kv/compaction" && (this.pending.length > 0 || this.streams.some((s) => s.op.kind === "observe"))) await sleep(150);
+    if (
+      op.path === "/v3/kv/compaction" &&
+      (this.pending.length > 0 || this.streams.some((s) => s.op.kind === "observe"))
+    )
+      await sleep(150);
     const text = this.texts(op);
     const before = this.waitedOnKeys();
     if (op.kind === "watch" || op.kind === "observe") await this.openStream(step, op, text);
@@ -381,7 +422,8 @@ class Differential {
     // etcd removes compacted revisions from its backend in the background, so for a few ms a watch from the compact
     // revision still replays its tombstones; physical: true answers only after that. Let it finish.
     if (op.path === "/v3/kv/compaction" && !text.real.includes('"physical":true')) await sleep(50);
-    if (process.env["MOCK_DIFF_TRACE"]) console.info(`step ${step} rev ${this.server.mock.revision} ${op.path} ${text.real.slice(0, 300)}`);
+    if (process.env.MOCK_DIFF_TRACE)
+      console.info(`step ${step} rev ${this.server.mock.revision} ${op.path} ${text.real.slice(0, 300)}`);
     if (this.usesSessionLease(op, text)) {
       // Streams first: an observer reads the new leader on its own after a delete, before the sweep deletes more.
       await this.settle(before !== this.waitedOnKeys());
@@ -407,9 +449,16 @@ class Differential {
   }
 
   /** The keys under `name/` on one side, as etcd's range answers them; `fields`: the range's other fields. */
-  private async readLine(side: Side, name: string, fields: Record<string, unknown>): Promise<{ kvs?: WireKv[]; count?: string }> {
+  private async readLine(
+    side: Side,
+    name: string,
+    fields: Record<string, unknown>,
+  ): Promise<{ kvs?: WireKv[]; count?: string }> {
     const query = JSON.stringify({ key: btoa(`${name}/`), range_end: btoa(`${name}0`), ...fields });
-    return (await (await fetch(`${this.base[side]}/v3/kv/range`, { method: "POST", body: query })).json()) as { kvs?: WireKv[]; count?: string };
+    return (await (await fetch(`${this.base[side]}/v3/kv/range`, { method: "POST", body: query })).json()) as {
+      kvs?: WireKv[];
+      count?: string;
+    };
   }
 
   /** The keys under the names that waiting locks and campaigns wait on (mock side). */
@@ -422,14 +471,16 @@ class Differential {
     if (real.status !== 200) return;
     const r = real.body as Record<string, Json>;
     const m = mock.body as Record<string, Json>;
-    if (op.path === "/v3/lease/grant" && typeof r["ID"] === "string" && !EXPLICIT_LEASES.some((id) => String(id) === r["ID"])) this.granted.add(r["ID"]);
-    if (op.path === "/v3/lock/lock") this.lockKeys.push({ real: r["key"] as string, mock: m["key"] as string });
-    if (op.path === "/v3/election/campaign") this.leaders.push({ real: r["leader"]!, mock: m["leader"]! });
+    if (op.path === "/v3/lease/grant" && typeof r.ID === "string" && !EXPLICIT_LEASES.some((id) => String(id) === r.ID))
+      this.granted.add(r.ID);
+    if (op.path === "/v3/lock/lock") this.lockKeys.push({ real: r.key as string, mock: m.key as string });
+    if (op.path === "/v3/election/campaign") this.leaders.push({ real: r.leader!, mock: m.leader! });
   }
 
   /** A lock, campaign, proclaim or resign without a lease makes the server grant a 60 s lease nobody renews. */
   private usesSessionLease(op: Op, text: Record<Side, string>): boolean {
-    if (!["/v3/lock/lock", "/v3/election/campaign", "/v3/election/proclaim", "/v3/election/resign"].includes(op.path)) return false;
+    if (!["/v3/lock/lock", "/v3/election/campaign", "/v3/election/proclaim", "/v3/election/resign"].includes(op.path))
+      return false;
     return !/"lease":\s*"?[1-9-]/.test(text.real);
   }
 
@@ -441,7 +492,7 @@ class Differential {
     const op: Op = { kind: "unary", path: "/v3/lease/leases", body: {} };
     const [real, mock] = await Promise.all(SIDES.map((s) => this.send(s, op.path, "{}")));
     this.compare(step, op, { real: "{}", mock: "{}" }, real!, mock!);
-    const ids = (a: Answer) => (((a.body as { leases?: { ID: string }[] }).leases ?? []).map((l) => l.ID));
+    const ids = (a: Answer) => ((a.body as { leases?: { ID: string }[] }).leases ?? []).map((l) => l.ID);
     const mockIds = ids(mock!);
     for (const [i, id] of ids(real!).entries()) {
       if (EXPLICIT_LEASES.some((e) => String(e) === id) || this.granted.has(id) || /^\d{1,3}$/.test(id)) continue;
@@ -472,14 +523,18 @@ class Differential {
     await Promise.race([mock, sleep(40)]);
     if (p.answers.mock) {
       await Promise.race([real, sleep(OTHER_SIDE_MS)]);
-      if (!p.answers.real) throw new Error(`seed ${this.seed} step ${step}: ${op.path} ${text.real} answered on the mock only`);
+      if (!p.answers.real)
+        throw new Error(`seed ${this.seed} step ${step}: ${op.path} ${text.real} answered on the mock only`);
       return this.finish(p, false);
     }
     // Waiting on the mock: etcd must be waiting too, once its key has joined the line.
     await this.joined(text);
     if (p.answers.real) {
       await Promise.race([mock, sleep(OTHER_SIDE_MS)]);
-      if (!p.answers.mock) throw new Error(`seed ${this.seed} step ${step}: ${op.path} ${text.real} answered on etcd only: ${JSON.stringify(p.answers.real)}`);
+      if (!p.answers.mock)
+        throw new Error(
+          `seed ${this.seed} step ${step}: ${op.path} ${text.real} answered on etcd only: ${JSON.stringify(p.answers.real)}`,
+        );
       return this.finish(p, false);
     }
     p.joinedAt = this.server.mock.revision;
@@ -507,8 +562,12 @@ class Differential {
   private async openStream(step: number, op: Op, text: Record<Side, string>): Promise<void> {
     const abort = new AbortController();
     const collectors = {
-      real: new Collector(fetch(`${this.base.real}${op.path}`, { method: "POST", body: text.real, signal: abort.signal })),
-      mock: new Collector(fetch(`${this.base.mock}${op.path}`, { method: "POST", body: text.mock, signal: abort.signal })),
+      real: new Collector(
+        fetch(`${this.base.real}${op.path}`, { method: "POST", body: text.real, signal: abort.signal }),
+      ),
+      mock: new Collector(
+        fetch(`${this.base.mock}${op.path}`, { method: "POST", body: text.mock, signal: abort.signal }),
+      ),
     };
     this.streams.push({ step, op, text, abort, collectors, diverged: false, looked: 0, onEtcd: new Set() });
     // etcd syncs a watcher that starts in the past on a 100 ms loop: let it catch up with the mock (which syncs
@@ -575,11 +634,14 @@ class Differential {
     await sleep(500);
     for (const s of this.streams) {
       const realLines = s.collectors.real.lines;
-      let mockLines = s.op.kind === "observe" ? this.observedAlso(realLines, s.collectors.mock.lines) : s.collectors.mock.lines;
+      let mockLines =
+        s.op.kind === "observe" ? this.observedAlso(realLines, s.collectors.mock.lines) : s.collectors.mock.lines;
       if (s.op.kind === "observe" && mockLines === s.collectors.mock.lines && realLines.length < mockLines.length) {
         const behind = await this.observerBehind(s);
         if (behind) {
-          this.stalled.push(`seed ${this.seed} step ${s.step}: ${s.op.path} ${s.text.real} stopped at ${leaders(realLines.slice(-1))}; the mock went on to ${leaders(behind.beyond)}`);
+          this.stalled.push(
+            `seed ${this.seed} step ${s.step}: ${s.op.path} ${s.text.real} stopped at ${leaders(realLines.slice(-1))}; the mock went on to ${leaders(behind.beyond)}`,
+          );
           mockLines = behind.upToEtcd;
         }
       }
@@ -592,7 +654,9 @@ class Differential {
       } catch (err) {
         // The answers above are cut at 2,000 characters; an observer's whole story fits in a line each.
         if (s.op.kind !== "observe") throw err;
-        throw new Error(`${(err as Error).message}\n  etcd's leaders: ${leaders(realLines)}\n  mock's leaders: ${leaders(s.collectors.mock.lines)}`);
+        throw new Error(
+          `${(err as Error).message}\n  etcd's leaders: ${leaders(realLines)}\n  mock's leaders: ${leaders(s.collectors.mock.lines)}`,
+        );
       }
     }
     for (const p of this.pending) {
@@ -650,7 +714,14 @@ class Differential {
     if (!upToEtcd) return undefined;
     const beyond = mock.lines.slice(mock.lines.indexOf(upToEtcd[upToEtcd.length - 1]!) + 1);
     const last = kvOf(mock.lines[mock.lines.length - 1]!);
-    const now = (await this.readLine("real", nameOf(s.text), { sort_target: "CREATE", sort_order: "ASCEND", limit: 1, keys_only: true })).kvs?.[0];
+    const now = (
+      await this.readLine("real", nameOf(s.text), {
+        sort_target: "CREATE",
+        sort_order: "ASCEND",
+        limit: 1,
+        keys_only: true,
+      })
+    ).kvs?.[0];
     if (now) return last && this.sameKv(now, last) ? { upToEtcd, beyond } : undefined;
     const onEtcd = (line: Json) => {
       const kv = kvOf(line);
@@ -669,7 +740,8 @@ class Differential {
    */
   private withoutLastCreate(s: Stream, realLines: Json[], mockLines: Json[]): Json[] {
     const requests = Array.isArray(s.op.body) ? (s.op.body as Tpl[]) : [];
-    if (requests.length < 2 || !requests.every((r) => r !== null && typeof r === "object" && "create_request" in r)) return mockLines;
+    if (requests.length < 2 || !requests.every((r) => r !== null && typeof r === "object" && "create_request" in r))
+      return mockLines;
     const same = (lines: Json[]) => {
       try {
         this.eq(this.streamShape(s.op, realLines), this.streamShape(s.op, lines), "", new Set());
@@ -684,9 +756,19 @@ class Differential {
     if (answer === undefined) return mockLines;
     const result = (answer as { result: { watch_id?: string; canceled?: boolean } }).result;
     const watch = result.canceled ? undefined : (result.watch_id ?? "0");
-    const without = mockLines.filter((line) => line !== answer && !(hasEvents(line) && watch !== undefined && ((line as { result: { watch_id?: string } }).result.watch_id ?? "0") === watch));
+    const without = mockLines.filter(
+      (line) =>
+        line !== answer &&
+        !(
+          hasEvents(line) &&
+          watch !== undefined &&
+          ((line as { result: { watch_id?: string } }).result.watch_id ?? "0") === watch
+        ),
+    );
     if (!same(without)) return mockLines;
-    this.unanswered.push(`seed ${this.seed} step ${s.step}: ${s.op.path} ${s.text.real}: etcd never answered the last create (the mock: ${canonical(answer)})`);
+    this.unanswered.push(
+      `seed ${this.seed} step ${s.step}: ${s.op.path} ${s.text.real}: etcd never answered the last create (the mock: ${canonical(answer)})`,
+    );
     return without;
   }
 
@@ -714,7 +796,10 @@ function hasEvents(line: Json): boolean {
 function canonical(v: Json): string {
   if (Array.isArray(v)) return `[${v.map(canonical).join(",")}]`;
   if (v === null || typeof v !== "object") return JSON.stringify(v);
-  return `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonical(v[k]!)}`).join(",")}}`;
+  return `{${Object.keys(v)
+    .sort()
+    .map((k) => `${JSON.stringify(k)}:${canonical(v[k]!)}`)
+    .join(",")}}`;
 }
 
 interface Lane {
@@ -732,10 +817,14 @@ async function openLane(seed: number, projectVersion: string): Promise<Lane> {
   try {
     const own = await etcdVersion(member.clientUrl);
     if (own.split(".").slice(0, 2).join(".") !== projectVersion.split(".").slice(0, 2).join(".")) {
-      throw new Error(`the differential's member runs etcd ${own}, but this project tests ${projectVersion}: startEtcd() must start the project's version`);
+      throw new Error(
+        `the differential's member runs etcd ${own}, but this project tests ${projectVersion}: startEtcd() must start the project's version`,
+      );
     }
     // The mock copies the member's identity: headers match, and lease IDs share their prefix.
-    const list = (await (await fetch(`${member.clientUrl}/v3/cluster/member/list`, { method: "POST", body: "{}" })).json()) as {
+    const list = (await (
+      await fetch(`${member.clientUrl}/v3/cluster/member/list`, { method: "POST", body: "{}" })
+    ).json()) as {
       header: { cluster_id: string; member_id: string };
       members: { name: string; peerURLs: string[] }[];
     };
@@ -761,10 +850,12 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await Promise.all(lanes.map(async (lane) => {
-    await lane.server.close();
-    await lane.member.stop();
-  }));
+  await Promise.all(
+    lanes.map(async (lane) => {
+      await lane.server.close();
+      await lane.member.stop();
+    }),
+  );
 });
 
 it(`random requests over HTTP: the mock answers as etcd does (seed ${SEED}, ${OPS} requests in ${LANES} lanes)`, async () => {
@@ -783,17 +874,29 @@ it(`random requests over HTTP: the mock answers as etcd does (seed ${SEED}, ${OP
   for (const d of diffs) for (const [tag, n] of d.seen) seen.set(tag, (seen.get(tag) ?? 0) + n);
   const compared = diffs.reduce((n, d) => n + d.compared, 0);
   const stalled = diffs.flatMap((d) => d.stalled);
-  if (stalled.length > 0) console.warn(`etcd's own watcher stalled ${stalled.length} time(s) (a waiter on an empty line, or an observer short of the mock's leaders):\n  ${stalled.join("\n  ")}`);
-  const summary = [...seen].sort().map(([tag, n]) => `  ${tag}: ${n}`).join("\n");
+  if (stalled.length > 0)
+    console.warn(
+      `etcd's own watcher stalled ${stalled.length} time(s) (a waiter on an empty line, or an observer short of the mock's leaders):\n  ${stalled.join("\n  ")}`,
+    );
+  const summary = [...seen]
+    .sort()
+    .map(([tag, n]) => `  ${tag}: ${n}`)
+    .join("\n");
   const seconds = Math.round((performance.now() - started) / 1000);
-  console.info(`mock-vs-etcd ${version}: ${compared} answers compared, ${perLane * LANES} requests, seeds ${SEED}..${SEED + LANES - 1}, ${seconds} s\n${summary}`);
+  console.info(
+    `mock-vs-etcd ${version}: ${compared} answers compared, ${perLane * LANES} requests, seeds ${SEED}..${SEED + LANES - 1}, ${seconds} s\n${summary}`,
+  );
   expect(compared).toBeGreaterThanOrEqual(perLane * LANES * 0.95);
   // Rare by nature: more than a couple means the mock answers waiters etcd rightly keeps waiting.
   expect(stalled.length).toBeLessThanOrEqual(2);
   const unanswered = diffs.flatMap((d) => d.unanswered);
-  if (unanswered.length > 0) console.warn(`etcd left ${unanswered.length} last create(s) unanswered:\n  ${unanswered.join("\n  ")}`);
+  if (unanswered.length > 0)
+    console.warn(`etcd left ${unanswered.length} last create(s) unanswered:\n  ${unanswered.join("\n  ")}`);
   expect(unanswered.length).toBeLessThanOrEqual(2);
   const swapped = diffs.flatMap((d) => [...d.swapped]);
-  if (swapped.length > 0) console.warn(`etcd listed ${swapped.length} pair(s) of leases in the other order (expiries within the sides' timing): ${swapped.join("; ")}`);
+  if (swapped.length > 0)
+    console.warn(
+      `etcd listed ${swapped.length} pair(s) of leases in the other order (expiries within the sides' timing): ${swapped.join("; ")}`,
+    );
   expect(swapped.length).toBeLessThanOrEqual(2);
 }, 900_000);

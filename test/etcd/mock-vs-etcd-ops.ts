@@ -41,7 +41,10 @@ const end = fc.option(fc.constantFrom("b", "c", "d", "e", "\0", "M").map(b64), {
 
 /** An explicit lease, as a string or a bare JSON number, or one etcd picked earlier. */
 const leaseRef: fc.Arbitrary<Tpl> = fc.oneof(
-  { weight: 4, arbitrary: fc.constantFrom(...EXPLICIT_LEASES).chain((id) => bool.map((number): Tpl => ({ $lease: id, number }))) },
+  {
+    weight: 4,
+    arbitrary: fc.constantFrom(...EXPLICIT_LEASES).chain((id) => bool.map((number): Tpl => ({ $lease: id, number }))),
+  },
   { weight: 1, arbitrary: fc.nat(5).map((n): Tpl => ({ $lease: n })) },
 );
 
@@ -53,7 +56,9 @@ const rangeReq = fc.record(
     key,
     range_end: end,
     limit: int([0, 1, 2]),
-    revision: fc.constantFrom(0, -1, -3).map((d): Tpl | undefined => (d === 0 ? undefined : { $rev: d, number: d === -1 })),
+    revision: fc
+      .constantFrom(0, -1, -3)
+      .map((d): Tpl | undefined => (d === 0 ? undefined : { $rev: d, number: d === -1 })),
     sort_order: fc.constantFrom<Tpl>("NONE", "ASCEND", "DESCEND", 2),
     sort_target: fc.constantFrom<Tpl>("KEY", "VERSION", "CREATE", "MOD", "VALUE"),
     keys_only: bool,
@@ -69,7 +74,17 @@ const rangeReq = fc.record(
 const rare = fc.constantFrom<boolean | undefined>(undefined, undefined, undefined, undefined, undefined, false, true);
 
 const putReq = fc
-  .record({ key, value, prev_kv: bool, lease: fc.option(leaseRef, { nil: undefined, freq: 3 }), ignore_value: rare, ignore_lease: rare }, { requiredKeys: ["key"] })
+  .record(
+    {
+      key,
+      value,
+      prev_kv: bool,
+      lease: fc.option(leaseRef, { nil: undefined, freq: 3 }),
+      ignore_value: rare,
+      ignore_lease: rare,
+    },
+    { requiredKeys: ["key"] },
+  )
   .map((p) => (p.ignore_value && p.key.length % 2 === 0 ? { ...p, value: undefined } : p));
 
 const deleteReq = fc.record({ key, range_end: end, prev_kv: bool }, { requiredKeys: ["key"] });
@@ -120,7 +135,15 @@ const watchCreate = fc.record(
   {
     key: fc.oneof(key, fc.constant("")),
     range_end: end,
-    start_revision: fc.constantFrom<Tpl | undefined>(undefined, { $rev: 0 }, { $rev: -2 }, { $rev: -5, number: true }, { $rev: 3 }, "-1", -7),
+    start_revision: fc.constantFrom<Tpl | undefined>(
+      undefined,
+      { $rev: 0 },
+      { $rev: -2 },
+      { $rev: -5, number: true },
+      { $rev: 3 },
+      "-1",
+      -7,
+    ),
     prev_kv: bool,
     progress_notify: bool,
     filters: fc.option(fc.subarray<Tpl>(["NOPUT", "NODELETE", 1]), { nil: undefined }),
@@ -136,7 +159,11 @@ const watchRequest: fc.Arbitrary<Tpl> = fc.oneof(
 
 const lockName = fc.constantFrom("L1", "L2").map(b64);
 const electionName = fc.constantFrom("E1", "E2").map(b64);
-const leaderRef = fc.record({ n: fc.constantFrom(0, 0, 0, 1, 2, 5), rev: fc.constantFrom(0, 0, 0, 1), noLease: fc.constantFrom(false, false, false, true) });
+const leaderRef = fc.record({
+  n: fc.constantFrom(0, 0, 0, 1, 2, 5),
+  rev: fc.constantFrom(0, 0, 0, 1),
+  noLease: fc.constantFrom(false, false, false, true),
+});
 
 /** Bodies that one or both etcd versions refuse, or read in a surprising way; none of them can block or expire. */
 const INVALID: Record<string, string[]> = {
@@ -188,8 +215,19 @@ const INVALID: Record<string, string[]> = {
     '{"key":"YQ==","unknown":[1,{"x":null}]}',
     '{"key":null,"range_end":"AA=="}',
   ],
-  "/v3/kv/put": ['{"key":"YQ==","value":[120,121]}', '{"key":"YQ==","lease":1.1e1}', '{"key":"YQ==","lease":"x"}', '{"key":"YQ==","prev_kv":"yes"}', '{"key":"Y Q=="}', '{"value":"eA=="}'],
-  "/v3/kv/deleterange": ['{"key":"eg==","range_end":"eg=="}', '{"key":"YQ==","prev_kv":1}', '{"key":"AA==","range_end":[0]}'],
+  "/v3/kv/put": [
+    '{"key":"YQ==","value":[120,121]}',
+    '{"key":"YQ==","lease":1.1e1}',
+    '{"key":"YQ==","lease":"x"}',
+    '{"key":"YQ==","prev_kv":"yes"}',
+    '{"key":"Y Q=="}',
+    '{"value":"eA=="}',
+  ],
+  "/v3/kv/deleterange": [
+    '{"key":"eg==","range_end":"eg=="}',
+    '{"key":"YQ==","prev_kv":1}',
+    '{"key":"AA==","range_end":[0]}',
+  ],
   "/v3/kv/txn": [
     '{"compare":{}}',
     '{"compare":[null]}',
@@ -205,16 +243,40 @@ const INVALID: Record<string, string[]> = {
     '{"success":{"request_range":{"key":"YQ=="}}}',
   ],
   "/v3/kv/compaction": ['{"revision":"x"}', '{"revision":1e100}', '{"revision":"-1"}', '{"revision":true}'],
-  "/v3/lease/grant": ['{"TTL":3.6e3,"ID":21}', '{"TTL":"3600","ID":2.1e1}', '{"TTL":true}', '{"TTL":[]}', '{"TTL":"99999999999999999999"}', '{"TTL":3600,"ID":"x"}'],
+  "/v3/lease/grant": [
+    '{"TTL":3.6e3,"ID":21}',
+    '{"TTL":"3600","ID":2.1e1}',
+    '{"TTL":true}',
+    '{"TTL":[]}',
+    '{"TTL":"99999999999999999999"}',
+    '{"TTL":3600,"ID":"x"}',
+  ],
   "/v3/lease/revoke": ['{"ID":"x"}', '{"ID":1.1e1}', '{"ID":"9223372036854775808"}', "[]"],
   "/v3/lease/timetolive": ['{"ID":"1.2e1","keys":true}', '{"ID":12,"keys":"true"}', '{"ID":-1}'],
   "/v3/lease/leases": ["[1]", "null", '{"x":1}'],
-  "/v3/lease/keepalive": ['{"ID":"1"', "[1]", '{"ID":1.1e1}', '{"ID":"x"}', '{"ID":"11"}[2]', '{"ID":"11"}{"ID":"x"}{"ID":"12"}', ""],
-  "/v3/watch": ['{"create_request":', "[1]", '{"create_request":{"key":"YQ","start_revision":1e2}}', '{"create_request":{"key":"YQ==","start_revision":1e0}}{"progress_request":{}}'],
+  "/v3/lease/keepalive": [
+    '{"ID":"1"',
+    "[1]",
+    '{"ID":1.1e1}',
+    '{"ID":"x"}',
+    '{"ID":"11"}[2]',
+    '{"ID":"11"}{"ID":"x"}{"ID":"12"}',
+    "",
+  ],
+  "/v3/watch": [
+    '{"create_request":',
+    "[1]",
+    '{"create_request":{"key":"YQ","start_revision":1e2}}',
+    '{"create_request":{"key":"YQ==","start_revision":1e0}}{"progress_request":{}}',
+  ],
   "/v3/lock/unlock": ['{"key":[97]}', '{"key":"!!"}', "{}"],
   "/v3/election/leader": ['{"name":"RTE"}', '{"name":[69,49]}', "{}"],
   "/v3/election/observe": ['{"name":"!!"}', "[1]"],
-  "/v3/election/proclaim": ['{"value":"eA=="}', '{"leader":{"name":"RTE=","key":"RTEvMQ==","rev":"x"}}', '{"leader":null}'],
+  "/v3/election/proclaim": [
+    '{"value":"eA=="}',
+    '{"leader":{"name":"RTE=","key":"RTEvMQ==","rev":"x"}}',
+    '{"leader":null}',
+  ],
   "/v3/election/resign": ["{}", '{"leader":{"name":"RTE=","key":"RTEvMQ==","rev":1.5}}'],
   "/v3/maintenance/status": ["[1]", "null", '{"x":1}'],
   "/v3/cluster/member/list": ["[1]", '{"linearizable":"yes"}', '{"linearizable":true}'],
@@ -227,7 +289,11 @@ const INVALID: Record<string, string[]> = {
   "/v3beta/lease/leases": ["{}"],
 };
 
-const STREAM_KINDS: Record<string, OpKind> = { "/v3/watch": "watch", "/v3/lease/keepalive": "keepalive", "/v3/election/observe": "observe" };
+const STREAM_KINDS: Record<string, OpKind> = {
+  "/v3/watch": "watch",
+  "/v3/lease/keepalive": "keepalive",
+  "/v3/election/observe": "observe",
+};
 
 /** Two members of one oneof: 3.4 keeps one at random (a Go map walk), so only 3.5's refusal is compared. */
 const RANDOM_ON_34 = new Set([
@@ -249,30 +315,85 @@ const bigPut: fc.Arbitrary<Op> = fc.constantFrom(1_572_840, 1_572_841, 2_097_100
   body: { $text: JSON.stringify({ key: b64("big"), value: btoa("v".repeat(n)) }) },
 }));
 
-const unaryOp = (path: string) => (body: Tpl): Op => ({ kind: "unary", path, body });
+const unaryOp =
+  (path: string) =>
+  (body: Tpl): Op => ({ kind: "unary", path, body });
 
 /** The operation mix of one run against etcd `version` (about one put near the size limits per 1,000 requests). */
-export const ops = (version: "3.4" | "3.5"): fc.Arbitrary<Op> => fc.oneof(
-  { weight: 200, arbitrary: putReq.map(unaryOp("/v3/kv/put")) },
-  { weight: 150, arbitrary: rangeReq.map(unaryOp("/v3/kv/range")) },
-  { weight: 75, arbitrary: deleteReq.map(unaryOp("/v3/kv/deleterange")) },
-  { weight: 200, arbitrary: txnReq.map(unaryOp("/v3/kv/txn")) },
-  { weight: 10, arbitrary: fc.record({ d: fc.integer({ min: -4, max: 0 }), physical: bool }).map(({ d, physical }) => unaryOp("/v3/kv/compaction")({ revision: { $rev: d - 1 }, physical })) },
-  { weight: 40, arbitrary: fc.record({ ID: fc.oneof(leaseRef, fc.constant<Tpl>(0)), TTL: ttl }).map(unaryOp("/v3/lease/grant")) },
-  { weight: 30, arbitrary: leaseRef.map((ID) => unaryOp("/v3/lease/revoke")({ ID })) },
-  { weight: 30, arbitrary: fc.array(leaseRef, { minLength: 1, maxLength: 3 }).map((ids): Op => ({ kind: "keepalive", path: "/v3/lease/keepalive", body: ids.map((ID) => ({ ID })) })) },
-  { weight: 30, arbitrary: fc.record({ ID: leaseRef, keys: bool }).map(unaryOp("/v3/lease/timetolive")) },
-  { weight: 10, arbitrary: fc.constant(unaryOp("/v3/lease/leases")({})) },
-  { weight: 40, arbitrary: fc.record({ name: lockName, lease: fc.oneof(leaseRef, fc.constant<Tpl>(0)) }).map((b): Op => ({ kind: "blocking", path: "/v3/lock/lock", body: b })) },
-  { weight: 30, arbitrary: fc.oneof(fc.nat(7).map((n): Tpl => ({ key: { $lockKey: n } })), key.map((k): Tpl => ({ key: k }))).map(unaryOp("/v3/lock/unlock")) },
-  { weight: 25, arbitrary: fc.record({ name: electionName, lease: fc.oneof(leaseRef, fc.constant<Tpl>(0)), value }).map((b): Op => ({ kind: "blocking", path: "/v3/election/campaign", body: b })) },
-  { weight: 25, arbitrary: fc.record({ leader: leaderRef, value }).map(({ leader, value }) => unaryOp("/v3/election/proclaim")({ leader: { $leader: leader.n, rev: leader.rev, noLease: leader.noLease }, value })) },
-  { weight: 20, arbitrary: electionName.map((name) => unaryOp("/v3/election/leader")({ name })) },
-  { weight: 20, arbitrary: leaderRef.map((l) => unaryOp("/v3/election/resign")({ leader: { $leader: l.n, rev: l.rev, noLease: l.noLease } })) },
-  { weight: 5, arbitrary: electionName.map((name): Op => ({ kind: "observe", path: "/v3/election/observe", body: { name } })) },
-  { weight: 5, arbitrary: fc.array(watchRequest, { minLength: 1, maxLength: 4 }).map((reqs): Op => ({ kind: "watch", path: "/v3/watch", body: reqs })) },
-  { weight: 10, arbitrary: fc.constant(unaryOp("/v3/maintenance/status")({})) },
-  { weight: 10, arbitrary: fc.constant(unaryOp("/v3/cluster/member/list")({})) },
-  { weight: 125, arbitrary: invalid(version) },
-  { weight: 1, arbitrary: bigPut },
-);
+export const ops = (version: "3.4" | "3.5"): fc.Arbitrary<Op> =>
+  fc.oneof(
+    { weight: 200, arbitrary: putReq.map(unaryOp("/v3/kv/put")) },
+    { weight: 150, arbitrary: rangeReq.map(unaryOp("/v3/kv/range")) },
+    { weight: 75, arbitrary: deleteReq.map(unaryOp("/v3/kv/deleterange")) },
+    { weight: 200, arbitrary: txnReq.map(unaryOp("/v3/kv/txn")) },
+    {
+      weight: 10,
+      arbitrary: fc
+        .record({ d: fc.integer({ min: -4, max: 0 }), physical: bool })
+        .map(({ d, physical }) => unaryOp("/v3/kv/compaction")({ revision: { $rev: d - 1 }, physical })),
+    },
+    {
+      weight: 40,
+      arbitrary: fc.record({ ID: fc.oneof(leaseRef, fc.constant<Tpl>(0)), TTL: ttl }).map(unaryOp("/v3/lease/grant")),
+    },
+    { weight: 30, arbitrary: leaseRef.map((ID) => unaryOp("/v3/lease/revoke")({ ID })) },
+    {
+      weight: 30,
+      arbitrary: fc
+        .array(leaseRef, { minLength: 1, maxLength: 3 })
+        .map((ids): Op => ({ kind: "keepalive", path: "/v3/lease/keepalive", body: ids.map((ID) => ({ ID })) })),
+    },
+    { weight: 30, arbitrary: fc.record({ ID: leaseRef, keys: bool }).map(unaryOp("/v3/lease/timetolive")) },
+    { weight: 10, arbitrary: fc.constant(unaryOp("/v3/lease/leases")({})) },
+    {
+      weight: 40,
+      arbitrary: fc
+        .record({ name: lockName, lease: fc.oneof(leaseRef, fc.constant<Tpl>(0)) })
+        .map((b): Op => ({ kind: "blocking", path: "/v3/lock/lock", body: b })),
+    },
+    {
+      weight: 30,
+      arbitrary: fc
+        .oneof(
+          fc.nat(7).map((n): Tpl => ({ key: { $lockKey: n } })),
+          key.map((k): Tpl => ({ key: k })),
+        )
+        .map(unaryOp("/v3/lock/unlock")),
+    },
+    {
+      weight: 25,
+      arbitrary: fc
+        .record({ name: electionName, lease: fc.oneof(leaseRef, fc.constant<Tpl>(0)), value })
+        .map((b): Op => ({ kind: "blocking", path: "/v3/election/campaign", body: b })),
+    },
+    {
+      weight: 25,
+      arbitrary: fc.record({ leader: leaderRef, value }).map(({ leader, value }) =>
+        unaryOp("/v3/election/proclaim")({
+          leader: { $leader: leader.n, rev: leader.rev, noLease: leader.noLease },
+          value,
+        }),
+      ),
+    },
+    { weight: 20, arbitrary: electionName.map((name) => unaryOp("/v3/election/leader")({ name })) },
+    {
+      weight: 20,
+      arbitrary: leaderRef.map((l) =>
+        unaryOp("/v3/election/resign")({ leader: { $leader: l.n, rev: l.rev, noLease: l.noLease } }),
+      ),
+    },
+    {
+      weight: 5,
+      arbitrary: electionName.map((name): Op => ({ kind: "observe", path: "/v3/election/observe", body: { name } })),
+    },
+    {
+      weight: 5,
+      arbitrary: fc
+        .array(watchRequest, { minLength: 1, maxLength: 4 })
+        .map((reqs): Op => ({ kind: "watch", path: "/v3/watch", body: reqs })),
+    },
+    { weight: 10, arbitrary: fc.constant(unaryOp("/v3/maintenance/status")({})) },
+    { weight: 10, arbitrary: fc.constant(unaryOp("/v3/cluster/member/list")({})) },
+    { weight: 125, arbitrary: invalid(version) },
+    { weight: 1, arbitrary: bigPut },
+  );

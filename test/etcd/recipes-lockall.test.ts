@@ -65,7 +65,9 @@ describe("lockAll on real etcd", () => {
         return [...names].sort(() => next() - 0.5).slice(0, size);
       }),
     );
-    const singles = Array.from({ length: MUTEX_USERS }, () => Array.from({ length: ROUNDS }, () => names[Math.floor(next() * names.length)]!));
+    const singles = Array.from({ length: MUTEX_USERS }, () =>
+      Array.from({ length: ROUNDS }, () => names[Math.floor(next() * names.length)]!),
+    );
 
     const contenders = await Promise.all(
       Array.from({ length: CONTENDERS }, async () => {

@@ -82,7 +82,9 @@ describe("read-write lock on real etcd", () => {
       }),
     );
     const started = performance.now();
-    await Promise.all(contenders.map(({ session, fetch }, i) => (i < WRITERS ? writer(session, fetch) : reader(session, fetch))));
+    await Promise.all(
+      contenders.map(({ session, fetch }, i) => (i < WRITERS ? writer(session, fetch) : reader(session, fetch))),
+    );
     const elapsed = performance.now() - started;
 
     expect(violations).toEqual([]);
@@ -120,7 +122,11 @@ describe("read-write lock on real etcd", () => {
     await until("readers overlapping", 5_000, () => holds.length >= 4);
     const writerSession = await newSession();
     const asked = performance.now();
-    await hold("write", await within(10_000, "the writer", writerSession.rwlock(name).writeLock({ timeout: 10_000 })), 20);
+    await hold(
+      "write",
+      await within(10_000, "the writer", writerSession.rwlock(name).writeLock({ timeout: 10_000 })),
+      20,
+    );
     const waited = performance.now() - asked;
     await sleep(200);
     stop = true;
@@ -134,6 +140,8 @@ describe("read-write lock on real etcd", () => {
     }
     expect(holds.filter((h) => h.kind === "read" && h.revision > write.revision).length).toBeGreaterThan(0);
     expect(await count(`${name}/`)).toBe(0);
-    console.info(`rwlock: a writer behind a stream of 4 readers waited ${Math.round(waited)} ms (reader holds of 40 ms)`);
+    console.info(
+      `rwlock: a writer behind a stream of 4 readers waited ${Math.round(waited)} ms (reader holds of 40 ms)`,
+    );
   });
 });

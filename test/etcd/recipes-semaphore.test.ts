@@ -101,15 +101,27 @@ describe("semaphore on real etcd", () => {
     const PERMITS = 2;
     const name = uniqueName("sem");
     const held: Permit[] = [];
-    for (let i = 0; i < PERMITS; i++) held.push(await (await newSession()).semaphore(name, { permits: PERMITS }).acquire());
+    for (let i = 0; i < PERMITS; i++)
+      held.push(await (await newSession()).semaphore(name, { permits: PERMITS }).acquire());
     // Sessions made in reverse of the join order, so key names sort the other way round.
     const waiterSessions: Session[] = [];
     for (let i = 0; i < WAITERS; i++) waiterSessions.unshift(await newSession());
     const admitted: number[] = [];
     const waiting: Array<Promise<Permit>> = [];
     for (let i = 0; i < WAITERS; i++) {
-      waiting.push(waiterSessions[i]!.semaphore(name, { permits: PERMITS }).acquire({ timeout: 30_000 }).then((p) => (admitted.push(i), p)));
-      await until(`waiter ${i} joined`, 5_000, async () => (await etcd.inspectSemaphore(name)).waiters.length === i + 1);
+      waiting.push(
+        waiterSessions[i]!.semaphore(name, { permits: PERMITS })
+          .acquire({ timeout: 30_000 })
+          .then((p) => {
+            admitted.push(i);
+            return p;
+          }),
+      );
+      await until(
+        `waiter ${i} joined`,
+        5_000,
+        async () => (await etcd.inspectSemaphore(name)).waiters.length === i + 1,
+      );
     }
     const line = await etcd.inspectSemaphore(name);
     expect(line.waiters.map((w) => w.leaseId)).toEqual(waiterSessions.map((s) => s.leaseId));

@@ -5,7 +5,17 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Etcd, EtcdCompactedError, EtcdError, type WatchBatch } from "../../src/index.js";
 import { sleep, within } from "../support/async.js";
-import { client, eventCount, events, eventually, pull, recordingFetch, sharedEndpoint, uniquePrefix, useWatches } from "../support/etcd.js";
+import {
+  client,
+  eventCount,
+  events,
+  eventually,
+  pull,
+  recordingFetch,
+  sharedEndpoint,
+  uniquePrefix,
+  useWatches,
+} from "../support/etcd.js";
 import { startTcpProxy, type TcpProxy } from "../support/tcp-proxy.js";
 import { startEtcd, type EtcdMember } from "./harness.js";
 

@@ -48,10 +48,17 @@ const rows: Row[] = [
 
 describe("command-line runtimes", () => {
   // Installing a runtime on a cold cache downloads 30-60 MB; later runs only check `--version`.
-  it.for(rows)("$runtime on etcd $etcd runs the scenario from the packed package", { timeout: INSTALL_TIMEOUT_MS + RUN_TIMEOUT_MS }, async (row) => {
-    const binary = await ensureRuntime(row.runtime);
-    const { report, prefix } = await runCliScenario(row.runtime, binary, row.args, { env: row.env?.(project()), etcd: row.etcd });
-    expect(report.resolved).toBe(installedEntry());
-    await expectScenario(report, { runtime: row.runtime, prefix, etcd: row.etcd });
-  });
+  it.for(rows)(
+    "$runtime on etcd $etcd runs the scenario from the packed package",
+    { timeout: INSTALL_TIMEOUT_MS + RUN_TIMEOUT_MS },
+    async (row) => {
+      const binary = await ensureRuntime(row.runtime);
+      const { report, prefix } = await runCliScenario(row.runtime, binary, row.args, {
+        env: row.env?.(project()),
+        etcd: row.etcd,
+      });
+      expect(report.resolved).toBe(installedEntry());
+      await expectScenario(report, { runtime: row.runtime, prefix, etcd: row.etcd });
+    },
+  );
 });

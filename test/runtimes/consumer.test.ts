@@ -59,7 +59,10 @@ describe("the packed package in a user's project", () => {
     );
     // The repo's own TypeScript, run on the user's project.
     const tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc");
-    const result = await runProcess(process.execPath, [tsc, "-p", join(work, "tsconfig.json")], { cwd: work, timeoutMs: 120_000 });
+    const result = await runProcess(process.execPath, [tsc, "-p", join(work, "tsconfig.json")], {
+      cwd: work,
+      timeoutMs: 120_000,
+    });
     expect(result.stdout + result.stderr).toBe("");
     expect(result.code).toBe(0);
   }, 150_000);

@@ -25,10 +25,14 @@ function newestMtime(dir: string): number {
 function assertBuilt(): void {
   const entry = join(REPO_ROOT, "dist", "index.js");
   if (!existsSync(entry)) {
-    throw new Error("dist/index.js is missing: the runtimes project tests the built package; run `npm run build` first");
+    throw new Error(
+      "dist/index.js is missing: the runtimes project tests the built package; run `npm run build` first",
+    );
   }
   if (newestMtime(join(REPO_ROOT, "src")) > statSync(entry).mtimeMs) {
-    throw new Error("dist/ is older than src/: the runtimes project would test a stale build; run `npm run build` first");
+    throw new Error(
+      "dist/ is older than src/: the runtimes project would test a stale build; run `npm run build` first",
+    );
   }
 }
 
@@ -40,7 +44,9 @@ async function npm(args: string[], cwd: string): Promise<string> {
     timeoutMs: 120_000,
   });
   if (result.code !== 0) {
-    throw new Error(`npm ${args.join(" ")} failed (exit ${result.code ?? result.signal}${result.timedOut ? ", timed out" : ""}):\n${result.stderr}`);
+    throw new Error(
+      `npm ${args.join(" ")} failed (exit ${result.code ?? result.signal}${result.timedOut ? ", timed out" : ""}):\n${result.stderr}`,
+    );
   }
   return result.stdout;
 }
@@ -59,7 +65,10 @@ async function startMembers(): Promise<{ endpoints: Record<EtcdVersion, string>;
     await stop();
     throw error;
   }
-  const endpoints = Object.fromEntries(ETCD_VERSIONS.map((v, i) => [v, members[i]!.clientUrl])) as Record<EtcdVersion, string>;
+  const endpoints = Object.fromEntries(ETCD_VERSIONS.map((v, i) => [v, members[i]!.clientUrl])) as Record<
+    EtcdVersion,
+    string
+  >;
   return { endpoints, stop };
 }
 
@@ -70,11 +79,16 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const root = mkdtempSync(join(tmpdir(), "etcd-edge-runtimes-"));
   try {
     // `npm pack` applies `files` and `exports` exactly as a publish would.
-    const packed = JSON.parse(await npm(["pack", "--ignore-scripts", "--json", "--pack-destination", root], REPO_ROOT)) as Array<{ filename: string }>;
+    const packed = JSON.parse(
+      await npm(["pack", "--ignore-scripts", "--json", "--pack-destination", root], REPO_ROOT),
+    ) as Array<{ filename: string }>;
     const tarball = join(root, packed[0]!.filename);
     const dir = join(root, "project");
     mkdirSync(dir);
-    writeFileSync(join(dir, "package.json"), `${JSON.stringify({ name: "etcd-edge-runtimes", private: true, type: "module" }, null, 2)}\n`);
+    writeFileSync(
+      join(dir, "package.json"),
+      `${JSON.stringify({ name: "etcd-edge-runtimes", private: true, type: "module" }, null, 2)}\n`,
+    );
     // The package has no runtime dependency (zod/mini and base64-js are bundled into dist/): nothing else is fetched.
     await npm(["install", "--ignore-scripts", "--no-package-lock", tarball], dir);
     cpSync(join(REPO_ROOT, "test", "runtimes", "scenario"), dir, { recursive: true });

@@ -42,16 +42,21 @@ describe("workerd", () => {
     expect(inputs.filter((input) => input.startsWith("node:"))).toEqual([]);
   });
 
-  it.each([1, 2])("request %i: locks, writes fenced, watches the write, unlocks, closes the session, then the same with withLock", async () => {
-    const prefix = uniquePrefix("workerd");
-    const response = await fetch(`${server!.url}/run?prefix=${encodeURIComponent(prefix)}`, { signal: AbortSignal.timeout(30_000) });
-    const body = await response.text();
-    const context = `HTTP ${response.status}\nworkerd output:\n${server!.output()}`;
-    const report = parseReport(body, context);
-    expect(report.error, context).toBeUndefined();
-    expect(response.status, context).toBe(200);
-    await expectScenario(report, { runtime: "workerd", prefix });
-    // Nothing the SDK left behind (a timer, an unread body, a rejected promise) made workerd complain.
-    expect(server!.output()).not.toMatch(/uncaught|unhandled|hanging promise|exception/i);
-  });
+  it.each([1, 2])(
+    "request %i: locks, writes fenced, watches the write, unlocks, closes the session, then the same with withLock",
+    async () => {
+      const prefix = uniquePrefix("workerd");
+      const response = await fetch(`${server!.url}/run?prefix=${encodeURIComponent(prefix)}`, {
+        signal: AbortSignal.timeout(30_000),
+      });
+      const body = await response.text();
+      const context = `HTTP ${response.status}\nworkerd output:\n${server!.output()}`;
+      const report = parseReport(body, context);
+      expect(report.error, context).toBeUndefined();
+      expect(response.status, context).toBe(200);
+      await expectScenario(report, { runtime: "workerd", prefix });
+      // Nothing the SDK left behind (a timer, an unread body, a rejected promise) made workerd complain.
+      expect(server!.output()).not.toMatch(/uncaught|unhandled|hanging promise|exception/i);
+    },
+  );
 });

@@ -20,7 +20,9 @@ import {
 } from "../support/runtimes.js";
 
 const example = join(import.meta.dirname, "../../examples/workers");
-const compatibilityDate = /compatibility_date\s*=\s*"([^"]+)"/.exec(readFileSync(join(example, "wrangler.toml"), "utf8"))![1]!;
+const compatibilityDate = /compatibility_date\s*=\s*"([^"]+)"/.exec(
+  readFileSync(join(example, "wrangler.toml"), "utf8"),
+)![1]!;
 
 describe("examples/workers in workerd", () => {
   let server: WorkerdServer | undefined;
@@ -43,7 +45,9 @@ describe("examples/workers in workerd", () => {
   it("serialises order updates under the lock and fences each write", async () => {
     const order = uniquePrefix("workers-example").replace(/\W/g, "-");
     const call = async (status: string) => {
-      const response = await fetch(`${server!.url}/?order=${order}&status=${status}`, { signal: AbortSignal.timeout(30_000) });
+      const response = await fetch(`${server!.url}/?order=${order}&status=${status}`, {
+        signal: AbortSignal.timeout(30_000),
+      });
       return { status: response.status, body: (await response.json()) as { ok: boolean; fencingToken: number } };
     };
     const [first, second] = await Promise.all([call("paid"), call("shipped")]);

@@ -33,7 +33,13 @@ export function within<T>(ms: number, what: string, promise: Promise<T>): Promis
 /** Whether `promise` is still pending after `ms` (it keeps running either way). */
 export async function stillPending(promise: Promise<unknown>, ms: number): Promise<boolean> {
   const marker = Symbol("pending");
-  const result = await Promise.race([promise.then(() => "settled", () => "settled"), sleep(ms).then(() => marker)]);
+  const result = await Promise.race([
+    promise.then(
+      () => "settled",
+      () => "settled",
+    ),
+    sleep(ms).then(() => marker),
+  ]);
   return result === marker;
 }
 

@@ -207,19 +207,32 @@ function etcdArgs(spec: MemberSpec, dataDir: string, state: "new" | "existing"):
   const clientUrl = url(spec.clientPort);
   const peerUrl = url(spec.peerPort);
   return [
-    "--name", spec.name,
-    "--data-dir", dataDir,
-    "--listen-client-urls", clientUrl,
-    "--advertise-client-urls", clientUrl,
-    "--listen-peer-urls", peerUrl,
-    "--initial-advertise-peer-urls", peerUrl,
-    "--initial-cluster", spec.initialCluster,
-    "--initial-cluster-token", spec.clusterToken,
-    "--initial-cluster-state", state,
-    "--heartbeat-interval", String(spec.opts.heartbeatMs ?? 100),
-    "--election-timeout", String(spec.opts.electionMs ?? 1000),
-    "--logger", "zap",
-    "--log-outputs", "stderr",
+    "--name",
+    spec.name,
+    "--data-dir",
+    dataDir,
+    "--listen-client-urls",
+    clientUrl,
+    "--advertise-client-urls",
+    clientUrl,
+    "--listen-peer-urls",
+    peerUrl,
+    "--initial-advertise-peer-urls",
+    peerUrl,
+    "--initial-cluster",
+    spec.initialCluster,
+    "--initial-cluster-token",
+    spec.clusterToken,
+    "--initial-cluster-state",
+    state,
+    "--heartbeat-interval",
+    String(spec.opts.heartbeatMs ?? 100),
+    "--election-timeout",
+    String(spec.opts.electionMs ?? 1000),
+    "--logger",
+    "zap",
+    "--log-outputs",
+    "stderr",
     ...(spec.opts.extraArgs ?? []),
   ];
 }
@@ -459,7 +472,11 @@ export function startCluster(size: number, opts: EtcdOptions): Promise<EtcdClust
 
 /** The member's ID and the leader's ID as the member knows it (uint64 decimal strings, as on the wire). */
 export async function memberStatus(endpoint: string): Promise<{ id: string; leader: string }> {
-  const res = await fetch(`${endpoint}/v3/maintenance/status`, { method: "POST", body: "{}", signal: AbortSignal.timeout(5_000) });
+  const res = await fetch(`${endpoint}/v3/maintenance/status`, {
+    method: "POST",
+    body: "{}",
+    signal: AbortSignal.timeout(5_000),
+  });
   const body = (await res.json()) as { header: { member_id: string }; leader: string };
   return { id: body.header.member_id, leader: body.leader };
 }
@@ -472,7 +489,8 @@ export async function makeLeader(cluster: EtcdCluster, index: number): Promise<v
   const leader = cluster.members[statuses.findIndex((s) => s.id === s.leader)]!;
   await leader.etcdctl("move-leader", BigInt(target.id).toString(16));
   const now = await memberStatus(cluster.endpoints[index]!);
-  if (now.leader !== target.id) throw new Error(`member ${index} is not the leader after move-leader (leader ${now.leader})`);
+  if (now.leader !== target.id)
+    throw new Error(`member ${index} is not the leader after move-leader (leader ${now.leader})`);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -33,7 +33,9 @@ function etcdOnPath(): string {
   const found = spawnSync("bash", ["-c", "command -v etcd"], { encoding: "utf8" }).stdout?.trim() ?? "";
   if (found === "") {
     // Never skip: a suite that passes without the etcd it claims to test proves nothing.
-    throw new Error("etcd is not on PATH: install etcd-server and etcd-client (Debian/Ubuntu), or run `bash scripts/test.sh`");
+    throw new Error(
+      "etcd is not on PATH: install etcd-server and etcd-client (Debian/Ubuntu), or run `bash scripts/test.sh`",
+    );
   }
   return dirname(found);
 }

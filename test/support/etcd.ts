@@ -4,7 +4,16 @@
 // (`inject`), so the same file runs unchanged on etcd 3.4 and 3.5.
 import { randomUUID } from "node:crypto";
 import { afterAll, afterEach, inject } from "vitest";
-import { Etcd, type EtcdOptions, type Fetch, type KeyValue, type Session, type SessionOptions, type WatchBatch, type WatchQuery } from "../../src/index.js";
+import {
+  Etcd,
+  type EtcdOptions,
+  type Fetch,
+  type KeyValue,
+  type Session,
+  type SessionOptions,
+  type WatchBatch,
+  type WatchQuery,
+} from "../../src/index.js";
 import { sleep, within } from "./async.js";
 
 /**
@@ -14,7 +23,8 @@ import { sleep, within } from "./async.js";
  */
 export function sharedEndpoint(): string {
   const endpoints = inject("etcdEndpoints");
-  if (endpoints === undefined || endpoints.length === 0) throw new Error("no etcdEndpoints: this runs only in an etcd-3.x vitest project");
+  if (endpoints === undefined || endpoints.length === 0)
+    throw new Error("no etcdEndpoints: this runs only in an etcd-3.x vitest project");
   const worker = Number(process.env.VITEST_POOL_ID ?? "1");
   return endpoints[(worker - 1) % endpoints.length]!;
 }
@@ -31,7 +41,10 @@ export function client(options: Partial<EtcdOptions> = {}): Etcd {
  * Sessions a test file opens, every one closed after the file's tests: `open(options, on)` opens one on `on`
  * (default `etcd`) with `defaults` overridden by `options`.
  */
-export function useSessions(etcd: Etcd, defaults: SessionOptions = {}): (options?: SessionOptions, on?: Etcd) => Promise<Session> {
+export function useSessions(
+  etcd: Etcd,
+  defaults: SessionOptions = {},
+): (options?: SessionOptions, on?: Etcd) => Promise<Session> {
   const sessions: Session[] = [];
   afterAll(async () => {
     await Promise.all(sessions.map((s) => s.close().catch(() => {})));
@@ -92,7 +105,13 @@ export function recordingFetch(inner: Fetch = (input, init) => globalThis.fetch(
   const calls: RecordedCall[] = [];
   const f: Fetch = async (input, init) => {
     const url = new URL(input);
-    const call: RecordedCall = { url: input, endpoint: url.origin, path: url.pathname, body: init.body, at: performance.now() };
+    const call: RecordedCall = {
+      url: input,
+      endpoint: url.origin,
+      path: url.pathname,
+      body: init.body,
+      at: performance.now(),
+    };
     calls.push(call);
     try {
       const response = await inner(input, init);
@@ -114,7 +133,12 @@ export function recordingFetch(inner: Fetch = (input, init) => globalThis.fetch(
 // ---- waiting on real servers ------------------------------------------------------------------------------
 
 /** Retries `attempt` until it stops throwing, for at most `timeoutMs`. */
-export async function eventually<T>(what: string, timeoutMs: number, attempt: () => Promise<T>, everyMs = 100): Promise<T> {
+export async function eventually<T>(
+  what: string,
+  timeoutMs: number,
+  attempt: () => Promise<T>,
+  everyMs = 100,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     try {

@@ -61,7 +61,9 @@ export interface FaultProxy {
    * the answer is discarded and the client's connection is reset (`then: "close"`, default) or kept open and
    * silent (`then: "silence"`).
    */
-  dropNextAnswer(match?: RequestMatch & { then?: "close" | "silence" | undefined }): Promise<SniffedRequest | undefined>;
+  dropNextAnswer(
+    match?: RequestMatch & { then?: "close" | "silence" | undefined },
+  ): Promise<SniffedRequest | undefined>;
   /** Delays every forwarded chunk by `ms` in each direction (0: none). Order is kept. */
   setLatency(ms: number): void;
   /** Stops listening, so new connections are refused as by a dead member; open ones are left alone. */

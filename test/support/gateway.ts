@@ -176,12 +176,17 @@ export function streamResponse(control: StreamControl, status = 200): Response {
  * `assert(!this.aborted)` from msw's socket interceptor (emitClose after abort), which is not the client's bug.
  */
 export function directFetch(server: SetupServer, calls: string[] = []) {
-  return async (input: string, init: { method: string; headers: Record<string, string>; body: string; signal: AbortSignal }) => {
+  return async (
+    input: string,
+    init: { method: string; headers: Record<string, string>; body: string; signal: AbortSignal },
+  ) => {
     calls.push(input);
     const { signal } = init;
     if (signal.aborted) throw signal.reason;
     const request = new Request(input, init);
-    const aborted = new Promise<never>((_, reject) => signal.addEventListener("abort", () => reject(signal.reason), { once: true }));
+    const aborted = new Promise<never>((_, reject) =>
+      signal.addEventListener("abort", () => reject(signal.reason), { once: true }),
+    );
     aborted.catch(() => {});
     const response = await Promise.race([getResponse(server.listHandlers() as never, request), aborted]);
     if (response === undefined) throw new TypeError(`fetch failed: no handler for ${init.method} ${input}`);

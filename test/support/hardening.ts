@@ -40,7 +40,9 @@ export async function typedError(action: () => unknown): Promise<EtcdError> {
 }
 
 /** A fetch answering every call with `reply(path, init)`; counts calls. */
-export function stubFetch(reply: (path: string, init: Parameters<Fetch>[1]) => Response | Promise<Response>): Fetch & { calls: string[] } {
+export function stubFetch(
+  reply: (path: string, init: Parameters<Fetch>[1]) => Response | Promise<Response>,
+): Fetch & { calls: string[] } {
   const calls: string[] = [];
   const fetch = async (input: string, init: Parameters<Fetch>[1]) => {
     const path = new URL(input).pathname;
@@ -51,8 +53,16 @@ export function stubFetch(reply: (path: string, init: Parameters<Fetch>[1]) => R
   return Object.assign(fetch, { calls });
 }
 
-export const HEADER = { cluster_id: "14841639068965178418", member_id: "10276657743932975437", revision: "42", raft_term: "2" };
+export const HEADER = {
+  cluster_id: "14841639068965178418",
+  member_id: "10276657743932975437",
+  revision: "42",
+  raft_term: "2",
+};
 
 export function jsonResponse(body: unknown, status = 200): Response {
-  return new Response(typeof body === "string" ? body : JSON.stringify(body), { status, headers: { "content-type": "application/json" } });
+  return new Response(typeof body === "string" ? body : JSON.stringify(body), {
+    status,
+    headers: { "content-type": "application/json" },
+  });
 }

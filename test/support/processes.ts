@@ -43,7 +43,11 @@ export interface SpawnOptions {
 export function spawnChild(command: string, args: string[], options: Omit<SpawnOptions, "timeoutMs">): ChildProcess {
   installHooks();
   const [file, argv] = hasSetpriv ? [SETPRIV, ["--pdeathsig", "KILL", "--", command, ...args]] : [command, args];
-  const child = spawn(file, argv, { cwd: options.cwd, env: options.env ?? process.env, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(file, argv, {
+    cwd: options.cwd,
+    env: options.env ?? process.env,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   children.add(child);
   child.once("exit", () => children.delete(child));
   child.once("error", () => children.delete(child));
@@ -85,4 +89,3 @@ export function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv 
   for (const name of keep) if (process.env[name] !== undefined) env[name] = process.env[name];
   return { ...env, ...extra };
 }
-

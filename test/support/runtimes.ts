@@ -67,11 +67,29 @@ export function runtimeSpec(name: RuntimeName): RuntimeSpec {
   const x64 = arch() === "x64";
   switch (name) {
     case "node22":
-      return { pkg: `node-linux-${arch()}`, version: "22.23.3", bin: "bin/node", versionOutput: /^v22\.23\.3$/m, engine: "node v22.23.3" };
+      return {
+        pkg: `node-linux-${arch()}`,
+        version: "22.23.3",
+        bin: "bin/node",
+        versionOutput: /^v22\.23\.3$/m,
+        engine: "node v22.23.3",
+      };
     case "node24":
-      return { pkg: `node-linux-${arch()}`, version: "24.21.0", bin: "bin/node", versionOutput: /^v24\.21\.0$/m, engine: "node v24.21.0" };
+      return {
+        pkg: `node-linux-${arch()}`,
+        version: "24.21.0",
+        bin: "bin/node",
+        versionOutput: /^v24\.21\.0$/m,
+        engine: "node v24.21.0",
+      };
     case "deno":
-      return { pkg: `@deno/linux-${arch()}-glibc`, version: "2.9.6", bin: "deno", versionOutput: /^deno 2\.9\.6 /m, engine: "deno 2.9.6" };
+      return {
+        pkg: `@deno/linux-${arch()}-glibc`,
+        version: "2.9.6",
+        bin: "deno",
+        versionOutput: /^deno 2\.9\.6 /m,
+        engine: "deno 2.9.6",
+      };
     case "bun":
       // Bun's default x64 build needs AVX2; the baseline build runs everywhere.
       return {
@@ -109,9 +127,23 @@ export async function ensureRuntime(name: RuntimeName): Promise<string> {
     try {
       const npm = await runProcess(
         "npm",
-        ["install", "--prefix", partial, "--no-save", "--no-package-lock", "--no-audit", "--no-fund", "--ignore-scripts",
-          "--loglevel=error", `${spec.pkg}@${spec.version}`],
-        { cwd: partial, env: { ...process.env, npm_config_update_notifier: "false" }, timeoutMs: INSTALL_TIMEOUT_MS - 10_000 },
+        [
+          "install",
+          "--prefix",
+          partial,
+          "--no-save",
+          "--no-package-lock",
+          "--no-audit",
+          "--no-fund",
+          "--ignore-scripts",
+          "--loglevel=error",
+          `${spec.pkg}@${spec.version}`,
+        ],
+        {
+          cwd: partial,
+          env: { ...process.env, npm_config_update_notifier: "false" },
+          timeoutMs: INSTALL_TIMEOUT_MS - 10_000,
+        },
       );
       if (npm.code !== 0 || !existsSync(binary(partial))) {
         throw new Error(
@@ -202,7 +234,8 @@ export interface Report {
 /** The one JSON line a runtime printed; anything else on stdout is a failure. */
 export function parseReport(stdout: string, context: string): Report {
   const lines = stdout.split("\n").filter((line) => line.trim() !== "");
-  if (lines.length !== 1) throw new Error(`expected exactly one JSON line on stdout, got ${lines.length}:\n${stdout}\n${context}`);
+  if (lines.length !== 1)
+    throw new Error(`expected exactly one JSON line on stdout, got ${lines.length}:\n${stdout}\n${context}`);
   try {
     return JSON.parse(lines[0]!) as Report;
   } catch {
@@ -325,9 +358,17 @@ function prefixEnd(prefix: string): string {
 export async function gatewayRange(endpoint: string, key: string, options: { prefix?: boolean } = {}) {
   const body: Record<string, string> = { key: b64(key) };
   if (options.prefix) body.range_end = prefixEnd(key);
-  const json = await gateway<{ kvs?: Array<{ key: string; value?: string; mod_revision?: string }> }>(endpoint, "/v3/kv/range", body);
+  const json = await gateway<{ kvs?: Array<{ key: string; value?: string; mod_revision?: string }> }>(
+    endpoint,
+    "/v3/kv/range",
+    body,
+  );
   return {
-    kvs: (json.kvs ?? []).map((kv) => ({ key: unb64(kv.key), value: unb64(kv.value), modRevision: Number(kv.mod_revision ?? 0) })),
+    kvs: (json.kvs ?? []).map((kv) => ({
+      key: unb64(kv.key),
+      value: unb64(kv.value),
+      modRevision: Number(kv.mod_revision ?? 0),
+    })),
   };
 }
 

@@ -43,8 +43,22 @@ export function kv(spec: KvSpec): Record<string, string> {
 
 /** gRPC code → HTTP status, as grpc-gateway maps them (FailedPrecondition: 400 upstream, 412 on Debian). */
 export const HTTP_FOR_GRPC: Record<number, number> = {
-  1: 499, 2: 500, 3: 400, 4: 504, 5: 404, 6: 409, 7: 403, 8: 429, 9: 400, 10: 409, 11: 400, 12: 501, 13: 500,
-  14: 503, 15: 500, 16: 401,
+  1: 499,
+  2: 500,
+  3: 400,
+  4: 504,
+  5: 404,
+  6: 409,
+  7: 403,
+  8: 429,
+  9: 400,
+  10: 409,
+  11: 400,
+  12: 501,
+  13: 500,
+  14: 503,
+  15: 500,
+  16: 401,
 };
 
 export type EtcdVersion = "3.4" | "3.5" | "3.6";
@@ -64,8 +78,14 @@ export function unaryErrorBody(version: EtcdVersion, code: number, message: stri
 }
 
 const STATUS_TEXT: Record<number, string> = {
-  400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 412: "Precondition Failed",
-  500: "Internal Server Error", 503: "Service Unavailable", 504: "Gateway Timeout",
+  400: "Bad Request",
+  401: "Unauthorized",
+  403: "Forbidden",
+  404: "Not Found",
+  412: "Precondition Failed",
+  500: "Internal Server Error",
+  503: "Service Unavailable",
+  504: "Gateway Timeout",
 };
 
 /** A stream's error line: 3.4/3.5 `{grpc_code,http_code,message,http_status}`, 3.6 `{code,message}`. */

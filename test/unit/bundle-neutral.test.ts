@@ -24,7 +24,8 @@ function offendingImports(metafile: Metafile): string[] {
   for (const [input, info] of Object.entries(metafile.inputs)) {
     if (isNodeBuiltin(input)) bad.push(`input ${input}`);
     for (const imported of info.imports) {
-      if (isNodeBuiltin(imported.path) || imported.external) bad.push(`${input} imports ${imported.path}${imported.external ? " (external)" : ""}`);
+      if (isNodeBuiltin(imported.path) || imported.external)
+        bad.push(`${input} imports ${imported.path}${imported.external ? " (external)" : ""}`);
     }
   }
   for (const [output, info] of Object.entries(metafile.outputs)) {
@@ -54,7 +55,9 @@ describe("platform-neutral bundle of src/index.ts", () => {
     const bytes = result.outputFiles![0]!.contents;
     const gzipped = gzipSync(bytes, { level: 9 }).length;
     const inputs = Object.keys(result.metafile!.inputs).length;
-    console.log(`etcd-edge bundle (platform neutral, minified): ${bytes.length} B, gzipped ${gzipped} B, from ${inputs} modules`);
+    console.log(
+      `etcd-edge bundle (platform neutral, minified): ${bytes.length} B, gzipped ${gzipped} B, from ${inputs} modules`,
+    );
     expect(gzipped).toBeGreaterThan(0);
   });
 
@@ -62,7 +65,11 @@ describe("platform-neutral bundle of src/index.ts", () => {
     const result = await build({
       ...options,
       entryPoints: undefined,
-      stdin: { contents: `import { createHash } from "node:crypto"; import fs from "fs"; export const x = [createHash, fs];`, resolveDir: root, loader: "ts" },
+      stdin: {
+        contents: `import { createHash } from "node:crypto"; import fs from "fs"; export const x = [createHash, fs];`,
+        resolveDir: root,
+        loader: "ts",
+      },
       external: ["node:*", "fs"],
     });
     expect(offendingImports(result.metafile!).length).toBeGreaterThanOrEqual(2);

@@ -2,7 +2,19 @@
 // watch's connection is dropped (its ReadableStream cancelled) when the caller stops.
 import { describe, expect, it } from "vitest";
 import { Etcd, EtcdError, EtcdTimeoutError, type Fetch } from "../../src/index.js";
-import { A, B, controlledStream, directFetch, hang, json, rejection, route, sleep, streamResponse, useGateway } from "../support/gateway.js";
+import {
+  A,
+  B,
+  controlledStream,
+  directFetch,
+  hang,
+  json,
+  rejection,
+  route,
+  sleep,
+  streamResponse,
+  useGateway,
+} from "../support/gateway.js";
 import { createdLine, eventsLine, header, putEvent } from "../support/wire.js";
 
 const server = useGateway();
@@ -27,10 +39,15 @@ describe("unary calls", () => {
   });
 
   it("a write aborted during the request is ABORTED too, and not resent", async () => {
-    const a = route(server, "/v3/kv/put", async (req) => {
-      await hang(req.request);
-      return json({ header: header(1) });
-    }, A);
+    const a = route(
+      server,
+      "/v3/kv/put",
+      async (req) => {
+        await hang(req.request);
+        return json({ header: header(1) });
+      },
+      A,
+    );
     const b = route(server, "/v3/kv/put", () => json({ header: header(1) }), B);
     const error = await rejection(new Etcd({ endpoints: [A, B] }).put("k", "v", { signal: AbortSignal.timeout(50) }));
     expect(error.code).toBe("ABORTED");
@@ -116,7 +133,9 @@ describe("unary calls", () => {
       await sleep(30);
       return json({ header: header(1) });
     });
-    expect((await new Etcd({ endpoints: [A], timeout: Number.POSITIVE_INFINITY }).range({ key: "k" })).header.revision).toBe(1);
+    expect(
+      (await new Etcd({ endpoints: [A], timeout: Number.POSITIVE_INFINITY }).range({ key: "k" })).header.revision,
+    ).toBe(1);
   });
 });
 
@@ -131,7 +150,10 @@ describe("watch streams", () => {
     const error = await rejection(
       (async () => {
         // directFetch: msw's socket path crashes undici when a pending body read is aborted (see support).
-        for await (const batch of new Etcd({ endpoints: [A], fetch: directFetch(server) }).watch({ key: "k", signal: controller.signal })) {
+        for await (const batch of new Etcd({ endpoints: [A], fetch: directFetch(server) }).watch({
+          key: "k",
+          signal: controller.signal,
+        })) {
           batches.push(batch.header.revision);
           started.t = performance.now();
           setTimeout(() => controller.abort(reason), 20);
@@ -169,7 +191,9 @@ describe("watch streams", () => {
 
   it("an already-aborted signal → the watch throws ABORTED without a request", async () => {
     const seen = route(server, "/v3/watch", () => json({}));
-    const iterator = new Etcd({ endpoints: [A] }).watch({ key: "k", signal: AbortSignal.abort("no") })[Symbol.asyncIterator]();
+    const iterator = new Etcd({ endpoints: [A] })
+      .watch({ key: "k", signal: AbortSignal.abort("no") })
+      [Symbol.asyncIterator]();
     const error = await rejection(iterator.next());
     expect(error.code).toBe("ABORTED");
     expect(seen).toHaveLength(0);

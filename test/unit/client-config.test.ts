@@ -75,11 +75,14 @@ describe("timeout, retries, auth, fetch", () => {
     expect(error.message).toMatch(/^timeout must be a positive number of milliseconds/);
   });
 
-  it.each([-1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, "3"])("retries %s → INVALID_ARGUMENT naming retries", (retries) => {
-    const error = construct({ endpoints: [A], fetch, retries });
-    expect(error.code).toBe("INVALID_ARGUMENT");
-    expect(error.message).toMatch(/^retries must be a whole number >= 0/);
-  });
+  it.each([-1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, "3"])(
+    "retries %s → INVALID_ARGUMENT naming retries",
+    (retries) => {
+      const error = construct({ endpoints: [A], fetch, retries });
+      expect(error.code).toBe("INVALID_ARGUMENT");
+      expect(error.message).toMatch(/^retries must be a whole number >= 0/);
+    },
+  );
 
   it.each([
     ["no username", { password: "pw" }],

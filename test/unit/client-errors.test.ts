@@ -35,19 +35,123 @@ interface Case {
 
 const get = (etcd: Etcd) => etcd.get("k");
 const CASES: Case[] = [
-  { name: "InvalidArgument", status: 400, grpc: 3, message: "etcdserver: key is not provided", code: "INVALID_ARGUMENT", call: get, path: "/v3/kv/range" },
-  { name: "InvalidArgument (txn)", status: 400, grpc: 3, message: "etcdserver: duplicate key given in txn request", code: "INVALID_ARGUMENT", call: (e) => e.txn().commit(), path: "/v3/kv/txn" },
-  { name: "lease not found", status: 404, grpc: 5, message: "etcdserver: requested lease not found", code: "LEASE_NOT_FOUND", call: (e) => e.lease.revoke(BIG_LEASE), path: "/v3/lease/revoke" },
-  { name: "compacted", status: 400, grpc: 11, message: "etcdserver: mvcc: required revision has been compacted", code: "COMPACTED", call: (e) => e.get("k", { revision: 2 }), path: "/v3/kv/range" },
-  { name: "future revision", status: 400, grpc: 11, message: "etcdserver: mvcc: required revision is a future revision", code: "FUTURE_REVISION", call: (e) => e.get("k", { revision: 999 }), path: "/v3/kv/range" },
-  { name: "Unauthenticated", status: 401, grpc: 16, message: "etcdserver: invalid auth token", code: "UNAUTHENTICATED", call: get, path: "/v3/kv/range" },
-  { name: "user name is empty (no token on an auth cluster)", status: 400, grpc: 3, message: "etcdserver: user name is empty", code: "UNAUTHENTICATED", call: get, path: "/v3/kv/range" },
-  { name: "PermissionDenied", status: 403, grpc: 7, message: "etcdserver: permission denied", code: "PERMISSION_DENIED", call: (e) => e.put("k", "v"), path: "/v3/kv/put" },
-  { name: "Unavailable", status: 503, grpc: 14, message: "etcdserver: no leader", code: "UNAVAILABLE", call: (e) => e.put("k", "v"), path: "/v3/kv/put" },
-  { name: "FailedPrecondition on Debian (412)", status: 412, grpc: 9, message: "etcdserver: authentication is not enabled", code: "FAILED_PRECONDITION", call: (e) => e.put("k", "v"), path: "/v3/kv/put" },
-  { name: "FailedPrecondition upstream (400)", status: 400, grpc: 9, message: "etcdserver: authentication is not enabled", code: "FAILED_PRECONDITION", call: (e) => e.put("k", "v"), path: "/v3/kv/put" },
-  { name: "lease already exists (412, code 9)", status: 412, grpc: 9, message: "etcdserver: lease already exists", code: "ALREADY_EXISTS", call: (e) => e.lease.grant(30, { id: BIG_LEASE }), path: "/v3/lease/grant" },
-  { name: "ResourceExhausted", status: 429, grpc: 8, message: "etcdserver: too many requests", code: "RESOURCE_EXHAUSTED", call: (e) => e.put("k", "v"), path: "/v3/kv/put" },
+  {
+    name: "InvalidArgument",
+    status: 400,
+    grpc: 3,
+    message: "etcdserver: key is not provided",
+    code: "INVALID_ARGUMENT",
+    call: get,
+    path: "/v3/kv/range",
+  },
+  {
+    name: "InvalidArgument (txn)",
+    status: 400,
+    grpc: 3,
+    message: "etcdserver: duplicate key given in txn request",
+    code: "INVALID_ARGUMENT",
+    call: (e) => e.txn().commit(),
+    path: "/v3/kv/txn",
+  },
+  {
+    name: "lease not found",
+    status: 404,
+    grpc: 5,
+    message: "etcdserver: requested lease not found",
+    code: "LEASE_NOT_FOUND",
+    call: (e) => e.lease.revoke(BIG_LEASE),
+    path: "/v3/lease/revoke",
+  },
+  {
+    name: "compacted",
+    status: 400,
+    grpc: 11,
+    message: "etcdserver: mvcc: required revision has been compacted",
+    code: "COMPACTED",
+    call: (e) => e.get("k", { revision: 2 }),
+    path: "/v3/kv/range",
+  },
+  {
+    name: "future revision",
+    status: 400,
+    grpc: 11,
+    message: "etcdserver: mvcc: required revision is a future revision",
+    code: "FUTURE_REVISION",
+    call: (e) => e.get("k", { revision: 999 }),
+    path: "/v3/kv/range",
+  },
+  {
+    name: "Unauthenticated",
+    status: 401,
+    grpc: 16,
+    message: "etcdserver: invalid auth token",
+    code: "UNAUTHENTICATED",
+    call: get,
+    path: "/v3/kv/range",
+  },
+  {
+    name: "user name is empty (no token on an auth cluster)",
+    status: 400,
+    grpc: 3,
+    message: "etcdserver: user name is empty",
+    code: "UNAUTHENTICATED",
+    call: get,
+    path: "/v3/kv/range",
+  },
+  {
+    name: "PermissionDenied",
+    status: 403,
+    grpc: 7,
+    message: "etcdserver: permission denied",
+    code: "PERMISSION_DENIED",
+    call: (e) => e.put("k", "v"),
+    path: "/v3/kv/put",
+  },
+  {
+    name: "Unavailable",
+    status: 503,
+    grpc: 14,
+    message: "etcdserver: no leader",
+    code: "UNAVAILABLE",
+    call: (e) => e.put("k", "v"),
+    path: "/v3/kv/put",
+  },
+  {
+    name: "FailedPrecondition on Debian (412)",
+    status: 412,
+    grpc: 9,
+    message: "etcdserver: authentication is not enabled",
+    code: "FAILED_PRECONDITION",
+    call: (e) => e.put("k", "v"),
+    path: "/v3/kv/put",
+  },
+  {
+    name: "FailedPrecondition upstream (400)",
+    status: 400,
+    grpc: 9,
+    message: "etcdserver: authentication is not enabled",
+    code: "FAILED_PRECONDITION",
+    call: (e) => e.put("k", "v"),
+    path: "/v3/kv/put",
+  },
+  {
+    name: "lease already exists (412, code 9)",
+    status: 412,
+    grpc: 9,
+    message: "etcdserver: lease already exists",
+    code: "ALREADY_EXISTS",
+    call: (e) => e.lease.grant(30, { id: BIG_LEASE }),
+    path: "/v3/lease/grant",
+  },
+  {
+    name: "ResourceExhausted",
+    status: 429,
+    grpc: 8,
+    message: "etcdserver: too many requests",
+    code: "RESOURCE_EXHAUSTED",
+    call: (e) => e.put("k", "v"),
+    path: "/v3/kv/put",
+  },
 ];
 
 describe.each(["3.4", "3.5", "3.6"] as EtcdVersion[])("etcd %s unary error bodies", (version) => {
@@ -70,7 +174,9 @@ describe.each(["3.4", "3.5", "3.6"] as EtcdVersion[])("etcd %s unary error bodie
 describe("the gRPC code decides, not the HTTP status", () => {
   it("code 9 is FAILED_PRECONDITION whether the status is 412 or 400", async () => {
     for (const status of [412, 400]) {
-      route(server, "/v3/kv/put", () => jsonText(unaryErrorBody("3.5", 9, "etcdserver: authentication is not enabled"), status));
+      route(server, "/v3/kv/put", () =>
+        jsonText(unaryErrorBody("3.5", 9, "etcdserver: authentication is not enabled"), status),
+      );
       await expectCode(client().put("k", "v"), "FAILED_PRECONDITION");
     }
   });
@@ -83,7 +189,9 @@ describe("the gRPC code decides, not the HTTP status", () => {
   });
 
   it("a 3.6 body with extra `details` still maps", async () => {
-    route(server, "/v3/kv/put", () => jsonText(`{"code":7, "message":"etcdserver: permission denied", "details":[]}`, 403));
+    route(server, "/v3/kv/put", () =>
+      jsonText(`{"code":7, "message":"etcdserver: permission denied", "details":[]}`, 403),
+    );
     await expectCode(client().put("k", "v"), "PERMISSION_DENIED");
   });
 });
@@ -91,7 +199,11 @@ describe("the gRPC code decides, not the HTTP status", () => {
 describe("answers that are not the gateway's JSON → BAD_RESPONSE", () => {
   it("an HTML 502 from a proxy: status kept, body truncated to about 512 chars", async () => {
     const html = `<html><head><title>502 Bad Gateway</title></head><body>${"<p>nginx</p>".repeat(200)}</body></html>`;
-    route(server, "/v3/kv/put", () => new HttpResponse(html, { status: 502, headers: { "content-type": "text/html" } }));
+    route(
+      server,
+      "/v3/kv/put",
+      () => new HttpResponse(html, { status: 502, headers: { "content-type": "text/html" } }),
+    );
     const error = await expectCode(client().put("k", "v"), "BAD_RESPONSE");
     expect(error).toBeInstanceOf(EtcdBadResponseError);
     expect(error.status).toBe(502);

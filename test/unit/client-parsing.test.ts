@@ -37,7 +37,15 @@ describe("omitted protojson fields get zero values", () => {
     route(server, "/v3/kv/txn", () =>
       json({
         header: header(12),
-        responses: [{ response_range: { header: header(12), kvs: [kv({ key: "lock", value: "owner", create: 3, mod: 4, version: 2 })], count: "1" } }],
+        responses: [
+          {
+            response_range: {
+              header: header(12),
+              kvs: [kv({ key: "lock", value: "owner", create: 3, mod: 4, version: 2 })],
+              count: "1",
+            },
+          },
+        ],
       }),
     );
     const result = await client()
@@ -53,8 +61,14 @@ describe("omitted protojson fields get zero values", () => {
   });
 
   it("a succeeded txn whose put response is an empty object still decodes", async () => {
-    route(server, "/v3/kv/txn", () => json({ header: header(13), succeeded: true, responses: [{ response_put: { header: header(13) } }] }));
-    const result = await client().txn().if(cmp.version("lock", "==", 0)).then(op.put("lock", "me")).commit();
+    route(server, "/v3/kv/txn", () =>
+      json({ header: header(13), succeeded: true, responses: [{ response_put: { header: header(13) } }] }),
+    );
+    const result = await client()
+      .txn()
+      .if(cmp.version("lock", "==", 0))
+      .then(op.put("lock", "me"))
+      .commit();
     expect(result.succeeded).toBe(true);
     expect(result.responses[0]).toMatchObject({ header: { revision: 13 }, prevKv: undefined });
   });
@@ -102,16 +116,24 @@ describe("int64 fields", () => {
   });
 
   it("a mod_revision above Number.MAX_SAFE_INTEGER in a KeyValue is BAD_RESPONSE too", async () => {
-    route(server, "/v3/kv/range", () => json({ header: header(1), kvs: [{ key: b64("k"), mod_revision: "18014398509481984" }], count: "1" }));
+    route(server, "/v3/kv/range", () =>
+      json({ header: header(1), kvs: [{ key: b64("k"), mod_revision: "18014398509481984" }], count: "1" }),
+    );
     const error = await rejection(client().get("k"));
     expect(error).toBeInstanceOf(EtcdError);
     expect(error.code).toBe("BAD_RESPONSE");
   });
 
   it("lease IDs above 2^53 stay exact strings: grant, kv.lease, timetolive keys", async () => {
-    route(server, "/v3/lease/grant", () => jsonText(`{"header":${JSON.stringify(header(3))},"ID":"${BIG_LEASE}","TTL":"30"}`));
+    route(server, "/v3/lease/grant", () =>
+      jsonText(`{"header":${JSON.stringify(header(3))},"ID":"${BIG_LEASE}","TTL":"30"}`),
+    );
     route(server, "/v3/kv/range", () =>
-      json({ header: header(4), kvs: [kv({ key: "held", value: "x", create: 4, mod: 4, version: 1, lease: BIG_LEASE })], count: "1" }),
+      json({
+        header: header(4),
+        kvs: [kv({ key: "held", value: "x", create: 4, mod: 4, version: 1, lease: BIG_LEASE })],
+        count: "1",
+      }),
     );
     route(server, "/v3/lease/timetolive", () =>
       json({ header: header(4), ID: BIG_LEASE, TTL: "29", grantedTTL: "30", keys: [b64("held")] }),
@@ -126,7 +148,9 @@ describe("int64 fields", () => {
   });
 
   it("keepalive of an expired lease (no TTL on the wire) is LEASE_NOT_FOUND; timetolive TTL -1 too", async () => {
-    route(server, "/v3/lease/keepalive", () => jsonText(`{"result":{"header":${JSON.stringify(header(3))},"ID":"${BIG_LEASE}"}}\n`));
+    route(server, "/v3/lease/keepalive", () =>
+      jsonText(`{"result":{"header":${JSON.stringify(header(3))},"ID":"${BIG_LEASE}"}}\n`),
+    );
     route(server, "/v3/lease/timetolive", () => json({ header: header(3), ID: BIG_LEASE, TTL: "-1" }));
     const etcd = client();
     const keep = await rejection(etcd.lease.keepAliveOnce(BIG_LEASE));
@@ -137,7 +161,9 @@ describe("int64 fields", () => {
   });
 
   it("keepalive reads the first NDJSON line of the stream", async () => {
-    route(server, "/v3/lease/keepalive", () => jsonText(`{"result":{"header":${JSON.stringify(header(3))},"ID":"${BIG_LEASE}","TTL":"30"}}\n`));
+    route(server, "/v3/lease/keepalive", () =>
+      jsonText(`{"result":{"header":${JSON.stringify(header(3))},"ID":"${BIG_LEASE}","TTL":"30"}}\n`),
+    );
     expect(await client().lease.keepAliveOnce(BIG_LEASE)).toMatchObject({ id: BIG_LEASE, ttl: 30 });
   });
 });
@@ -175,7 +201,9 @@ describe("bytes", () => {
   });
 
   it("a KeyValue carries key/value strings and keyBytes/valueBytes", async () => {
-    route(server, "/v3/kv/range", () => json({ header: header(8), kvs: [kv({ key: "k1", value: "v1", create: 2, mod: 8, version: 3 })], count: "1" }));
+    route(server, "/v3/kv/range", () =>
+      json({ header: header(8), kvs: [kv({ key: "k1", value: "v1", create: 2, mod: 8, version: 3 })], count: "1" }),
+    );
     const got = (await client().get("k1"))!;
     expect(Object.keys(got).sort()).toEqual(
       ["createRevision", "key", "keyBytes", "lease", "modRevision", "value", "valueBytes", "version"].sort(),

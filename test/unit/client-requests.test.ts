@@ -7,7 +7,8 @@ import { until } from "../support/async.js";
 import { BIG_LEASE, b64, createdLine, header, kv } from "../support/wire.js";
 
 const server = useGateway();
-const client = (options: Partial<ConstructorParameters<typeof Etcd>[0]> = {}) => new Etcd({ endpoints: [A], retries: 0, ...options });
+const client = (options: Partial<ConstructorParameters<typeof Etcd>[0]> = {}) =>
+  new Etcd({ endpoints: [A], retries: 0, ...options });
 
 const STANDARD_PADDED_BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 
@@ -123,7 +124,9 @@ describe("int64 and zero-value options", () => {
   });
 
   it("a put with a lease above 2^53 sends the exact lease ID as a string", async () => {
-    const seen = route(server, "/v3/kv/put", () => json({ header: header(2), prev_kv: kv({ key: "k", value: "old", create: 1, mod: 1, version: 1 }) }));
+    const seen = route(server, "/v3/kv/put", () =>
+      json({ header: header(2), prev_kv: kv({ key: "k", value: "old", create: 1, mod: 1, version: 1 }) }),
+    );
     const result = await client().put("k", "v", { lease: BIG_LEASE, prevKv: true });
     expect(seen[0]!.body).toEqual({ key: b64("k"), value: b64("v"), lease: BIG_LEASE, prev_kv: true });
     expect(result.prevKv).toMatchObject({ key: "k", value: "old" });
@@ -132,8 +135,12 @@ describe("int64 and zero-value options", () => {
   it("lease calls send TTL and ID as int64 strings, under the lease service's field names", async () => {
     const grants = route(server, "/v3/lease/grant", () => json({ header: header(2), ID: BIG_LEASE, TTL: "30" }));
     const revokes = route(server, "/v3/lease/revoke", () => json({ header: header(2) }));
-    const keeps = route(server, "/v3/lease/keepalive", () => jsonText(`{"result":{"header":${JSON.stringify(header(2))},"ID":"${BIG_LEASE}","TTL":"30"}}\n`));
-    const ttls = route(server, "/v3/lease/timetolive", () => json({ header: header(2), ID: BIG_LEASE, TTL: "20", grantedTTL: "30" }));
+    const keeps = route(server, "/v3/lease/keepalive", () =>
+      jsonText(`{"result":{"header":${JSON.stringify(header(2))},"ID":"${BIG_LEASE}","TTL":"30"}}\n`),
+    );
+    const ttls = route(server, "/v3/lease/timetolive", () =>
+      json({ header: header(2), ID: BIG_LEASE, TTL: "20", grantedTTL: "30" }),
+    );
     const etcd = client();
     await etcd.lease.grant(30);
     await etcd.lease.grant(30, { id: BIG_LEASE });
@@ -154,7 +161,13 @@ describe("int64 and zero-value options", () => {
   });
 
   it("txn compares/ops: int64 as strings, enum names, nested request_* shapes", async () => {
-    const seen = route(server, "/v3/kv/txn", () => json({ header: header(9), succeeded: true, responses: [{ response_put: { header: header(9) } }, { response_delete_range: { header: header(9) } }] }));
+    const seen = route(server, "/v3/kv/txn", () =>
+      json({
+        header: header(9),
+        succeeded: true,
+        responses: [{ response_put: { header: header(9) } }, { response_delete_range: { header: header(9) } }],
+      }),
+    );
     await client()
       .txn()
       .if(
@@ -192,7 +205,11 @@ describe("namespace", () => {
 
   it("prefixes keys and range ends, and strips it from returned keys", async () => {
     const seen = route(server, "/v3/kv/range", () =>
-      json({ header: header(5), kvs: [kv({ key: "app/jobs/1", value: "x", create: 5, mod: 5, version: 1 })], count: "1" }),
+      json({
+        header: header(5),
+        kvs: [kv({ key: "app/jobs/1", value: "x", create: 5, mod: 5, version: 1 })],
+        count: "1",
+      }),
     );
     const result = await ns().range({ prefix: "jobs/" });
     await ns().range({ key: "a", end: "c" });
@@ -213,8 +230,16 @@ describe("namespace", () => {
   });
 
   it("applies to puts, deletes and prev_kv answers", async () => {
-    const puts = route(server, "/v3/kv/put", () => json({ header: header(6), prev_kv: kv({ key: "app/k", value: "old", create: 2, mod: 3, version: 2 }) }));
-    const dels = route(server, "/v3/kv/deleterange", () => json({ header: header(7), deleted: "1", prev_kvs: [kv({ key: "app/k", value: "new", create: 2, mod: 6, version: 3 })] }));
+    const puts = route(server, "/v3/kv/put", () =>
+      json({ header: header(6), prev_kv: kv({ key: "app/k", value: "old", create: 2, mod: 3, version: 2 }) }),
+    );
+    const dels = route(server, "/v3/kv/deleterange", () =>
+      json({
+        header: header(7),
+        deleted: "1",
+        prev_kvs: [kv({ key: "app/k", value: "new", create: 2, mod: 6, version: 3 })],
+      }),
+    );
     const put = await ns().put("k", "new", { prevKv: true });
     const del = await ns().delete("k", { prevKv: true });
     expect(puts[0]!.body).toEqual({ key: b64("app/k"), value: b64("new"), prev_kv: true });
@@ -225,9 +250,25 @@ describe("namespace", () => {
 
   it("applies to txn compares and ops, and strips it from txn responses", async () => {
     const seen = route(server, "/v3/kv/txn", () =>
-      json({ header: header(9), responses: [{ response_range: { header: header(9), kvs: [kv({ key: "app/lock", value: "o", create: 8, mod: 8, version: 1 })], count: "1" } }] }),
+      json({
+        header: header(9),
+        responses: [
+          {
+            response_range: {
+              header: header(9),
+              kvs: [kv({ key: "app/lock", value: "o", create: 8, mod: 8, version: 1 })],
+              count: "1",
+            },
+          },
+        ],
+      }),
     );
-    const result = await ns().txn().if(cmp.version("lock", "==", 0)).then(op.put("lock", "me")).else(op.get({ prefix: "lock" })).commit();
+    const result = await ns()
+      .txn()
+      .if(cmp.version("lock", "==", 0))
+      .then(op.put("lock", "me"))
+      .else(op.get({ prefix: "lock" }))
+      .commit();
     expect(seen[0]!.body).toEqual({
       compare: [{ key: b64("app/lock") }],
       success: [{ request_put: { key: b64("app/lock"), value: b64("me") } }],
@@ -248,11 +289,15 @@ describe("namespace", () => {
       expect(batch.events[0]!.kv.key).toBe("jobs/1");
       break;
     }
-    expect(seen[0]!.body).toEqual({ create_request: { key: b64("app/jobs/"), range_end: b64("app/jobs0"), prev_kv: true, filters: ["NODELETE"] } });
+    expect(seen[0]!.body).toEqual({
+      create_request: { key: b64("app/jobs/"), range_end: b64("app/jobs0"), prev_kv: true, filters: ["NODELETE"] },
+    });
   });
 
   it("applies to lease timetolive keys", async () => {
-    route(server, "/v3/lease/timetolive", () => json({ header: header(2), ID: BIG_LEASE, TTL: "20", grantedTTL: "30", keys: [b64("app/held")] }));
+    route(server, "/v3/lease/timetolive", () =>
+      json({ header: header(2), ID: BIG_LEASE, TTL: "20", grantedTTL: "30", keys: [b64("app/held")] }),
+    );
     expect((await ns().lease.timeToLive(BIG_LEASE, { keys: true })).keys).toEqual(["held"]);
   });
 });
@@ -310,7 +355,6 @@ describe("HTTP request", () => {
     route(server, "/v3/kv/range", () => json({ header: header(2) }));
     const receivers: unknown[] = [];
     const fetch = function (this: unknown, input: string, init: any) {
-      "use strict";
       receivers.push(this);
       return globalThis.fetch(input, init);
     };
@@ -348,7 +392,10 @@ describe("a mutex's release", () => {
     const mutex = session.mutex("m");
     const releases: Array<{ revision: number; body: unknown }> = [];
     for (let i = 0; i < 3; i++) {
-      await mock.fetch(`${A}/v3/kv/put`, { method: "POST", body: JSON.stringify({ key: b64("other"), value: b64(String(i)) }) } as never);
+      await mock.fetch(`${A}/v3/kv/put`, {
+        method: "POST",
+        body: JSON.stringify({ key: b64("other"), value: b64(String(i)) }),
+      } as never);
       const lock = await mutex.lock();
       const before = txns.length;
       await lock.unlock();
@@ -394,19 +441,30 @@ describe("a session's mutexes", () => {
       return new Response(answer, { status: response.status });
     }) as never;
     const etcd = new Etcd({ endpoints: [A], fetch });
-    const [first, second] = await Promise.all([etcd.session({ ttl: 30, keepAlive: "manual" }), etcd.session({ ttl: 30, keepAlive: "manual" })]);
+    const [first, second] = await Promise.all([
+      etcd.session({ ttl: 30, keepAlive: "manual" }),
+      etcd.session({ ttl: 30, keepAlive: "manual" }),
+    ]);
     const prefix = { key: b64("m/"), range_end: b64("m0") };
 
     const held = await first.mutex("m").lock();
     expect(exchanges).toHaveLength(1);
-    const empty = JSON.parse(exchanges[0]!.body) as { compare: unknown[]; success: Array<Record<string, unknown>>; failure?: unknown[] };
+    const empty = JSON.parse(exchanges[0]!.body) as {
+      compare: unknown[];
+      success: Array<Record<string, unknown>>;
+      failure?: unknown[];
+    };
     // "No key under the prefix": the compare's target, result and operand are all zero values, left out.
     expect(empty.compare).toEqual([prefix]);
     expect(empty.success.map((o) => Object.keys(o))).toEqual([["request_put"]]);
     // A new mutex guesses an empty line: the put alone, with nothing for a busy line.
     expect(empty.failure ?? []).toEqual([]);
     // The answer is the put's revision alone: no key-value to read, and the lock is held at that revision.
-    const answer = JSON.parse(exchanges[0]!.answer) as { succeeded: boolean; header: { revision: string }; responses: unknown[] };
+    const answer = JSON.parse(exchanges[0]!.answer) as {
+      succeeded: boolean;
+      header: { revision: string };
+      responses: unknown[];
+    };
     expect(answer.succeeded).toBe(true);
     expect(answer.responses).toEqual([{ response_put: { header: { revision: answer.header.revision } } }]);
     expect(held.revision).toBe(Number(answer.header.revision));
@@ -414,7 +472,11 @@ describe("a session's mutexes", () => {
     const waiting = second.mutex("m").lock();
     // The put alone, refused (the line is busy), then the full join: the same compare, and a busy line's branch.
     await until("the second join", 5_000, () => exchanges.length === 3);
-    const guessed = JSON.parse(exchanges[1]!.body) as { compare: unknown[]; success: Array<{ request_put?: { key: string } }>; failure?: unknown[] };
+    const guessed = JSON.parse(exchanges[1]!.body) as {
+      compare: unknown[];
+      success: Array<{ request_put?: { key: string } }>;
+      failure?: unknown[];
+    };
     expect(guessed.compare).toEqual(empty.compare);
     expect(guessed.success.map((o) => o.request_put?.key)).toEqual([b64(`m/${second.leaseHex}`)]);
     expect(guessed.failure ?? []).toEqual([]);
@@ -427,7 +489,10 @@ describe("a session's mutexes", () => {
     expect(behind.compare).toEqual(empty.compare);
     expect(behind.success.map((o) => Object.keys(o))).toEqual([["request_put"]]);
     const reads = behind.failure[0]!.request_txn.success.flatMap((o) => (o.request_range ? [o.request_range] : []));
-    expect(reads.map((r) => [r.limit, r.keys_only])).toEqual([["1", true], ["2", true]]);
+    expect(reads.map((r) => [r.limit, r.keys_only])).toEqual([
+      ["1", true],
+      ["2", true],
+    ]);
     await held.unlock();
     await (await waiting).unlock();
     await Promise.all([first.close(), second.close()]);

@@ -7,11 +7,16 @@ import { BIG_LEASE, header, kv, unaryErrorBody } from "../support/wire.js";
 const server = useGateway();
 
 const NO_LEADER = () => jsonText(unaryErrorBody("3.5", 14, "etcdserver: no leader"), 503);
-const rangeOk = () => json({ header: header(5), kvs: [kv({ key: "k", value: "v", create: 5, mod: 5, version: 1 })], count: "1" });
+const rangeOk = () =>
+  json({ header: header(5), kvs: [kv({ key: "k", value: "v", create: 5, mod: 5, version: 1 })], count: "1" });
 
 /** What undici's fetch throws when nothing listens on the port: the request never left. */
 function connectionRefused(): TypeError {
-  const cause = Object.assign(new Error("connect ECONNREFUSED 10.0.0.1:2379"), { code: "ECONNREFUSED", errno: -111, syscall: "connect" });
+  const cause = Object.assign(new Error("connect ECONNREFUSED 10.0.0.1:2379"), {
+    code: "ECONNREFUSED",
+    errno: -111,
+    syscall: "connect",
+  });
   return new TypeError("fetch failed", { cause });
 }
 
@@ -115,7 +120,12 @@ describe("retries of reads", () => {
   });
 
   it("a read is not retried on a definitive error (InvalidArgument)", async () => {
-    const a = route(server, "/v3/kv/range", () => jsonText(unaryErrorBody("3.4", 3, "etcdserver: key is not provided"), 400), A);
+    const a = route(
+      server,
+      "/v3/kv/range",
+      () => jsonText(unaryErrorBody("3.4", 3, "etcdserver: key is not provided"), 400),
+      A,
+    );
     const b = route(server, "/v3/kv/range", rangeOk, B);
     expect((await rejection(new Etcd({ endpoints: [A, B] }).get("k"))).code).toBe("INVALID_ARGUMENT");
     expect(a.length + b.length).toBe(1);
@@ -123,14 +133,30 @@ describe("retries of reads", () => {
 
   it("a txn with only gets is retried; a txn with a put is not", async () => {
     const a = route(server, "/v3/kv/txn", NO_LEADER, A);
-    const b = route(server, "/v3/kv/txn", () => json({ header: header(8), succeeded: true, responses: [{ response_range: { header: header(8) } }] }), B);
-    const reads = await new Etcd({ endpoints: [A, B] }).txn().if(cmp.version("k", ">", 0)).then(op.get("k")).commit();
+    const b = route(
+      server,
+      "/v3/kv/txn",
+      () => json({ header: header(8), succeeded: true, responses: [{ response_range: { header: header(8) } }] }),
+      B,
+    );
+    const reads = await new Etcd({ endpoints: [A, B] })
+      .txn()
+      .if(cmp.version("k", ">", 0))
+      .then(op.get("k"))
+      .commit();
     expect(reads.succeeded).toBe(true);
     expect([a.length, b.length]).toEqual([1, 1]);
 
     const a2 = route(server, "/v3/kv/txn", NO_LEADER, A);
     const b2 = route(server, "/v3/kv/txn", () => json({ header: header(8), succeeded: true }), B);
-    const error = await rejection(new Etcd({ endpoints: [A, B] }).txn().if(cmp.version("k", "==", 0)).then(op.get("k")).else(op.put("k", "v")).commit());
+    const error = await rejection(
+      new Etcd({ endpoints: [A, B] })
+        .txn()
+        .if(cmp.version("k", "==", 0))
+        .then(op.get("k"))
+        .else(op.put("k", "v"))
+        .commit(),
+    );
     expect(error.code).toBe("UNAVAILABLE");
     expect(a2.length + b2.length).toBe(1);
   });
@@ -138,8 +164,18 @@ describe("retries of reads", () => {
   it("lease keepalive and timetolive are retried on the next endpoint", async () => {
     route(server, "/v3/lease/keepalive", NO_LEADER, A);
     route(server, "/v3/lease/timetolive", NO_LEADER, A);
-    const keep = route(server, "/v3/lease/keepalive", () => jsonText(`{"result":{"header":${JSON.stringify(header(3))},"ID":"${BIG_LEASE}","TTL":"30"}}\n`), B);
-    const ttl = route(server, "/v3/lease/timetolive", () => json({ header: header(3), ID: BIG_LEASE, TTL: "29", grantedTTL: "30" }), B);
+    const keep = route(
+      server,
+      "/v3/lease/keepalive",
+      () => jsonText(`{"result":{"header":${JSON.stringify(header(3))},"ID":"${BIG_LEASE}","TTL":"30"}}\n`),
+      B,
+    );
+    const ttl = route(
+      server,
+      "/v3/lease/timetolive",
+      () => json({ header: header(3), ID: BIG_LEASE, TTL: "29", grantedTTL: "30" }),
+      B,
+    );
     expect((await new Etcd({ endpoints: [A, B] }).lease.keepAliveOnce(BIG_LEASE)).ttl).toBe(30);
     expect((await new Etcd({ endpoints: [A, B] }).lease.timeToLive(BIG_LEASE)).ttl).toBe(29);
     expect([keep.length, ttl.length]).toEqual([1, 1]);
@@ -172,7 +208,9 @@ describe("auth", () => {
     let n = 0;
     const auths = route(server, "/v3/auth/authenticate", () => json({ header: header(1), token: `tok${++n}` }));
     const reads = route(server, "/v3/kv/range", (req) =>
-      req.headers.authorization === "tok1" ? jsonText(unaryErrorBody("3.4", 16, "etcdserver: invalid auth token"), 401) : rangeOk(),
+      req.headers.authorization === "tok1"
+        ? jsonText(unaryErrorBody("3.4", 16, "etcdserver: invalid auth token"), 401)
+        : rangeOk(),
     );
     const etcd = new Etcd({ endpoints: [A], auth, retries: 0 });
     expect((await etcd.get("k"))!.value).toBe("v");
@@ -184,7 +222,9 @@ describe("auth", () => {
     let n = 0;
     route(server, "/v3/auth/authenticate", () => json({ header: header(1), token: `tok${++n}` }));
     const puts = route(server, "/v3/kv/put", (req) =>
-      req.headers.authorization === "tok1" ? jsonText(unaryErrorBody("3.6", 16, "etcdserver: invalid auth token"), 401) : json({ header: header(9) }),
+      req.headers.authorization === "tok1"
+        ? jsonText(unaryErrorBody("3.6", 16, "etcdserver: invalid auth token"), 401)
+        : json({ header: header(9) }),
     );
     expect((await new Etcd({ endpoints: [A], auth }).put("k", "v")).header.revision).toBe(9);
     expect(puts).toHaveLength(2);
@@ -193,7 +233,9 @@ describe("auth", () => {
   it("a token refused twice gives UNAUTHENTICATED, without looping", async () => {
     let n = 0;
     const auths = route(server, "/v3/auth/authenticate", () => json({ header: header(1), token: `tok${++n}` }));
-    const reads = route(server, "/v3/kv/range", () => jsonText(unaryErrorBody("3.5", 16, "etcdserver: invalid auth token"), 401));
+    const reads = route(server, "/v3/kv/range", () =>
+      jsonText(unaryErrorBody("3.5", 16, "etcdserver: invalid auth token"), 401),
+    );
     const error = await rejection(new Etcd({ endpoints: [A], auth }).get("k"));
     expect(error).toBeInstanceOf(EtcdError);
     expect(error.code).toBe("UNAUTHENTICATED");
@@ -221,7 +263,9 @@ describe("auth", () => {
       return json({ header: header(1), token: `tok${++n}` });
     });
     route(server, "/v3/kv/range", (req) =>
-      req.headers.authorization === "tok1" ? jsonText(unaryErrorBody("3.5", 16, "etcdserver: invalid auth token"), 401) : rangeOk(),
+      req.headers.authorization === "tok1"
+        ? jsonText(unaryErrorBody("3.5", 16, "etcdserver: invalid auth token"), 401)
+        : rangeOk(),
     );
     const etcd = new Etcd({ endpoints: [A], auth });
     await Promise.all([etcd.get("a"), etcd.get("b"), etcd.get("c")]);

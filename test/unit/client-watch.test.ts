@@ -4,7 +4,18 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { Etcd, EtcdCompactedError, EtcdError, type WatchBatch, type WatchQuery } from "../../src/index.js";
-import { A, controlledStream, directFetch, json, rejection, route, sleep, streamResponse, type StreamControl, useGateway } from "../support/gateway.js";
+import {
+  A,
+  controlledStream,
+  directFetch,
+  json,
+  rejection,
+  route,
+  sleep,
+  streamResponse,
+  type StreamControl,
+  useGateway,
+} from "../support/gateway.js";
 import { b64, createdLine, eventsLine, header, kv, putEvent, resultLine, streamErrorLine } from "../support/wire.js";
 
 const server = useGateway();
@@ -20,7 +31,10 @@ async function take(iterable: AsyncIterable<WatchBatch>, count: number): Promise
       if (out.length >= count) break;
     }
   })();
-  await Promise.race([run, sleep(3_000).then(() => Promise.reject(new Error(`only ${out.length} of ${count} batches arrived`)))]);
+  await Promise.race([
+    run,
+    sleep(3_000).then(() => Promise.reject(new Error(`only ${out.length} of ${count} batches arrived`))),
+  ]);
   return out;
 }
 
@@ -53,9 +67,15 @@ const STREAM_TEXT =
 function checkBatches(batches: WatchBatch[]) {
   expect(batches.map((b) => b.header.revision)).toEqual([11, 12, 13]);
   expect(batches[0]!.events).toEqual([
-    expect.objectContaining({ type: "put", kv: expect.objectContaining({ key: "k/é", value: "✓ value", modRevision: 11, version: 1 }) }),
+    expect.objectContaining({
+      type: "put",
+      kv: expect.objectContaining({ key: "k/é", value: "✓ value", modRevision: 11, version: 1 }),
+    }),
   ]);
-  expect(batches[1]!.events[0]).toMatchObject({ type: "delete", kv: { key: "k/é", value: "", modRevision: 12, version: 0 } });
+  expect(batches[1]!.events[0]).toMatchObject({
+    type: "delete",
+    kv: { key: "k/é", value: "", modRevision: 12, version: 0 },
+  });
   expect(batches[2]!.events.map((e) => [e.type, e.kv.key, e.kv.value])).toEqual([
     ["put", "k/a", "1"],
     ["put", "k/b", "2"],
@@ -106,14 +126,29 @@ describe("NDJSON framing", () => {
     const line = `{"result":{"header":${JSON.stringify(header(21))},"events":[{"kv":${JSON.stringify(kv({ key: "x", value: "2", create: 20, mod: 21, version: 2 }))},"prev_kv":${JSON.stringify(kv({ key: "x", value: "1", create: 20, mod: 20, version: 1 }))}}]}}\n`;
     route(server, "/v3/watch", () => streamResponse(controlledStream([createdLine(20), line])));
     const [batch] = await take(new Etcd({ endpoints: [A] }).watch({ key: "x", prevKv: true }), 1);
-    expect(batch!.events[0]).toMatchObject({ type: "put", kv: { value: "2", version: 2 }, prevKv: { value: "1", version: 1 } });
+    expect(batch!.events[0]).toMatchObject({
+      type: "put",
+      kv: { value: "2", version: 2 },
+      prevKv: { value: "1", version: 1 },
+    });
   });
 });
 
 describe("requests", () => {
   it("sends the create_request with int64 start_revision as a string and filters by name", async () => {
-    const seen = route(server, "/v3/watch", () => streamResponse(controlledStream([createdLine(10), eventsLine(10, [putEvent("k", "v", 10)])])));
-    await take(new Etcd({ endpoints: [A] }).watch({ key: "k", startRevision: 10, noPut: true, noDelete: true, progressNotify: true }), 1);
+    const seen = route(server, "/v3/watch", () =>
+      streamResponse(controlledStream([createdLine(10), eventsLine(10, [putEvent("k", "v", 10)])])),
+    );
+    await take(
+      new Etcd({ endpoints: [A] }).watch({
+        key: "k",
+        startRevision: 10,
+        noPut: true,
+        noDelete: true,
+        progressNotify: true,
+      }),
+      1,
+    );
     expect(seen[0]!.body).toEqual({
       create_request: { key: b64("k"), start_revision: "10", filters: ["NOPUT", "NODELETE"], progress_notify: true },
     });
@@ -123,9 +158,16 @@ describe("requests", () => {
 describe("reconnection", () => {
   it("a stream that ends (EOF) is reopened from the last delivered mod_revision + 1, with no duplicate", async () => {
     const streams: StreamControl[] = [
-      controlledStream([createdLine(10), eventsLine(11, [putEvent("k", "a", 11)]), eventsLine(12, [putEvent("k", "b", 12, 11, 2)])], { close: true }),
+      controlledStream(
+        [createdLine(10), eventsLine(11, [putEvent("k", "a", 11)]), eventsLine(12, [putEvent("k", "b", 12, 11, 2)])],
+        { close: true },
+      ),
       // The server may resend the last revision; the client must not deliver it again.
-      controlledStream([createdLine(13), eventsLine(12, [putEvent("k", "b", 12, 11, 2)]), eventsLine(14, [putEvent("k", "c", 14, 11, 3)])]),
+      controlledStream([
+        createdLine(13),
+        eventsLine(12, [putEvent("k", "b", 12, 11, 2)]),
+        eventsLine(14, [putEvent("k", "c", 14, 11, 3)]),
+      ]),
     ];
     const seen = route(server, "/v3/watch", (_req, i) => streamResponse(streams[i]!));
     const batches = await take(new Etcd({ endpoints: [A] }).watch({ key: "k" }), 3);
@@ -136,24 +178,36 @@ describe("reconnection", () => {
   });
 
   it("a stream that ends right after `created` resumes from the created header's revision + 1", async () => {
-    const streams = [controlledStream([createdLine(30)], { close: true }), controlledStream([createdLine(30), eventsLine(31, [putEvent("k", "v", 31)])])];
+    const streams = [
+      controlledStream([createdLine(30)], { close: true }),
+      controlledStream([createdLine(30), eventsLine(31, [putEvent("k", "v", 31)])]),
+    ];
     const seen = route(server, "/v3/watch", (_req, i) => streamResponse(streams[i]!));
     await take(new Etcd({ endpoints: [A] }).watch({ key: "k" }), 1);
     expect(seen[1]!.body.create_request.start_revision).toBe("31");
   });
 
-  it.each(["3.5", "3.6"] as const)("an %s error line with code 14 mid-stream → reconnect from the next revision", async (version) => {
-    const streams = [
-      controlledStream([createdLine(10), eventsLine(11, [putEvent("k", "a", 11)]), streamErrorLine(version, 14, "etcdserver: no leader")]),
-      controlledStream([createdLine(11), eventsLine(12, [putEvent("k", "b", 12, 11, 2)])]),
-    ];
-    const seen = route(server, "/v3/watch", (_req, i) => streamResponse(streams[i]!));
-    const batches = await take(direct({ key: "k" }), 2);
-    expect(batches.map((b) => b.events[0]!.kv.value)).toEqual(["a", "b"]);
-    expect(seen[1]!.body.create_request.start_revision).toBe("12");
-    // The broken stream was dropped, not left open.
-    await expect(Promise.race([streams[0]!.cancelled.then(() => true), sleep(500).then(() => false)])).resolves.toBe(true);
-  });
+  it.each(["3.5", "3.6"] as const)(
+    "an %s error line with code 14 mid-stream → reconnect from the next revision",
+    async (version) => {
+      const streams = [
+        controlledStream([
+          createdLine(10),
+          eventsLine(11, [putEvent("k", "a", 11)]),
+          streamErrorLine(version, 14, "etcdserver: no leader"),
+        ]),
+        controlledStream([createdLine(11), eventsLine(12, [putEvent("k", "b", 12, 11, 2)])]),
+      ];
+      const seen = route(server, "/v3/watch", (_req, i) => streamResponse(streams[i]!));
+      const batches = await take(direct({ key: "k" }), 2);
+      expect(batches.map((b) => b.events[0]!.kv.value)).toEqual(["a", "b"]);
+      expect(seen[1]!.body.create_request.start_revision).toBe("12");
+      // The broken stream was dropped, not left open.
+      await expect(Promise.race([streams[0]!.cancelled.then(() => true), sleep(500).then(() => false)])).resolves.toBe(
+        true,
+      );
+    },
+  );
 
   it("a 503 before the first message (no leader) → reconnect", async () => {
     const seen = route(server, "/v3/watch", (_req, i) =>
@@ -193,7 +247,11 @@ describe("cancellation by the server", () => {
 
   it("a permission-denied cancel → PERMISSION_DENIED, not retried", async () => {
     const seen = route(server, "/v3/watch", () =>
-      streamResponse(controlledStream([resultLine({ header: header(50), canceled: true, cancel_reason: "etcdserver: permission denied" })])),
+      streamResponse(
+        controlledStream([
+          resultLine({ header: header(50), canceled: true, cancel_reason: "etcdserver: permission denied" }),
+        ]),
+      ),
     );
     const error = await rejection(take(new Etcd({ endpoints: [A] }).watch({ key: "secret" }), 1));
     expect(error).toBeInstanceOf(EtcdError);
@@ -202,7 +260,11 @@ describe("cancellation by the server", () => {
   });
 
   it("a cancel reason split inside a multi-byte character is reassembled", async () => {
-    const text = resultLine({ header: header(50), canceled: true, cancel_reason: "etcdserver: permission denied (clé ✓)" });
+    const text = resultLine({
+      header: header(50),
+      canceled: true,
+      cancel_reason: "etcdserver: permission denied (clé ✓)",
+    });
     const bytes = encoder.encode(text);
     const at = encoder.encode(text.slice(0, text.indexOf("✓"))).length;
     route(server, "/v3/watch", () => streamResponse(controlledStream(splitAt(bytes, [at + 1, at + 2]))));
@@ -216,10 +278,17 @@ describe("cancellation by the server", () => {
     const auths = route(server, "/v3/auth/authenticate", () => json({ header: header(1), token: `tok${++n}` }));
     const seen = route(server, "/v3/watch", (req) =>
       req.headers.authorization === "tok1"
-        ? streamResponse(controlledStream([resultLine({ header: header(50), canceled: true, cancel_reason: "etcdserver: invalid auth token" })]))
+        ? streamResponse(
+            controlledStream([
+              resultLine({ header: header(50), canceled: true, cancel_reason: "etcdserver: invalid auth token" }),
+            ]),
+          )
         : streamResponse(controlledStream([createdLine(50), eventsLine(51, [putEvent("k", "v", 51)])])),
     );
-    const [batch] = await take(new Etcd({ endpoints: [A], auth: { username: "u", password: "p" } }).watch({ key: "k" }), 1);
+    const [batch] = await take(
+      new Etcd({ endpoints: [A], auth: { username: "u", password: "p" } }).watch({ key: "k" }),
+      1,
+    );
     expect(batch!.header.revision).toBe(51);
     expect(auths).toHaveLength(2);
     expect(seen.map((s) => s.headers.authorization)).toEqual(["tok1", "tok2"]);
@@ -229,7 +298,13 @@ describe("cancellation by the server", () => {
 describe("progress notifications", () => {
   it("a message with no events (not created, not canceled) → a batch with events: []", async () => {
     route(server, "/v3/watch", () =>
-      streamResponse(controlledStream([createdLine(10), resultLine({ header: header(25) }), eventsLine(26, [putEvent("k", "v", 26)])])),
+      streamResponse(
+        controlledStream([
+          createdLine(10),
+          resultLine({ header: header(25) }),
+          eventsLine(26, [putEvent("k", "v", 26)]),
+        ]),
+      ),
     );
     const batches = await take(new Etcd({ endpoints: [A] }).watch({ key: "k", progressNotify: true }), 2);
     expect(batches[0]).toEqual({ header: expect.objectContaining({ revision: 25 }), events: [] });

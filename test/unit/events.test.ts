@@ -11,7 +11,11 @@ const server = useGateway();
 
 function onMock(events: EtcdEvent[]) {
   const mock = createMockEtcdCore();
-  const etcd = new Etcd({ endpoints: "http://etcd.test:2379", fetch: mock.fetch as never, onEvent: (event) => void events.push(event) });
+  const etcd = new Etcd({
+    endpoints: "http://etcd.test:2379",
+    fetch: mock.fetch as never,
+    onEvent: (event) => void events.push(event),
+  });
   return { mock, etcd };
 }
 
@@ -43,12 +47,19 @@ describe("onEvent", () => {
     // Every request was told, each a success.
     const requests = events.filter((event) => event.type === "request");
     expect(requests.length).toBeGreaterThanOrEqual(6);
-    expect(requests.every((event) => event.type === "request" && event.status === 200 && event.attempt === 1)).toBe(true);
+    expect(requests.every((event) => event.type === "request" && event.status === 200 && event.attempt === 1)).toBe(
+      true,
+    );
   });
 
   it("a failed-over request: the failed attempt, the failover, the retry, the answered attempt", async () => {
     route(server, "/v3/kv/range", () => jsonText(unaryErrorBody("3.5", 14, "etcdserver: no leader"), 503), A);
-    route(server, "/v3/kv/range", () => json({ header: header(5), kvs: [kv({ key: "k", value: "v", create: 5, mod: 5, version: 1 })], count: "1" }), B);
+    route(
+      server,
+      "/v3/kv/range",
+      () => json({ header: header(5), kvs: [kv({ key: "k", value: "v", create: 5, mod: 5, version: 1 })], count: "1" }),
+      B,
+    );
     const events: EtcdEvent[] = [];
     const etcd = new Etcd({ endpoints: [A, B], onEvent: (event) => void events.push(event) });
     expect((await etcd.get("k"))?.value).toBe("v");
@@ -94,6 +105,8 @@ describe("onEvent", () => {
   });
 
   it("onEvent must be a function", () => {
-    expect(() => new Etcd({ endpoints: A, onEvent: "log" as never })).toThrow(expect.objectContaining({ code: "INVALID_ARGUMENT" }));
+    expect(() => new Etcd({ endpoints: A, onEvent: "log" as never })).toThrow(
+      expect.objectContaining({ code: "INVALID_ARGUMENT" }),
+    );
   });
 });

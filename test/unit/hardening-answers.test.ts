@@ -35,14 +35,19 @@ function endless(chunk: Uint8Array, first?: Uint8Array) {
 }
 
 describe("item 2: redirects", () => {
-  it.each([301, 302, 303, 307, 308])("a %s is BAD_RESPONSE, with no retry (old: the global fetch followed it)", async (status) => {
-    const fetch = stubFetch(() => new Response(null, { status, headers: { location: "http://elsewhere.test/v3/kv/range" } }));
-    const error = await typedError(() => client(fetch, { retries: 3 }).get("k"));
-    expect(error).toBeInstanceOf(EtcdBadResponseError);
-    expect(error).toMatchObject({ code: "BAD_RESPONSE", status });
-    expect(error.message).toMatch(/redirect, which the client never follows/);
-    expect(fetch.calls).toEqual(["/v3/kv/range"]);
-  });
+  it.each([301, 302, 303, 307, 308])(
+    "a %s is BAD_RESPONSE, with no retry (old: the global fetch followed it)",
+    async (status) => {
+      const fetch = stubFetch(
+        () => new Response(null, { status, headers: { location: "http://elsewhere.test/v3/kv/range" } }),
+      );
+      const error = await typedError(() => client(fetch, { retries: 3 }).get("k"));
+      expect(error).toBeInstanceOf(EtcdBadResponseError);
+      expect(error).toMatchObject({ code: "BAD_RESPONSE", status });
+      expect(error.message).toMatch(/redirect, which the client never follows/);
+      expect(fetch.calls).toEqual(["/v3/kv/range"]);
+    },
+  );
 
   it("every request asks fetch not to follow redirects, credentials included", async () => {
     const inits: Array<Parameters<Fetch>[1]> = [];
@@ -50,7 +55,9 @@ describe("item 2: redirects", () => {
       inits.push(init);
       return path === "/v3/auth/authenticate" ? new Response(null, { status: 307 }) : jsonResponse({ header: HEADER });
     });
-    const error = await typedError(() => new Etcd({ endpoints: [ENDPOINT], fetch, auth: { username: "u", password: "p" } }).get("k"));
+    const error = await typedError(() =>
+      new Etcd({ endpoints: [ENDPOINT], fetch, auth: { username: "u", password: "p" } }).get("k"),
+    );
     expect(error.code).toBe("BAD_RESPONSE");
     expect(inits.map((init) => init.redirect)).toEqual(["manual"]);
     expect(fetch.calls).toEqual(["/v3/auth/authenticate"]);
@@ -64,9 +71,16 @@ describe("item 2: redirects", () => {
 
 describe("item 3: bounded buffering", () => {
   it("a unary body past maxResponseBytes is RESOURCE_EXHAUSTED and cancelled (old: read whole, whatever its size)", async () => {
-    const { stream, state } = endless(encoder.encode("x".repeat(64 * 1024)), encoder.encode(`{"header":${JSON.stringify(HEADER)},"kvs":[`));
+    const { stream, state } = endless(
+      encoder.encode("x".repeat(64 * 1024)),
+      encoder.encode(`{"header":${JSON.stringify(HEADER)},"kvs":[`),
+    );
     const fetch = stubFetch(() => new Response(stream, { status: 200 }));
-    const error = await within(5_000, "capped read", typedError(() => client(fetch, { maxResponseBytes: 1024 * 1024 }).get("k")));
+    const error = await within(
+      5_000,
+      "capped read",
+      typedError(() => client(fetch, { maxResponseBytes: 1024 * 1024 }).get("k")),
+    );
     expect(error.code).toBe("RESOURCE_EXHAUSTED");
     expect(error.message).toMatch(/maxResponseBytes \(1048576 bytes\)/);
     expect(state.cancelled).toBe(true);
@@ -94,7 +108,11 @@ describe("item 3: bounded buffering", () => {
     const { stream, state } = endless(encoder.encode("x".repeat(1024 * 1024)));
     const fetch = stubFetch(() => new Response(stream, { status: 200 }));
     expect(new Etcd({ endpoints: [ENDPOINT] }).config.maxResponseBytes).toBe(16 * 1024 * 1024);
-    const error = await within(10_000, "capped read", typedError(() => client(fetch).get("k")));
+    const error = await within(
+      10_000,
+      "capped read",
+      typedError(() => client(fetch).get("k")),
+    );
     expect(error.code).toBe("RESOURCE_EXHAUSTED");
     expect(state.pulled).toBeGreaterThan(16 * 1024 * 1024);
     // The cap plus what the stream machinery reads ahead (a few chunks).
@@ -104,7 +122,11 @@ describe("item 3: bounded buffering", () => {
   it("an error body is read only as far as a preview (64 KiB), then dropped", async () => {
     const { stream, state } = endless(encoder.encode("<html>".repeat(10_000)));
     const fetch = stubFetch(() => new Response(stream, { status: 502 }));
-    const error = await within(5_000, "error preview", typedError(() => client(fetch).get("k")));
+    const error = await within(
+      5_000,
+      "error preview",
+      typedError(() => client(fetch).get("k")),
+    );
     expect(error).toMatchObject({ code: "BAD_RESPONSE", status: 502 });
     expect(state.cancelled).toBe(true);
     expect(state.pulled).toBeLessThan(200 * 1024);
@@ -123,7 +145,11 @@ describe("item 3: bounded buffering", () => {
   it("a keepalive whose first line never ends is capped as well", async () => {
     const { stream, state } = endless(encoder.encode("y".repeat(64 * 1024)), encoder.encode('{"result":{'));
     const fetch = stubFetch(() => new Response(stream, { status: 200 }));
-    const error = await within(5_000, "capped line", typedError(() => client(fetch, { maxResponseBytes: 256 * 1024 }).lease.keepAliveOnce("7")));
+    const error = await within(
+      5_000,
+      "capped line",
+      typedError(() => client(fetch, { maxResponseBytes: 256 * 1024 }).lease.keepAliveOnce("7")),
+    );
     expect(error.code).toBe("RESOURCE_EXHAUSTED");
     expect(state.cancelled).toBe(true);
   });
@@ -160,14 +186,20 @@ describe("item 3: bounded buffering", () => {
   });
 
   it("a watch message without a newline ends the watch at the default cap (old: buffered until the caller aborted)", async () => {
-    const created = encoder.encode(`{"result":{"header":${JSON.stringify(HEADER)},"created":true}}\n{"result":{"events":[`);
+    const created = encoder.encode(
+      `{"result":{"header":${JSON.stringify(HEADER)},"created":true}}\n{"result":{"events":[`,
+    );
     const { stream, state } = endless(encoder.encode("w".repeat(1024 * 1024)), created);
     const fetch = stubFetch(() => new Response(stream, { status: 200 }));
-    const error = await within(10_000, "watch line cap", typedError(async () => {
-      for await (const _ of client(fetch).watch({ key: "k", retries: 0 })) {
-        // nothing arrives
-      }
-    }));
+    const error = await within(
+      10_000,
+      "watch line cap",
+      typedError(async () => {
+        for await (const _ of client(fetch).watch({ key: "k", retries: 0 })) {
+          // nothing arrives
+        }
+      }),
+    );
     expect(error.code).toBe("RESOURCE_EXHAUSTED");
     expect(state.cancelled).toBe(true);
   });
@@ -215,7 +247,7 @@ describe("item 8: answers are checked for what must be there", () => {
   });
 
   it.each([
-    ["no ID (old: lease \"0\", whose keys never expire)", { header: HEADER, TTL: "30" }],
+    ['no ID (old: lease "0", whose keys never expire)', { header: HEADER, TTL: "30" }],
     ['ID "0"', { header: HEADER, ID: "0", TTL: "30" }],
     ["an ID past int64", { header: HEADER, ID: "9223372036854775808", TTL: "30" }],
     ["no TTL", { header: HEADER, ID: "7" }],
@@ -230,13 +262,19 @@ describe("item 8: answers are checked for what must be there", () => {
   });
 
   it("a grant of a requested ID must answer that ID", async () => {
-    expect((await typedError(() => answering({ header: HEADER, ID: "8", TTL: "30" }).lease.grant(30, { id: "7" }))).code).toBe("BAD_RESPONSE");
+    expect(
+      (await typedError(() => answering({ header: HEADER, ID: "8", TTL: "30" }).lease.grant(30, { id: "7" }))).code,
+    ).toBe("BAD_RESPONSE");
   });
 
   it("a keepalive or time-to-live answer about another lease is BAD_RESPONSE", async () => {
     const line = `{"result":{"header":${JSON.stringify(HEADER)},"ID":"8","TTL":"30"}}\n`;
-    expect((await typedError(() => client(stubFetch(() => jsonResponse(line))).lease.keepAliveOnce("7"))).code).toBe("BAD_RESPONSE");
-    expect((await typedError(() => answering({ header: HEADER, ID: "8", TTL: "5" }).lease.timeToLive("7"))).code).toBe("BAD_RESPONSE");
+    expect((await typedError(() => client(stubFetch(() => jsonResponse(line))).lease.keepAliveOnce("7"))).code).toBe(
+      "BAD_RESPONSE",
+    );
+    expect((await typedError(() => answering({ header: HEADER, ID: "8", TTL: "5" }).lease.timeToLive("7"))).code).toBe(
+      "BAD_RESPONSE",
+    );
   });
 
   it.each([
@@ -252,7 +290,9 @@ describe("item 8: answers are checked for what must be there", () => {
   });
 
   it("bad base64 in a key is BAD_RESPONSE too", async () => {
-    expect((await typedError(() => answering({ header: HEADER, kvs: [{ ...kv, key: "a b=" }], count: "1" }).get("k"))).code).toBe("BAD_RESPONSE");
+    expect(
+      (await typedError(() => answering({ header: HEADER, kvs: [{ ...kv, key: "a b=" }], count: "1" }).get("k"))).code,
+    ).toBe("BAD_RESPONSE");
   });
 
   it("bad base64 inside a watch ends the watch with BAD_RESPONSE (old: a plain Error, reconnecting forever)", async () => {
@@ -262,11 +302,15 @@ describe("item 8: answers are checked for what must be there", () => {
           `{"result":{"header":${JSON.stringify({ ...HEADER, revision: "43" })},"events":[{"kv":{"key":"%%%%","mod_revision":"43"}}]}}\n`,
       ),
     );
-    const error = await within(3_000, "watch ends", typedError(async () => {
-      for await (const _ of client(fetch).watch({ key: "k", retries: 1_000 })) {
-        // no batch is valid
-      }
-    }));
+    const error = await within(
+      3_000,
+      "watch ends",
+      typedError(async () => {
+        for await (const _ of client(fetch).watch({ key: "k", retries: 1_000 })) {
+          // no batch is valid
+        }
+      }),
+    );
     expect(error.code).toBe("BAD_RESPONSE");
     expect(fetch.calls).toHaveLength(1);
   });
@@ -274,11 +318,15 @@ describe("item 8: answers are checked for what must be there", () => {
   it("a watch's created message without a revision is BAD_RESPONSE (old: the watch restarted from revision 1)", async () => {
     const { revision: _revision, ...noRevision } = HEADER;
     const fetch = stubFetch(() => jsonResponse(`{"result":{"header":${JSON.stringify(noRevision)},"created":true}}\n`));
-    const error = await within(3_000, "watch ends", typedError(async () => {
-      for await (const _ of client(fetch).watch({ key: "k" })) {
-        // nothing
-      }
-    }));
+    const error = await within(
+      3_000,
+      "watch ends",
+      typedError(async () => {
+        for await (const _ of client(fetch).watch({ key: "k" })) {
+          // nothing
+        }
+      }),
+    );
     expect(error.code).toBe("BAD_RESPONSE");
   });
 
@@ -288,11 +336,16 @@ describe("item 8: answers are checked for what must be there", () => {
       succeeded: true,
       responses: [
         { response_range: { header: { revision: "42" }, kvs: [kv], count: "1" } },
-        { response_txn: { header: {}, succeeded: true, responses: [{ response_put: { header: { revision: "42" } } }] } },
+        {
+          response_txn: { header: {}, succeeded: true, responses: [{ response_put: { header: { revision: "42" } } }] },
+        },
       ],
     };
     const { op } = await import("../../src/index.js");
-    const result = await answering(body).txn().then(op.get("k"), op.txn([], [op.put("k", "v")])).commit();
+    const result = await answering(body)
+      .txn()
+      .then(op.get("k"), op.txn([], [op.put("k", "v")]))
+      .commit();
     expect(result.succeeded).toBe(true);
   });
 });

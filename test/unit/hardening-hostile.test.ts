@@ -148,18 +148,23 @@ describe.each(fetches)("through %s", (_name, makeFetch) => {
   afterAll(async () => {
     await fetch.close?.();
   });
-  const client = (options: { auth?: { username: string; password: string }; headers?: Record<string, string>; timeout?: number } = {}) =>
-    new Etcd({ endpoints: [gateway.url], fetch, retries: 1, timeout: BUDGET, maxResponseBytes: CAP, ...options });
+  const client = (
+    options: { auth?: { username: string; password: string }; headers?: Record<string, string>; timeout?: number } = {},
+  ) => new Etcd({ endpoints: [gateway.url], fetch, retries: 1, timeout: BUDGET, maxResponseBytes: CAP, ...options });
 
   /** The call's error, which must be an EtcdError and must come within the call's budget. */
   async function fails(call: () => Promise<unknown>, budget = BUDGET): Promise<EtcdError> {
     const started = performance.now();
-    const error = await within(budget + 1_500, "the call", call().then(
-      () => {
-        throw new Error("the call succeeded against a hostile gateway");
-      },
-      (thrown: unknown) => thrown,
-    ));
+    const error = await within(
+      budget + 1_500,
+      "the call",
+      call().then(
+        () => {
+          throw new Error("the call succeeded against a hostile gateway");
+        },
+        (thrown: unknown) => thrown,
+      ),
+    );
     expect(error, String(error)).toBeInstanceOf(EtcdError);
     expect(performance.now() - started).toBeLessThan(budget + 1_000);
     return error as EtcdError;
@@ -182,20 +187,23 @@ describe.each(fetches)("through %s", (_name, makeFetch) => {
     expect((error as EtcdBadResponseError).body).toBe(text.slice(0, 512));
   });
 
-  it.each([307, 308])("a %s of /v3/auth/authenticate to another origin is BAD_RESPONSE; the other origin receives nothing", async (status) => {
-    gateway.handle((_request, response) => {
-      response.writeHead(status, { location: `${elsewhere.url}/v3/auth/authenticate` });
-      response.end();
-    });
-    elsewhere.handle((_request, response) => {
-      response.writeHead(200, { "content-type": "application/json" });
-      response.end(JSON.stringify({ header: HEADER, token: "stolen" }));
-    });
-    const error = await fails(() => client({ auth: { username: "root", password: "hunter2" } }).get("k"));
-    expect(error).toMatchObject({ code: "BAD_RESPONSE", status });
-    expect(gateway.seen.map((request) => request.path)).toEqual(["/v3/auth/authenticate"]);
-    expect(elsewhere.seen).toEqual([]);
-  });
+  it.each([307, 308])(
+    "a %s of /v3/auth/authenticate to another origin is BAD_RESPONSE; the other origin receives nothing",
+    async (status) => {
+      gateway.handle((_request, response) => {
+        response.writeHead(status, { location: `${elsewhere.url}/v3/auth/authenticate` });
+        response.end();
+      });
+      elsewhere.handle((_request, response) => {
+        response.writeHead(200, { "content-type": "application/json" });
+        response.end(JSON.stringify({ header: HEADER, token: "stolen" }));
+      });
+      const error = await fails(() => client({ auth: { username: "root", password: "hunter2" } }).get("k"));
+      expect(error).toMatchObject({ code: "BAD_RESPONSE", status });
+      expect(gateway.seen.map((request) => request.path)).toEqual(["/v3/auth/authenticate"]);
+      expect(elsewhere.seen).toEqual([]);
+    },
+  );
 
   it("a redirect of a call never carries the headers option to another origin", async () => {
     gateway.handle((_request, response) => {
@@ -214,7 +222,9 @@ describe.each(fetches)("through %s", (_name, makeFetch) => {
       response.write(`{"header":${JSON.stringify(HEADER)},"kvs":[{"key":"`);
       pour(response, Buffer.alloc(64 * 1024, "a"), HUGE);
     });
-    const { outcome, growth } = await peakGrowth(() => fails(() => client().range({ prefix: "k" })).then((error) => Promise.reject(error)));
+    const { outcome, growth } = await peakGrowth(() =>
+      fails(() => client().range({ prefix: "k" })).then((error) => Promise.reject(error)),
+    );
     expect((outcome as EtcdError).code).toBe("RESOURCE_EXHAUSTED");
     expect(growth).toBeLessThan(BOUND);
   });
@@ -224,7 +234,9 @@ describe.each(fetches)("through %s", (_name, makeFetch) => {
       response.writeHead(200, { "content-type": "application/json" });
       pour(response, Buffer.alloc(16 * 1024, " "));
     });
-    const { outcome, growth } = await peakGrowth(() => fails(() => client().get("k")).then((error) => Promise.reject(error)));
+    const { outcome, growth } = await peakGrowth(() =>
+      fails(() => client().get("k")).then((error) => Promise.reject(error)),
+    );
     expect((outcome as EtcdError).code).toBe("RESOURCE_EXHAUSTED");
     expect(growth).toBeLessThan(BOUND);
   });
@@ -234,17 +246,25 @@ describe.each(fetches)("through %s", (_name, makeFetch) => {
       response.writeHead(500, { "content-type": "text/html" });
       pour(response, Buffer.alloc(16 * 1024, "e"));
     });
-    const { outcome, growth } = await peakGrowth(() => fails(() => client().put("k", "v")).then((error) => Promise.reject(error)));
+    const { outcome, growth } = await peakGrowth(() =>
+      fails(() => client().put("k", "v")).then((error) => Promise.reject(error)),
+    );
     expect(outcome).toMatchObject({ code: "BAD_RESPONSE", status: 500 });
     expect(growth).toBeLessThan(BOUND);
   });
 
   it("a gzip bomb (250 KiB inflating to 256 MiB) ends in a typed error with bounded memory", async () => {
     gateway.handle((_request, response) => {
-      response.writeHead(200, { "content-type": "application/json", "content-encoding": "gzip", "content-length": String(bomb.byteLength) });
+      response.writeHead(200, {
+        "content-type": "application/json",
+        "content-encoding": "gzip",
+        "content-length": String(bomb.byteLength),
+      });
       response.end(bomb);
     });
-    const { outcome, growth } = await peakGrowth(() => fails(() => client().get("k")).then((error) => Promise.reject(error)));
+    const { outcome, growth } = await peakGrowth(() =>
+      fails(() => client().get("k")).then((error) => Promise.reject(error)),
+    );
     // The global fetch inflates: the cap counts inflated bytes. undici's request does not: the gzip is not JSON.
     expect(["RESOURCE_EXHAUSTED", "BAD_RESPONSE"]).toContain((outcome as EtcdError).code);
     expect(growth).toBeLessThan(BOUND);
@@ -335,7 +355,14 @@ describe.each(fetches)("through %s", (_name, makeFetch) => {
       }
     })();
     try {
-      const error = await within(5_000, "the watch to give up", watching.then(() => undefined, (thrown: unknown) => thrown));
+      const error = await within(
+        5_000,
+        "the watch to give up",
+        watching.then(
+          () => undefined,
+          (thrown: unknown) => thrown,
+        ),
+      );
       expect(error).toBeInstanceOf(EtcdError);
       expect((error as EtcdError).code).toBe("UNAVAILABLE");
     } finally {

@@ -48,7 +48,9 @@ describe("item 4: numbers that drive timers", () => {
     expect((await typedError(() => etcd.session({ ttl: ttl as number }))).code).toBe("INVALID_ARGUMENT");
     // An adopted lease ignores ttl, but a bad one is still a mistake worth saying.
     expect((await typedError(() => etcd.session({ ttl: ttl as number, leaseId: "7" }))).code).toBe("INVALID_ARGUMENT");
-    expect((await typedError(() => etcd.withLock("job", () => 1, { ttl: ttl as number }))).code).toBe("INVALID_ARGUMENT");
+    expect((await typedError(() => etcd.withLock("job", () => 1, { ttl: ttl as number }))).code).toBe(
+      "INVALID_ARGUMENT",
+    );
     expect(calls).toEqual([]);
   });
 
@@ -64,10 +66,14 @@ describe("item 4: numbers that drive timers", () => {
       const { etcd, calls } = counted();
       const session = await etcd.session({ ttl: 10, keepAlive: "manual" });
       calls.length = 0;
-      const error = await typedError(() => session.mutex("job").lock({ wait: "poll", pollInterval: pollInterval as number }));
+      const error = await typedError(() =>
+        session.mutex("job").lock({ wait: "poll", pollInterval: pollInterval as number }),
+      );
       expect(error.code).toBe("INVALID_ARGUMENT");
       expect(error.message).toMatch(/pollInterval must be a number of milliseconds from 50 to 60000/);
-      expect((await typedError(() => session.election("e").campaign("v", { pollInterval: pollInterval as number }))).code).toBe("INVALID_ARGUMENT");
+      expect(
+        (await typedError(() => session.election("e").campaign("v", { pollInterval: pollInterval as number }))).code,
+      ).toBe("INVALID_ARGUMENT");
       expect(calls).toEqual([]);
       await session.close();
     },
@@ -156,10 +162,14 @@ describe("item 7: mixed range forms", () => {
     expect((await typedError(() => etcd.get("a", { prefix: "" }))).code).toBe("INVALID_ARGUMENT");
     // @ts-expect-error the forms do not mix
     expect((await typedError(() => etcd.watch({ key: "a", prefix: "a/" }))).code).toBe("INVALID_ARGUMENT");
-    // @ts-expect-error the forms do not mix
-    expect((await typedError(() => etcd.txn().then(op.delete({ key: "a", prefix: "" })).commit())).code).toBe("INVALID_ARGUMENT");
-    // @ts-expect-error the forms do not mix
-    expect((await typedError(() => etcd.txn().if(cmp.version({ prefix: "a", end: "b" }, "==", 0)).commit())).code).toBe("INVALID_ARGUMENT");
+    const mixedDelete = () =>
+      // @ts-expect-error the forms do not mix
+      op.delete({ key: "a", prefix: "" });
+    expect((await typedError(() => etcd.txn().then(mixedDelete()).commit())).code).toBe("INVALID_ARGUMENT");
+    const mixedCompare = () =>
+      // @ts-expect-error the forms do not mix
+      cmp.version({ prefix: "a", end: "b" }, "==", 0);
+    expect((await typedError(() => etcd.txn().if(mixedCompare()).commit())).code).toBe("INVALID_ARGUMENT");
     expect(calls).toEqual([]);
   });
 
@@ -207,7 +217,9 @@ describe("item 9: option types, headers, UTF-16, namespace, redaction", () => {
     ["maxResponseBytes", { maxResponseBytes: 0 }],
     ["maxResponseBytes", { maxResponseBytes: "1e6" }],
   ])("%s of the wrong type or range is refused at construction", (_name, options) => {
-    expect(() => new Etcd({ endpoints: [ENDPOINT], ...(options as object) })).toThrow(expect.objectContaining({ code: "INVALID_ARGUMENT" }));
+    expect(() => new Etcd({ endpoints: [ENDPOINT], ...(options as object) })).toThrow(
+      expect.objectContaining({ code: "INVALID_ARGUMENT" }),
+    );
   });
 
   it("a signal that is not an AbortSignal is INVALID_ARGUMENT (old: a TypeError from addEventListener)", async () => {
@@ -216,7 +228,9 @@ describe("item 9: option types, headers, UTF-16, namespace, redaction", () => {
     expect((await typedError(() => etcd.get("k", { signal }))).code).toBe("INVALID_ARGUMENT");
     expect((await typedError(() => etcd.watch({ key: "k", signal }))).code).toBe("INVALID_ARGUMENT");
     expect((await typedError(() => etcd.session({ signal }))).code).toBe("INVALID_ARGUMENT");
-    expect((await typedError(() => etcd.lease.grant(5, { signal: null as unknown as AbortSignal }))).code).toBe("INVALID_ARGUMENT");
+    expect((await typedError(() => etcd.lease.grant(5, { signal: null as unknown as AbortSignal }))).code).toBe(
+      "INVALID_ARGUMENT",
+    );
     const session = await etcd.session({ ttl: 10, keepAlive: "manual" });
     calls.length = 0;
     expect((await typedError(() => session.mutex("job").lock({ signal }))).code).toBe("INVALID_ARGUMENT");
@@ -230,7 +244,9 @@ describe("item 9: option types, headers, UTF-16, namespace, redaction", () => {
     const no = "false" as unknown as boolean;
     expect((await typedError(() => etcd.put("k", "v", { prevKv: no }))).code).toBe("INVALID_ARGUMENT");
     expect((await typedError(() => etcd.range({ prefix: "k", keysOnly: no }))).code).toBe("INVALID_ARGUMENT");
-    expect((await typedError(() => etcd.range({ prefix: "k", countOnly: 1 as unknown as boolean }))).code).toBe("INVALID_ARGUMENT");
+    expect((await typedError(() => etcd.range({ prefix: "k", countOnly: 1 as unknown as boolean }))).code).toBe(
+      "INVALID_ARGUMENT",
+    );
     expect((await typedError(() => etcd.get("k", { serializable: no }))).code).toBe("INVALID_ARGUMENT");
     expect((await typedError(() => etcd.delete("k", { prevKv: no }))).code).toBe("INVALID_ARGUMENT");
     expect((await typedError(() => etcd.compact(1, { physical: no }))).code).toBe("INVALID_ARGUMENT");
@@ -257,7 +273,9 @@ describe("item 9: option types, headers, UTF-16, namespace, redaction", () => {
     expect((await typedError(() => etcd.put("k", "\uDFFFv"))).code).toBe("INVALID_ARGUMENT");
     expect((await typedError(() => etcd.get("a\uDC00b"))).code).toBe("INVALID_ARGUMENT");
     expect((await typedError(() => etcd.inspectLock("x\uDFFF"))).code).toBe("INVALID_ARGUMENT");
-    expect(() => new Etcd({ endpoints: [ENDPOINT], namespace: "ns\uD800/" })).toThrow(expect.objectContaining({ code: "INVALID_ARGUMENT" }));
+    expect(() => new Etcd({ endpoints: [ENDPOINT], namespace: "ns\uD800/" })).toThrow(
+      expect.objectContaining({ code: "INVALID_ARGUMENT" }),
+    );
     const session = await etcd.session({ ttl: 10, keepAlive: "manual" });
     calls.length = 0;
     expect((await typedError(() => session.mutex("x\uD800").lock())).code).toBe("INVALID_ARGUMENT");
@@ -280,7 +298,11 @@ describe("item 9: option types, headers, UTF-16, namespace, redaction", () => {
     const seen = await scoped.lease.timeToLive(id, { keys: true });
     expect(seen.keys).toEqual(["job"]);
     expect(seen.keyBytes).toEqual([new TextEncoder().encode("job")]);
-    expect((await raw.lease.timeToLive(id, { keys: true })).keys.sort()).toEqual(["tenant-a/job", "tenant-ab", "tenant-b/secret"]);
+    expect((await raw.lease.timeToLive(id, { keys: true })).keys.sort()).toEqual([
+      "tenant-a/job",
+      "tenant-ab",
+      "tenant-b/secret",
+    ]);
     expect(mock.keys()).toHaveLength(3);
   });
 
@@ -299,7 +321,12 @@ describe("item 9: option types, headers, UTF-16, namespace, redaction", () => {
   it("etcd.config and util.inspect never show the password (old: the getter returned it)", () => {
     const etcd = new Etcd({ endpoints: [ENDPOINT], auth: { username: "app", password: "s3cret-pw" } });
     expect(etcd.config.auth).toEqual({ username: "app", password: "[redacted]" });
-    const printed = [inspect(etcd, { depth: 10, showHidden: true }), JSON.stringify(etcd), inspect(etcd.config), String(etcd)].join("\n");
+    const printed = [
+      inspect(etcd, { depth: 10, showHidden: true }),
+      JSON.stringify(etcd),
+      inspect(etcd.config),
+      String(etcd),
+    ].join("\n");
     expect(printed).not.toContain("s3cret-pw");
     expect(printed).toContain("[redacted]");
   });

@@ -11,20 +11,30 @@ const RUNS = { numRuns: 60 };
 
 // --- bad values, by what the argument should have been ------------------------------------------------------
 
-const anything = fc.oneof(fc.anything({ withBigInt: true, withNullPrototype: true, withBoxedValues: true }), fc.constant(null));
+const anything = fc.oneof(
+  fc.anything({ withBigInt: true, withNullPrototype: true, withBoxedValues: true }),
+  fc.constant(null),
+);
 /** Anything at all except the values `valid` accepts. */
 const anythingBut = (valid: (value: unknown) => boolean) => anything.filter((value) => !valid(value));
 
 const isBytes = (value: unknown) => typeof value === "string" || value instanceof Uint8Array;
 const loneSurrogate = fc
-  .tuple(fc.string({ maxLength: 5 }), fc.constantFrom("\uD800", "\uDBFF", "\uDC00", "\uDFFF"), fc.string({ maxLength: 5 }))
+  .tuple(
+    fc.string({ maxLength: 5 }),
+    fc.constantFrom("\uD800", "\uDBFF", "\uDC00", "\uDFFF"),
+    fc.string({ maxLength: 5 }),
+  )
   .map(([a, lone, b]) => `${a}${lone}${b.replace(/^[\uDC00-\uDFFF]/, "x")}`)
   .filter((text) => !(text as string & { isWellFormed(): boolean }).isWellFormed());
 
 /** Not a key: a non-Bytes value, a string with a lone surrogate, or the empty key etcd refuses. */
 const badKey = fc.oneof(anythingBut(isBytes), loneSurrogate, fc.constant(""), fc.constant(new Uint8Array(0)));
 /** Not a value (an empty one is a fine value). */
-const badValue = fc.oneof(anythingBut((value) => isBytes(value) || value === undefined), loneSurrogate);
+const badValue = fc.oneof(
+  anythingBut((value) => isBytes(value) || value === undefined),
+  loneSurrogate,
+);
 /** Not a revision, limit or count. */
 const badCount = fc.oneof(
   fc.integer({ max: -1 }),
@@ -58,7 +68,10 @@ const badTtl = fc.oneof(
 /** Not `{ target?, order? }` of own keys. */
 const badSort = fc.oneof(
   fc.record({ target: fc.constantFrom("toString", "constructor", "__proto__", "KEY", "create", "") }),
-  fc.record({ target: fc.constantFrom("key", "value"), order: fc.constantFrom("valueOf", "hasOwnProperty", "ASCEND", "up") }),
+  fc.record({
+    target: fc.constantFrom("key", "value"),
+    order: fc.constantFrom("valueOf", "hasOwnProperty", "ASCEND", "up"),
+  }),
   anythingBut((value) => value === undefined || (typeof value === "object" && value !== null && !Array.isArray(value))),
 );
 /** A range in two forms at once. */
@@ -67,22 +80,37 @@ const mixedRange = fc.oneof(
   fc.record({ prefix: fc.constantFrom("", "k/"), end: fc.constantFrom("z", "\0") }),
   fc.record({ key: fc.constant("a"), end: fc.constant("b"), prefix: fc.constant("a") }),
 );
-const badRange = fc.oneof(mixedRange, badKey.map((key) => ({ key })), badKey.map((prefix) => ({ prefix })).filter((r) => r.prefix !== "" && !(r.prefix instanceof Uint8Array)));
+const badRange = fc.oneof(
+  mixedRange,
+  badKey.map((key) => ({ key })),
+  badKey.map((prefix) => ({ prefix })).filter((r) => r.prefix !== "" && !(r.prefix instanceof Uint8Array)),
+);
 const badOperator = anythingBut((value) => value === "==" || value === "!=" || value === "<" || value === ">");
-const badPollInterval = fc.oneof(fc.integer({ min: -10, max: 49 }), fc.integer({ min: 60_001 }), fc.constantFrom(Number.NaN, Infinity), anythingBut((value) => typeof value === "number" || value === undefined));
+const badPollInterval = fc.oneof(
+  fc.integer({ min: -10, max: 49 }),
+  fc.integer({ min: 60_001 }),
+  fc.constantFrom(Number.NaN, Infinity),
+  anythingBut((value) => typeof value === "number" || value === undefined),
+);
 const badWait = anythingBut((value) => value === undefined || value === "watch" || value === "poll");
 // null is left out: the lock layer reads `keepAlive ?? "auto"`, so null means the default there (the lock
 // rewrite decides whether to keep that); every option this layer owns refuses null.
-const badKeepAlive = anythingBut((value) => value === undefined || value === null || value === "auto" || value === "manual");
-const badName = fc.oneof(anythingBut((value) => typeof value === "string"), fc.constant(""), loneSurrogate);
+const badKeepAlive = anythingBut(
+  (value) => value === undefined || value === null || value === "auto" || value === "manual",
+);
+const badName = fc.oneof(
+  anythingBut((value) => typeof value === "string"),
+  fc.constant(""),
+  loneSurrogate,
+);
 
 /** One bad option among otherwise good call options. */
 const badCallOptions = fc.oneof(fc.record({ signal: badSignal }), fc.record({ timeout: badTimeout }));
 
 const badRangeOptions = fc.oneof(
   badCallOptions,
-  ...(["limit", "revision", "minModRevision", "maxModRevision", "minCreateRevision", "maxCreateRevision"] as const).map((name) =>
-    badCount.map((value) => ({ [name]: value })),
+  ...(["limit", "revision", "minModRevision", "maxModRevision", "minCreateRevision", "maxCreateRevision"] as const).map(
+    (name) => badCount.map((value) => ({ [name]: value })),
   ),
   ...(["serializable", "keysOnly", "countOnly"] as const).map((name) => badFlag.map((value) => ({ [name]: value }))),
   badSort.map((sort) => ({ sort })),
@@ -98,14 +126,18 @@ function state(ctx: Counted) {
 async function refused(ctx: Counted, call: () => unknown): Promise<void> {
   const before = state(ctx);
   const sent = ctx.calls.length;
-  const outcome = await within(2_000, "a bad call", (async () => {
-    try {
-      await call();
-    } catch (error) {
-      return error;
-    }
-    return undefined;
-  })());
+  const outcome = await within(
+    2_000,
+    "a bad call",
+    (async () => {
+      try {
+        await call();
+      } catch (error) {
+        return error;
+      }
+      return undefined;
+    })(),
+  );
   expect(outcome, "the bad call succeeded").toBeDefined();
   expect(outcome, String(outcome)).toBeInstanceOf(EtcdError);
   expect((outcome as EtcdError).code, (outcome as EtcdError).message).toBe("INVALID_ARGUMENT");
@@ -140,8 +172,10 @@ async function withSession() {
 const any = <T>(value: unknown) => value as T;
 
 /** `make(value)`, printed by fast-check as `label(value)` when it finds a counterexample. */
-const labelled = <V, F extends object>(label: string, make: (value: V) => F) => (value: V): F =>
-  Object.assign(make(value), { toString: () => `${label}(${fc.stringify(value)})` });
+const labelled =
+  <V, F extends object>(label: string, make: (value: V) => F) =>
+  (value: V): F =>
+    Object.assign(make(value), { toString: () => `${label}(${fc.stringify(value)})` });
 
 // --- the properties ------------------------------------------------------------------------------------------
 
@@ -149,15 +183,32 @@ describe("bad arguments are refused before any request", () => {
   it("new Etcd(options)", async () => {
     const badOptions = fc.oneof(
       fc.record({ endpoints: anythingBut((value) => typeof value === "string" || Array.isArray(value)) }),
-      fc.record({ endpoints: fc.array(anything, { minLength: 1, maxLength: 2 }).filter((list) => list.some((e) => typeof e !== "string")) }),
+      fc.record({
+        endpoints: fc
+          .array(anything, { minLength: 1, maxLength: 2 })
+          .filter((list) => list.some((e) => typeof e !== "string")),
+      }),
       fc.record({ endpoints: fc.constant([ENDPOINT]), timeout: badTimeout }),
       fc.record({ endpoints: fc.constant([ENDPOINT]), retries: badCount }),
       fc.record({ endpoints: fc.constant([ENDPOINT]), requireLeader: badFlag }),
       fc.record({ endpoints: fc.constant([ENDPOINT]), maxResponseBytes: fc.oneof(badCount, fc.constant(0)) }),
       fc.record({ endpoints: fc.constant([ENDPOINT]), namespace: badValue.filter((value) => value !== undefined) }),
-      fc.record({ endpoints: fc.constant([ENDPOINT]), headers: fc.oneof(anythingBut((value) => value === undefined || (typeof value === "object" && value !== null)), fc.dictionary(fc.constantFrom("x-a", "x b", "content-length"), anythingBut((v) => typeof v === "string" && /^[\x21-\x7e]+$/.test(v)), { minKeys: 1 })) }),
+      fc.record({
+        endpoints: fc.constant([ENDPOINT]),
+        headers: fc.oneof(
+          anythingBut((value) => value === undefined || (typeof value === "object" && value !== null)),
+          fc.dictionary(
+            fc.constantFrom("x-a", "x b", "content-length"),
+            anythingBut((v) => typeof v === "string" && /^[\x21-\x7e]+$/.test(v)),
+            { minKeys: 1 },
+          ),
+        ),
+      }),
       fc.record({ endpoints: fc.constant([ENDPOINT]), auth: anythingBut((value) => value === undefined) }),
-      fc.record({ endpoints: fc.constant([ENDPOINT]), fetch: anythingBut((value) => value === undefined || typeof value === "function") }),
+      fc.record({
+        endpoints: fc.constant([ENDPOINT]),
+        fetch: anythingBut((value) => value === undefined || typeof value === "function"),
+      }),
     );
     await fc.assert(
       fc.asyncProperty(badOptions, async (options) => {
@@ -174,14 +225,20 @@ describe("bad arguments are refused before any request", () => {
       badRangeOptions.map((options) => (e: Etcd) => e.get("k/1", any(options))),
       badRange.map((range) => (e: Etcd) => e.range(any(range))),
       badRangeOptions.map((options) => (e: Etcd) => e.range({ prefix: "k/", ...any<object>(options) })),
-      anythingBut((value) => isBytes(value) || (typeof value === "object" && value !== null)).map((query) => (e: Etcd) => e.range(any(query))),
+      anythingBut((value) => isBytes(value) || (typeof value === "object" && value !== null)).map(
+        (query) => (e: Etcd) => e.range(any(query)),
+      ),
       badKey.map((key) => (e: Etcd) => e.put(any(key), "v")),
       badValue.filter((value) => value !== undefined).map((value) => (e: Etcd) => e.put("k/2", any(value))),
       fc.constant((e: Etcd) => e.put("k/2", undefined)),
       badLeaseIdOption.map((lease) => (e: Etcd) => e.put("k/2", "v", { lease: any(lease) })),
-      fc.oneof(...(["prevKv", "ignoreValue", "ignoreLease"] as const).map((name) => badFlag.map((value) => ({ [name]: value })))).map(
-        (options) => (e: Etcd) => e.put("k/2", "v", any(options)),
-      ),
+      fc
+        .oneof(
+          ...(["prevKv", "ignoreValue", "ignoreLease"] as const).map((name) =>
+            badFlag.map((value) => ({ [name]: value })),
+          ),
+        )
+        .map((options) => (e: Etcd) => e.put("k/2", "v", any(options))),
       badCallOptions.map((options) => (e: Etcd) => e.put("k/2", "v", any(options))),
       fc.oneof(badKey, badRange).map((query) => (e: Etcd) => e.delete(any(query))),
       badFlag.map((prevKv) => (e: Etcd) => e.delete("k/1", { prevKv: any(prevKv) })),
@@ -196,7 +253,9 @@ describe("bad arguments are refused before any request", () => {
     const compares = fc.oneof(
       fc.oneof(badKey, badRange).map(labelled("cmp.version", (key) => () => cmp.version(any(key), "==", 0))),
       badOperator.map(labelled("cmp.value operator", (operator) => () => cmp.value("k/1", any(operator), "v"))),
-      badValue.filter((value) => value !== undefined).map(labelled("cmp.value value", (value) => () => cmp.value("k/1", "==", any(value)))),
+      badValue
+        .filter((value) => value !== undefined)
+        .map(labelled("cmp.value value", (value) => () => cmp.value("k/1", "==", any(value)))),
       badCount.map(labelled("cmp.version n", (n) => () => cmp.version("k/1", ">", any(n)))),
       badCount.map(labelled("cmp.createRevision", (n) => () => cmp.createRevision("k/1", "<", any(n)))),
       badCount.map(labelled("cmp.modRevision", (n) => () => cmp.modRevision("k/1", "!=", any(n)))),
@@ -214,12 +273,41 @@ describe("bad arguments are refused before any request", () => {
     const calls = fc.oneof(
       compares.map(labelled("if", (make) => (e: Etcd) => e.txn().if(make()).then(op.put("k/2", "v")).commit())),
       ops.map(labelled("then", (make) => (e: Etcd) => e.txn().then(op.put("k/3", "v"), make()).commit())),
-      ops.map(labelled("nested then", (make) => (e: Etcd) => e.txn().then(op.txn([], [make()])).commit())),
-      compares.map(labelled("nested if", (make) => (e: Etcd) => e.txn().then(op.txn([make()], [op.put("k/3", "v")])).commit())),
+      ops.map(
+        labelled(
+          "nested then",
+          (make) => (e: Etcd) =>
+            e
+              .txn()
+              .then(op.txn([], [make()]))
+              .commit(),
+        ),
+      ),
+      compares.map(
+        labelled(
+          "nested if",
+          (make) => (e: Etcd) =>
+            e
+              .txn()
+              .then(op.txn([make()], [op.put("k/3", "v")]))
+              .commit(),
+        ),
+      ),
       anything.map((item) => (e: Etcd) => e.txn().if(any(item)).commit()),
       anything.map((item) => (e: Etcd) => e.txn().then(op.put("k/3", "v"), any<never>(item)).commit()),
-      fc.oneof(badCallOptions, badFlag.map((idempotent) => ({ idempotent }))).map((options) => (e: Etcd) => e.txn().then(op.put("k/3", "v")).commit(any(options))),
-      fc.constant((e: Etcd) => e.txn().then(op.put("k/3", "v")).if(cmp.version("k/1", "==", 0)).commit()),
+      fc
+        .oneof(
+          badCallOptions,
+          badFlag.map((idempotent) => ({ idempotent })),
+        )
+        .map((options) => (e: Etcd) => e.txn().then(op.put("k/3", "v")).commit(any(options))),
+      fc.constant((e: Etcd) =>
+        e
+          .txn()
+          .then(op.put("k/3", "v"))
+          .if(cmp.version("k/1", "==", 0))
+          .commit(),
+      ),
     );
     await refusesEvery(calls, { seeded: true });
   });
@@ -245,7 +333,11 @@ describe("bad arguments are refused before any request", () => {
       badCallOptions.map((options) => ({ key: "k/1", ...options })),
       badCount.map((startRevision) => ({ prefix: "k/", startRevision })),
       badCount.map((retries) => ({ prefix: "k/", retries })),
-      fc.oneof(...(["prevKv", "noPut", "noDelete", "progressNotify"] as const).map((name) => badFlag.map((value) => ({ prefix: "k/", [name]: value })))),
+      fc.oneof(
+        ...(["prevKv", "noPut", "noDelete", "progressNotify"] as const).map((name) =>
+          badFlag.map((value) => ({ prefix: "k/", [name]: value })),
+        ),
+      ),
     );
     await fc.assert(
       fc.asyncProperty(badQuery, async (query) => {
@@ -315,7 +407,9 @@ describe("bad arguments are refused before any request", () => {
     const calls = fc.oneof(
       badCallOptions.map((options) => (held: Held) => held.lock.unlock(any(options))),
       badCallOptions.map((options) => (held: Held) => held.lock.renew(any(options))),
-      badValue.filter((value) => value !== undefined).map((value) => (held: Held) => held.election.proclaim(any(value))),
+      badValue
+        .filter((value) => value !== undefined)
+        .map((value) => (held: Held) => held.election.proclaim(any(value))),
       badCallOptions.map((options) => (held: Held) => held.election.proclaim("v2", any(options))),
       badCallOptions.map((options) => (held: Held) => held.election.resign(any(options))),
     );
@@ -337,12 +431,16 @@ describe("bad arguments are refused before any request", () => {
 
   it("withLock: name, fn, and the options its lease checks (ttl, keepAlive, lease, signal)", async () => {
     const badCall = fc.oneof(
-      badName.filter((name) => typeof name !== "string" || name === "").map((name) => ({ name, fn: () => 1, options: {} })),
+      badName
+        .filter((name) => typeof name !== "string" || name === "")
+        .map((name) => ({ name, fn: () => 1, options: {} })),
       anythingBut((value) => typeof value === "function").map((fn) => ({ name: "job", fn, options: {} })),
       // null is left out: withLock reads `ttl ?? 60`, so null means the default there (see badKeepAlive).
       badTtl.filter((ttl) => ttl !== null).map((ttl) => ({ name: "job", fn: () => 1, options: { ttl } })),
       badKeepAlive.map((keepAlive) => ({ name: "job", fn: () => 1, options: { keepAlive } })),
-      anythingBut((value) => value === undefined || value === null || value === "shared" || value === "per-call").map((lease) => ({ name: "job", fn: () => 1, options: { lease } })),
+      anythingBut((value) => value === undefined || value === null || value === "shared" || value === "per-call").map(
+        (lease) => ({ name: "job", fn: () => 1, options: { lease } }),
+      ),
       badSignal.map((signal) => ({ name: "job", fn: () => 1, options: { signal } })),
     );
     await fc.assert(
@@ -362,7 +460,11 @@ describe("bad arguments are refused before any request", () => {
       badPollInterval.map((pollInterval) => ({ wait: "poll", pollInterval })),
     );
     // Objects are left out: permitsArg prints the value with String(), a TypeError for some (listed below).
-    const badPermits = fc.oneof(fc.integer({ max: 0 }), fc.constantFrom(1.5, Number.NaN, Infinity), anythingBut((value) => typeof value === "number" || typeof value === "object"));
+    const badPermits = fc.oneof(
+      fc.integer({ max: 0 }),
+      fc.constantFrom(1.5, Number.NaN, Infinity),
+      anythingBut((value) => typeof value === "number" || typeof value === "object"),
+    );
     const badNames = fc.oneof(
       anythingBut((value) => Array.isArray(value)),
       fc.constant([]),
@@ -371,20 +473,42 @@ describe("bad arguments are refused before any request", () => {
     );
     type Ctx = Awaited<ReturnType<typeof withSession>>;
     const calls = fc.oneof(
-      badName.map(labelled("semaphore name", (name) => (c: Ctx) => c.session.semaphore(any(name), { permits: 2 }).acquire())),
-      badPermits.map(labelled("semaphore permits", (permits) => (c: Ctx) => c.session.semaphore("s", { permits: any(permits) }).acquire())),
-      badLockOptions.map(labelled("semaphore acquire", (options) => (c: Ctx) => c.session.semaphore("s", { permits: 2 }).acquire(any(options)))),
+      badName.map(
+        labelled("semaphore name", (name) => (c: Ctx) => c.session.semaphore(any(name), { permits: 2 }).acquire()),
+      ),
+      badPermits.map(
+        labelled(
+          "semaphore permits",
+          (permits) => (c: Ctx) => c.session.semaphore("s", { permits: any(permits) }).acquire(),
+        ),
+      ),
+      badLockOptions.map(
+        labelled(
+          "semaphore acquire",
+          (options) => (c: Ctx) => c.session.semaphore("s", { permits: 2 }).acquire(any(options)),
+        ),
+      ),
       badName.map(labelled("rwlock name", (name) => (c: Ctx) => c.session.rwlock(any(name)).readLock())),
       badLockOptions.map(labelled("readLock", (options) => (c: Ctx) => c.session.rwlock("rw").readLock(any(options)))),
-      badLockOptions.map(labelled("writeLock", (options) => (c: Ctx) => c.session.rwlock("rw").writeLock(any(options)))),
-      badNames.map(labelled("lockAll names", (names) => (c: Ctx) => c.session.lockAll(any(names)))),
-      badLockOptions.map(labelled("lockAll options", (options) => (c: Ctx) => c.session.lockAll(["a", "b"], any(options)))),
-      badName.filter((name) => typeof name !== "string" || name === "").map(labelled("withSemaphore name", (name) => (c: Ctx) => c.etcd.withSemaphore(any(name), 2, () => 1))),
-      badPermits.map(labelled("withSemaphore permits", (permits) => (c: Ctx) => c.etcd.withSemaphore("s", any(permits), () => 1))),
-      anythingBut((value) => typeof value === "function").map(labelled("withLocks fn", (fn) => (c: Ctx) => c.etcd.withLocks(["a", "b"], any(fn)))),
-      badNames.filter((names) => !Array.isArray(names) || names.every((n) => typeof n !== "string" || n === "")).map(
-        labelled("withLocks names", (names) => (c: Ctx) => c.etcd.withLocks(any(names), () => 1)),
+      badLockOptions.map(
+        labelled("writeLock", (options) => (c: Ctx) => c.session.rwlock("rw").writeLock(any(options))),
       ),
+      badNames.map(labelled("lockAll names", (names) => (c: Ctx) => c.session.lockAll(any(names)))),
+      badLockOptions.map(
+        labelled("lockAll options", (options) => (c: Ctx) => c.session.lockAll(["a", "b"], any(options))),
+      ),
+      badName
+        .filter((name) => typeof name !== "string" || name === "")
+        .map(labelled("withSemaphore name", (name) => (c: Ctx) => c.etcd.withSemaphore(any(name), 2, () => 1))),
+      badPermits.map(
+        labelled("withSemaphore permits", (permits) => (c: Ctx) => c.etcd.withSemaphore("s", any(permits), () => 1)),
+      ),
+      anythingBut((value) => typeof value === "function").map(
+        labelled("withLocks fn", (fn) => (c: Ctx) => c.etcd.withLocks(["a", "b"], any(fn))),
+      ),
+      badNames
+        .filter((names) => !Array.isArray(names) || names.every((n) => typeof n !== "string" || n === ""))
+        .map(labelled("withLocks names", (names) => (c: Ctx) => c.etcd.withLocks(any(names), () => 1))),
       badName.map(labelled("inspectSemaphore", (name) => (c: Ctx) => c.etcd.inspectSemaphore(any(name)))),
     );
     await fc.assert(
@@ -412,12 +536,16 @@ describe("bad arguments are refused before any request", () => {
       anythingBut((value) => typeof value === "string").map((key) => ({ ...good, key })),
       fc.constantFrom("job/8", "other/7", "job/07").map((key) => ({ ...good, key })),
       badLeaseId.map((leaseId) => ({ ...good, leaseId })),
-      fc.oneof(fc.integer({ max: 0 }), fc.constantFrom(1.5, Number.NaN, "5")).map((revision) => ({ ...good, revision })),
+      fc
+        .oneof(fc.integer({ max: 0 }), fc.constantFrom(1.5, Number.NaN, "5"))
+        .map((revision) => ({ ...good, revision })),
     );
     const calls = fc.oneof(
       badTicket.map((ticket) => (e: Etcd) => e.resumeLock(any(ticket))),
       // Plain values only: resume.ts prints an object keepAlive with String(), a TypeError for some (listed below).
-      badKeepAlive.filter((value) => typeof value !== "object").map((keepAlive) => (e: Etcd) => e.resumeLock(good, { keepAlive: any(keepAlive) })),
+      badKeepAlive
+        .filter((value) => typeof value !== "object")
+        .map((keepAlive) => (e: Etcd) => e.resumeLock(good, { keepAlive: any(keepAlive) })),
     );
     await refusesEvery(calls);
   });
@@ -445,7 +573,9 @@ describe("bad arguments of the lock layer are refused before its first request",
     await fc.assert(
       fc.asyncProperty(loneSurrogate, async (name) => {
         const ctx = counted();
-        await refused(ctx, () => ctx.etcd.resumeLock({ name, key: `${name}/7`, leaseId: "7", revision: 5, secret: "s" }));
+        await refused(ctx, () =>
+          ctx.etcd.resumeLock({ name, key: `${name}/7`, leaseId: "7", revision: 5, secret: "s" }),
+        );
       }),
       { numRuns: 10 },
     );
@@ -453,7 +583,12 @@ describe("bad arguments of the lock layer are refused before its first request",
 
   it("resumeLock: a keepAlive object without a prototype is INVALID_ARGUMENT", async () => {
     const ctx = counted();
-    await refused(ctx, () => ctx.etcd.resumeLock({ name: "job", key: "job/7", leaseId: "7", revision: 5, secret: "s" }, { keepAlive: any(Object.create(null)) }));
+    await refused(ctx, () =>
+      ctx.etcd.resumeLock(
+        { name: "job", key: "job/7", leaseId: "7", revision: 5, secret: "s" },
+        { keepAlive: any(Object.create(null)) },
+      ),
+    );
   });
 
   it("semaphore permits: an object without a prototype is INVALID_ARGUMENT", async () => {

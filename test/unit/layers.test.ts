@@ -33,16 +33,20 @@ function roomOf(file: string): string {
 
 function sourceFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
-    entry.isDirectory() ? sourceFiles(join(dir, entry.name)) : entry.name.endsWith(".ts") ? [join(dir, entry.name)] : [],
+    entry.isDirectory()
+      ? sourceFiles(join(dir, entry.name))
+      : entry.name.endsWith(".ts")
+        ? [join(dir, entry.name)]
+        : [],
   );
 }
 
 /** The files `file` imports or re-exports from src/ (type-only imports included: they shape the layers too). */
 function importsOf(file: string): string[] {
   const text = readFileSync(file, "utf8");
-  const specifiers = [...text.matchAll(/(?:^|\n)\s*(?:import|export)\b[^;]*?\bfrom\s+"(\.[^"]+)"|import\(\s*"(\.[^"]+)"\s*\)/g)].map(
-    (m) => (m[1] ?? m[2])!,
-  );
+  const specifiers = [
+    ...text.matchAll(/(?:^|\n)\s*(?:import|export)\b[^;]*?\bfrom\s+"(\.[^"]+)"|import\(\s*"(\.[^"]+)"\s*\)/g),
+  ].map((m) => (m[1] ?? m[2])!);
   return specifiers.map((s) => resolve(dirname(file), s.replace(/\.js$/, ".ts")));
 }
 
@@ -53,7 +57,8 @@ function upwardImports(graph: ReadonlyMap<string, readonly string[]>): string[] 
     const from = roomOf(file);
     for (const target of targets) {
       const to = roomOf(target);
-      if (to !== from && !(ALLOWED[from] ?? []).includes(to)) out.push(`${relative(SRC, file)} (${from}) → ${relative(SRC, target)} (${to})`);
+      if (to !== from && !(ALLOWED[from] ?? []).includes(to))
+        out.push(`${relative(SRC, file)} (${from}) → ${relative(SRC, target)} (${to})`);
     }
   }
   return out;
@@ -85,8 +90,10 @@ describe("the layers of src/", () => {
     expect(files.length).toBeGreaterThan(50);
     const edges = [...graph.values()].flat();
     expect(edges.length).toBeGreaterThan(200);
-    for (const target of edges) expect(files, `import of a file that is not in src/: ${relative(SRC, target)}`).toContain(target);
-    for (const file of files) expect(ALLOWED, `a room without rules: ${relative(SRC, file)}`).toHaveProperty(roomOf(file));
+    for (const target of edges)
+      expect(files, `import of a file that is not in src/: ${relative(SRC, target)}`).toContain(target);
+    for (const file of files)
+      expect(ALLOWED, `a room without rules: ${relative(SRC, file)}`).toHaveProperty(roomOf(file));
   });
 
   it("imports only downward: each room imports itself and the rooms below it", () => {

@@ -56,10 +56,21 @@ describe("indeterminate outcomes are marked", () => {
       if (calls++ === 0) throw connectionReset();
       return globalThis.fetch(input, init) as ReturnType<Fetch>;
     };
-    route(server, "/v3/kv/txn", () => jsonText(unaryErrorBody("3.4", 3, "etcdserver: duplicate key given in txn request"), 400), A);
+    route(
+      server,
+      "/v3/kv/txn",
+      () => jsonText(unaryErrorBody("3.4", 3, "etcdserver: duplicate key given in txn request"), 400),
+      A,
+    );
     const etcd = new Etcd({ endpoints: A, fetch });
     const { cmp, op } = await import("../../src/index.js");
-    const error = await rejection(etcd.txn().if(cmp.version("k", ">", 0)).then(op.delete("k")).commit({ idempotent: true }));
+    const error = await rejection(
+      etcd
+        .txn()
+        .if(cmp.version("k", ">", 0))
+        .then(op.delete("k"))
+        .commit({ idempotent: true }),
+    );
     expect(calls).toBe(2);
     expect(error.indeterminate).toBe(true);
   });
@@ -71,7 +82,15 @@ describe("a write provably not applied fails over", () => {
     const refused = route(
       server,
       "/v3/kv/put",
-      () => jsonText(unaryErrorBody("3.4", 14, 'connection error: desc = "transport: Error while dialing dial tcp 127.0.0.1:2379: connect: connection refused"'), 503),
+      () =>
+        jsonText(
+          unaryErrorBody(
+            "3.4",
+            14,
+            'connection error: desc = "transport: Error while dialing dial tcp 127.0.0.1:2379: connect: connection refused"',
+          ),
+          503,
+        ),
       A,
     );
     const served = route(server, "/v3/kv/put", () => json({ header: header(7) }), B);
@@ -109,7 +128,9 @@ describe("a waiter's watch", () => {
     expect(performance.now() - started).toBeLessThan(1_500);
     expect(lock.revision).toBeGreaterThan(holder.revision);
     expect(watches).toHaveLength(1);
-    expect((watches[0] as { create_request: { start_revision?: unknown } }).create_request.start_revision).toBeUndefined();
+    expect(
+      (watches[0] as { create_request: { start_revision?: unknown } }).create_request.start_revision,
+    ).toBeUndefined();
     await Promise.all([waiterSession.close(), holderSession.close()]);
   });
 });
@@ -128,7 +149,13 @@ describe("requests in flight", () => {
       active--;
       return mock.fetch(input, init as never) as ReturnType<Fetch>;
     };
-    const etcd = new Etcd({ endpoints: "http://etcd.test:2379", fetch: slow, maxConcurrentRequests: 4, attemptTimeout: 200, timeout: 5_000 });
+    const etcd = new Etcd({
+      endpoints: "http://etcd.test:2379",
+      fetch: slow,
+      maxConcurrentRequests: 4,
+      attemptTimeout: 200,
+      timeout: 5_000,
+    });
     const reads = await Promise.all(Array.from({ length: 20 }, (_, i) => etcd.get(`k${i}`)));
     expect(reads).toHaveLength(20);
     expect(peak).toBe(4);
@@ -136,7 +163,12 @@ describe("requests in flight", () => {
 
   it("a call waiting for a place ends at its own timeout or abort, and leaves the queue", async () => {
     const hanging: Fetch = () => new Promise(() => {});
-    const etcd = new Etcd({ endpoints: "http://etcd.test:2379", fetch: hanging, maxConcurrentRequests: 1, timeout: 5_000 });
+    const etcd = new Etcd({
+      endpoints: "http://etcd.test:2379",
+      fetch: hanging,
+      maxConcurrentRequests: 1,
+      timeout: 5_000,
+    });
     const first = rejection(etcd.get("a", { timeout: 600 }));
     const queued = rejection(etcd.get("b", { timeout: 200 }));
     const controller = new AbortController();
@@ -149,7 +181,9 @@ describe("requests in flight", () => {
 
   it("maxConcurrentRequests must be a whole number >= 1", () => {
     for (const bad of [0, -1, 1.5, "4"]) {
-      expect(() => new Etcd({ endpoints: A, maxConcurrentRequests: bad as never })).toThrow(expect.objectContaining({ code: "INVALID_ARGUMENT" }));
+      expect(() => new Etcd({ endpoints: A, maxConcurrentRequests: bad as never })).toThrow(
+        expect.objectContaining({ code: "INVALID_ARGUMENT" }),
+      );
     }
   });
 });

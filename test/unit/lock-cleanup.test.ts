@@ -48,7 +48,8 @@ describe("a join that lands after its acquisition is over", () => {
       // The sweep's delete (guarded by the lease) is held up on its way, as the late join was.
       if (sweepDelete === undefined && input.endsWith("/v3/kv/txn") && init.body.includes('"LEASE"')) {
         const answer = new Promise<Response>((resolve) => {
-          sweepDelete = async () => resolve((await mock.fetch(input, { ...init, signal: undefined } as never)) as Response);
+          sweepDelete = async () =>
+            resolve((await mock.fetch(input, { ...init, signal: undefined } as never)) as Response);
         });
         return answer as ReturnType<Fetch>;
       }

@@ -9,7 +9,9 @@ function client() {
   const mock = createMockEtcdCore();
   const state = { hang: false };
   const fetch: Fetch = (input, init) =>
-    state.hang && input.endsWith("/v3/kv/txn") ? new Promise(() => {}) : (mock.fetch(input, init as never) as ReturnType<Fetch>);
+    state.hang && input.endsWith("/v3/kv/txn")
+      ? new Promise(() => {})
+      : (mock.fetch(input, init as never) as ReturnType<Fetch>);
   return { state, etcd: new Etcd({ endpoints: "http://etcd.test:2379", fetch, timeout: 10_000 }) };
 }
 
@@ -19,7 +21,11 @@ describe("lock call options", () => {
     const session = await etcd.session({ ttl: 30 });
     state.hang = true;
     const started = performance.now();
-    const error = await within(3_000, "tryLock on a hung member", rejection(session.mutex("m").tryLock({ timeout: 300 })));
+    const error = await within(
+      3_000,
+      "tryLock on a hung member",
+      rejection(session.mutex("m").tryLock({ timeout: 300 })),
+    );
     expect(error.code).toBe("TIMEOUT");
     expect(performance.now() - started).toBeLessThan(2_000);
   });

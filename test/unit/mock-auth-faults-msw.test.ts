@@ -19,7 +19,12 @@ const authed = () =>
   createMockEtcd({
     auth: {
       users: { root: "rootpw", app: "apppw" },
-      permissions: { app: [{ key: "app/", prefix: true, type: "readwrite" }, { key: "shared", type: "read" }] },
+      permissions: {
+        app: [
+          { key: "app/", prefix: true, type: "readwrite" },
+          { key: "shared", type: "read" },
+        ],
+      },
     },
   });
 
@@ -28,7 +33,11 @@ describe("auth", () => {
     const r = await call(createMockEtcd(), "/v3/auth/authenticate", { name: "root", password: "x" });
     expect(r).toEqual({
       status: 412,
-      body: { error: "etcdserver: authentication is not enabled", message: "etcdserver: authentication is not enabled", code: 9 },
+      body: {
+        error: "etcdserver: authentication is not enabled",
+        message: "etcdserver: authentication is not enabled",
+        code: 9,
+      },
     });
   });
 
@@ -78,7 +87,10 @@ describe("auth", () => {
 
   it("watch auth failures are a canceled first line with HTTP 200", async () => {
     const mock = authed();
-    const res = await mock.fetch(`${BASE}/v3/watch`, { method: "POST", body: JSON.stringify({ create_request: { key: b64("k") } }) });
+    const res = await mock.fetch(`${BASE}/v3/watch`, {
+      method: "POST",
+      body: JSON.stringify({ create_request: { key: b64("k") } }),
+    });
     expect(res.status).toBe(200);
     const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
     const line = JSON.parse((await reader.read()).value!);
@@ -100,7 +112,10 @@ describe("faults", () => {
       status: 503,
       body: { error: "etcdserver: no leader", message: "etcdserver: no leader", code: 14 },
     });
-    const watch = await mock.fetch(`${BASE}/v3/watch`, { method: "POST", body: JSON.stringify({ create_request: { key: b64("a") } }) });
+    const watch = await mock.fetch(`${BASE}/v3/watch`, {
+      method: "POST",
+      body: JSON.stringify({ create_request: { key: b64("a") } }),
+    });
     expect(watch.status).toBe(503);
     expect(JSON.parse(await watch.text())).toEqual({
       error: { grpc_code: 14, http_code: 503, message: "etcdserver: no leader", http_status: "Service Unavailable" },

@@ -11,7 +11,9 @@ const BUILTINS = new Set(builtinModules.flatMap((name) => [name, `node:${name}`]
 /** Every import the bundle leaves to its host, and the bundle's text. */
 async function bundle(entry: string): Promise<{ external: string[]; text: string }> {
   const result = await build({ ...neutralBundle(entry), external: ["msw", "node:*", ...builtinModules] });
-  const external = Object.values(result.metafile.inputs).flatMap((i) => i.imports.filter((x) => x.external).map((x) => x.path));
+  const external = Object.values(result.metafile.inputs).flatMap((i) =>
+    i.imports.filter((x) => x.external).map((x) => x.path),
+  );
   return { external: [...new Set(external)].sort(), text: result.outputFiles[0]!.text };
 }
 

@@ -23,12 +23,22 @@ afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 /** Bundles a source entry to a plain .mjs file node can run. */
 async function bundle(entry: string, name: string): Promise<string> {
   const outfile = join(scratch, name);
-  await build({ entryPoints: [join(root, entry)], bundle: true, platform: "node", format: "esm", outfile, logLevel: "silent" });
+  await build({
+    entryPoints: [join(root, entry)],
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    outfile,
+    logLevel: "silent",
+  });
   return outfile;
 }
 
 /** Runs node on a script; resolves with its exit code, stdout, and how long it ran. */
-function runNode(args: string[], onStdout?: (text: string, kill: () => void) => void): Promise<{ code: number | null; out: string; ms: number }> {
+function runNode(
+  args: string[],
+  onStdout?: (text: string, kill: () => void) => void,
+): Promise<{ code: number | null; out: string; ms: number }> {
   return new Promise((resolve, reject) => {
     const started = performance.now();
     const child = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "inherit"] });
@@ -55,7 +65,8 @@ describe("wall clock", () => {
     const abort = new AbortController();
     const events: string[] = [];
     const watching = (async () => {
-      for await (const { events: evs } of etcd.watch({ prefix: "w/", signal: abort.signal })) for (const e of evs) events.push(`${e.type} ${e.kv.key}`);
+      for await (const { events: evs } of etcd.watch({ prefix: "w/", signal: abort.signal }))
+        for (const e of evs) events.push(`${e.type} ${e.kv.key}`);
     })().catch(() => {});
     const start = performance.now();
     await until("the key expired", 4_000, () => mock.get("w/k") === undefined, 20);
@@ -113,18 +124,25 @@ describe("etcd-edge/testing/server", () => {
     await until("the watch stream is open", 2_000, () => server.mock.openWatchStreams === 1);
     await etcd.put("s/b", "2");
     const { value } = await within(2_000, "a watch event over HTTP", first);
-    expect(value!.events.map((e: { type: string; kv: { key: string; value: string } }) => `${e.type} ${e.kv.key}=${e.kv.value}`)).toEqual(["put s/b=2"]);
+    expect(
+      value!.events.map(
+        (e: { type: string; kv: { key: string; value: string } }) => `${e.type} ${e.kv.key}=${e.kv.value}`,
+      ),
+    ).toEqual(["put s/b=2"]);
     abort.abort();
     await until("the stream closed", 2_000, () => server.mock.openWatchStreams === 0);
 
     const seen = await etcd.withLock("s/lock", async (lock) => lock.revision, { ttl: 5 });
     expect(seen).toBeGreaterThan(0);
-    const members = (await (await fetch(`${server.url}/v3/cluster/member/list`, { method: "POST", body: "{}" })).json()) as { members: { clientURLs: string[] }[] };
+    const members = (await (
+      await fetch(`${server.url}/v3/cluster/member/list`, { method: "POST", body: "{}" })
+    ).json()) as { members: { clientURLs: string[] }[] };
     expect(members.members[0]!.clientURLs).toEqual([server.url]);
   });
 
   it("holds a v3lock request open until acquired, and streams keepalive answers after the body", async () => {
-    const post = (path: string, body: string, signal?: AbortSignal) => fetch(`${server.url}${path}`, { method: "POST", body, ...(signal ? { signal } : {}) });
+    const post = (path: string, body: string, signal?: AbortSignal) =>
+      fetch(`${server.url}${path}`, { method: "POST", body, ...(signal ? { signal } : {}) });
     const held = (await (await post("/v3/lock/lock", JSON.stringify({ name: b64("h") }))).json()) as { key: string };
     const waiting = post("/v3/lock/lock", JSON.stringify({ name: b64("h") }));
     await until("two in line", 2_000, () => server.mock.keys("h/").length === 2);
@@ -138,7 +156,9 @@ describe("etcd-edge/testing/server", () => {
   it("a request etcd drops closes the connection unanswered (3.4)", async () => {
     const s34 = await serveMockEtcd({ version: "3.4", clock: "virtual" });
     try {
-      await expect(fetch(`${s34.url}/v3/kv/txn`, { method: "POST", body: '{"compare":[null]}' })).rejects.toThrow(TypeError);
+      await expect(fetch(`${s34.url}/v3/kv/txn`, { method: "POST", body: '{"compare":[null]}' })).rejects.toThrow(
+        TypeError,
+      );
       expect((await fetch(`${s34.url}/version`)).status).toBe(200);
     } finally {
       await s34.close();
@@ -155,7 +175,10 @@ describe("npx etcd-edge-mock", () => {
       if (!url || answered) return;
       answered = (async () => {
         const version = (await (await fetch(`${url}/version`)).json()) as { etcdserver: string };
-        const put = await fetch(`${url}/v3/kv/put`, { method: "POST", body: JSON.stringify({ key: b64("k"), value: b64("v") }) });
+        const put = await fetch(`${url}/v3/kv/put`, {
+          method: "POST",
+          body: JSON.stringify({ key: b64("k"), value: b64("v") }),
+        });
         return [version.etcdserver, put.status];
       })().finally(kill);
     });

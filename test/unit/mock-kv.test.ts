@@ -39,15 +39,28 @@ describe("kv over mock.fetch", () => {
     const mock = createMockEtcd();
     expect(await call(mock, "/v3/kv/put", { key: b64("x"), lease: "123" })).toEqual({
       status: 404,
-      body: { error: "etcdserver: requested lease not found", message: "etcdserver: requested lease not found", code: 5 },
+      body: {
+        error: "etcdserver: requested lease not found",
+        message: "etcdserver: requested lease not found",
+        code: 5,
+      },
     });
-    expect((await call(mock, "/v3/kv/put", { key: b64("x"), ignore_lease: true })).body).toMatchObject({ code: 3, message: "etcdserver: key not found" });
-    expect((await call(mock, "/v3/kv/put", { key: b64("x"), value: b64("v"), ignore_value: true })).body).toMatchObject({
+    expect((await call(mock, "/v3/kv/put", { key: b64("x"), ignore_lease: true })).body).toMatchObject({
       code: 3,
-      message: "etcdserver: value is provided",
+      message: "etcdserver: key not found",
     });
-    expect((await call(mock, "/v3/kv/put", { key: b64("x"), lease: "5", ignore_lease: true })).body.message).toBe("etcdserver: lease is provided");
-    expect((await call(mock, "/v3/kv/put", { key: "", value: b64("v") })).body.message).toBe("etcdserver: key is not provided");
+    expect((await call(mock, "/v3/kv/put", { key: b64("x"), value: b64("v"), ignore_value: true })).body).toMatchObject(
+      {
+        code: 3,
+        message: "etcdserver: value is provided",
+      },
+    );
+    expect((await call(mock, "/v3/kv/put", { key: b64("x"), lease: "5", ignore_lease: true })).body.message).toBe(
+      "etcdserver: lease is provided",
+    );
+    expect((await call(mock, "/v3/kv/put", { key: "", value: b64("v") })).body.message).toBe(
+      "etcdserver: key is not provided",
+    );
     expect(mock.revision).toBe(1);
   });
 
@@ -65,12 +78,18 @@ describe("kv over mock.fetch", () => {
     mock.put("s2", "a");
     mock.put("s3", "c");
     mock.put("t", "z");
-    const r = (extra: object) => call(mock, "/v3/kv/range", { key: b64("s"), range_end: b64("t"), ...extra }).then((x) => x.body);
+    const r = (extra: object) =>
+      call(mock, "/v3/kv/range", { key: b64("s"), range_end: b64("t"), ...extra }).then((x) => x.body);
     expect((await r({})).kvs.map((kv: any) => atob(kv.key))).toEqual(["s1", "s2", "s3"]);
     expect((await call(mock, "/v3/kv/range", { key: b64("s2"), range_end: "AA==" })).body.count).toBe("3");
     const limited = await r({ limit: 1 });
     expect([limited.kvs.length, limited.more, limited.count]).toEqual([1, true, "3"]);
-    expect((await r({ keys_only: true })).kvs[0]).toEqual({ key: b64("s1"), create_revision: "2", mod_revision: "2", version: "1" });
+    expect((await r({ keys_only: true })).kvs[0]).toEqual({
+      key: b64("s1"),
+      create_revision: "2",
+      mod_revision: "2",
+      version: "1",
+    });
     expect(await r({ count_only: true, limit: 1 })).toEqual({ header: { ...HEADER, revision: "5" }, count: "3" });
     expect((await r({ sort_target: "VALUE" })).kvs.map((kv: any) => atob(kv.value))).toEqual(["a", "b", "c"]);
     expect((await r({ sort_target: 3, sort_order: 2 })).kvs.map((kv: any) => atob(kv.key))).toEqual(["s3", "s2", "s1"]);
@@ -119,10 +138,15 @@ describe("kv over mock.fetch", () => {
         code: 11,
       },
     });
-    expect((await call(mock, "/v3/kv/compaction", { revision: 3 })).body).toEqual({ header: { ...HEADER, revision: "4" } });
+    expect((await call(mock, "/v3/kv/compaction", { revision: 3 })).body).toEqual({
+      header: { ...HEADER, revision: "4" },
+    });
     expect((await call(mock, "/v3/kv/range", { key: b64("h"), revision: 3 })).body.kvs[0].value).toBe(b64("2"));
     const compacted = await call(mock, "/v3/kv/range", { key: b64("h"), revision: 2 });
-    expect(compacted).toMatchObject({ status: 400, body: { code: 11, message: "etcdserver: mvcc: required revision has been compacted" } });
+    expect(compacted).toMatchObject({
+      status: 400,
+      body: { code: 11, message: "etcdserver: mvcc: required revision has been compacted" },
+    });
     expect((await call(mock, "/v3/kv/compaction", { revision: 3 })).status).toBe(400);
     expect((await call(mock, "/v3/kv/compaction", { revision: 40, physical: true })).body.message).toBe(
       "etcdserver: mvcc: required revision is a future revision",
@@ -141,7 +165,10 @@ describe("kv over mock.fetch", () => {
     );
     expect((await call(mock, "/v3/kv/range", { key: b64("a"), bogus: 1 })).status).toBe(200);
     const res = await mock.fetch(`${BASE}/v3/kv/range`, { method: "POST", body: '{"key":"YQ==",' });
-    expect([res.status, await res.json()]).toEqual([400, { error: "unexpected EOF", message: "unexpected EOF", code: 3 }]);
+    expect([res.status, await res.json()]).toEqual([
+      400,
+      { error: "unexpected EOF", message: "unexpected EOF", code: 3 },
+    ]);
     expect((await call(mock, "/v3/kv/range", {})).body.message).toBe("etcdserver: key is not provided");
   });
 
@@ -151,13 +178,21 @@ describe("kv over mock.fetch", () => {
     expect([unknown.status, await unknown.text()]).toEqual([404, "Not Found\n"]);
     const get = await mock.fetch(`${BASE}/v3/kv/range`);
     expect([get.status, await get.text()]).toEqual([405, "Method Not Allowed\n"]);
-    const beta = await mock.fetch(`${BASE}/v3beta/kv/range`, { method: "POST", body: JSON.stringify({ key: b64("a") }) });
+    const beta = await mock.fetch(`${BASE}/v3beta/kv/range`, {
+      method: "POST",
+      body: JSON.stringify({ key: b64("a") }),
+    });
     expect(beta.status).toBe(200);
     expect(await (await mock.fetch(`${BASE}/health`)).json()).toEqual({ health: "true" });
     // mock.fetch needs no receiver and accepts Request and URL inputs.
     const { fetch } = mock;
-    expect((await fetch(new Request(`${BASE}/v3/kv/range`, { method: "POST", body: JSON.stringify({ key: b64("a") }) }))).status).toBe(200);
-    expect((await fetch(new URL(`${BASE}/v3/kv/range`), { method: "POST", body: JSON.stringify({ key: b64("a") }) })).status).toBe(200);
+    expect(
+      (await fetch(new Request(`${BASE}/v3/kv/range`, { method: "POST", body: JSON.stringify({ key: b64("a") }) })))
+        .status,
+    ).toBe(200);
+    expect(
+      (await fetch(new URL(`${BASE}/v3/kv/range`), { method: "POST", body: JSON.stringify({ key: b64("a") }) })).status,
+    ).toBe(200);
   });
 
   it("inspection helpers and reset", async () => {

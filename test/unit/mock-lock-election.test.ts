@@ -7,7 +7,11 @@ const b64 = (s: string) => btoa(s);
 const text = (b: string) => atob(b);
 
 async function call(mock: MockEtcd, path: string, body: unknown, signal?: AbortSignal) {
-  const res = await mock.fetch(`${BASE}${path}`, { method: "POST", body: JSON.stringify(body), ...(signal ? { signal } : {}) });
+  const res = await mock.fetch(`${BASE}${path}`, {
+    method: "POST",
+    body: JSON.stringify(body),
+    ...(signal ? { signal } : {}),
+  });
   return { status: res.status, body: (await res.json()) as Record<string, any> };
 }
 
@@ -24,7 +28,10 @@ describe("v3lock", () => {
     await call(mock, "/v3/lease/grant", { TTL: 60, ID: "17" });
     const first = await call(mock, "/v3/lock/lock", { name: b64("job"), lease: "16" });
     // Grants write no key, so the first lock's put is revision 2.
-    expect(first).toEqual({ status: 200, body: { header: expect.objectContaining({ revision: "2" }), key: b64("job/10") } });
+    expect(first).toEqual({
+      status: 200,
+      body: { header: expect.objectContaining({ revision: "2" }), key: b64("job/10") },
+    });
     const second = call(mock, "/v3/lock/lock", { name: b64("job"), lease: 17 });
     expect(await pending(second)).toBe(true);
     expect(mock.keys("job/")).toEqual(["job/10", "job/11"]);
@@ -32,7 +39,10 @@ describe("v3lock", () => {
     expect((await call(mock, "/v3/lock/lock", { name: b64("job"), lease: "16" })).body.key).toBe(b64("job/10"));
     const unlock = await call(mock, "/v3/lock/unlock", { key: first.body.key });
     expect(unlock.body.header.revision).toBe("4");
-    expect(await second).toEqual({ status: 200, body: { header: expect.objectContaining({ revision: "4" }), key: b64("job/11") } });
+    expect(await second).toEqual({
+      status: 200,
+      body: { header: expect.objectContaining({ revision: "4" }), key: b64("job/11") },
+    });
   });
 
   it("without a lease the server grants a 60 s lease nobody renews; the lock ends with it", async () => {
@@ -60,8 +70,14 @@ describe("v3lock", () => {
 
   it("errors come back as code 2 (500) with etcd's message", async () => {
     const mock = createMockEtcd({ version: "3.5" });
-    expect(await call(mock, "/v3/lock/lock", { name: b64("x"), lease: "99" })).toEqual({ status: 500, body: { code: 2, message: "etcdserver: requested lease not found" } });
-    expect(await call(mock, "/v3/lock/unlock", {})).toEqual({ status: 500, body: { code: 2, message: "etcdserver: key is not provided" } });
+    expect(await call(mock, "/v3/lock/lock", { name: b64("x"), lease: "99" })).toEqual({
+      status: 500,
+      body: { code: 2, message: "etcdserver: requested lease not found" },
+    });
+    expect(await call(mock, "/v3/lock/unlock", {})).toEqual({
+      status: 500,
+      body: { code: 2, message: "etcdserver: key is not provided" },
+    });
   });
 
   it("3.5 answers 'mutex: session is expired' when the waiter's own key went while it waited; 3.4 acquires anyway", async () => {
@@ -75,7 +91,8 @@ describe("v3lock", () => {
       await call(mock, "/v3/lease/revoke", { ID: "2" });
       await call(mock, "/v3/lock/unlock", { key: holder.body.key });
       const answer = await waiter;
-      if (version === "3.5") expect(answer).toEqual({ status: 500, body: { code: 2, message: "mutex: session is expired" } });
+      if (version === "3.5")
+        expect(answer).toEqual({ status: 500, body: { code: 2, message: "mutex: session is expired" } });
       else expect(answer.body.key).toBe(b64("s/2"));
     }
   });
@@ -94,7 +111,11 @@ describe("v3election", () => {
     expect(a.body.leader).toEqual({ name: b64("e"), key: b64("e/a"), rev: "2", lease: "10" });
 
     const abort = new AbortController();
-    const observed = await mock.fetch(`${BASE}/v3/election/observe`, { method: "POST", body: JSON.stringify({ name: b64("e") }), signal: abort.signal });
+    const observed = await mock.fetch(`${BASE}/v3/election/observe`, {
+      method: "POST",
+      body: JSON.stringify({ name: b64("e") }),
+      signal: abort.signal,
+    });
     const reader = observed.body!.pipeThrough(new TextDecoderStream()).getReader();
     let buffer = "";
     const next = async () => {
@@ -110,13 +131,22 @@ describe("v3election", () => {
     const proclaimed = await call(mock, "/v3/election/proclaim", { leader: a.body.leader, value: b64("a2") });
     expect(proclaimed.body.header.revision).toBe("4");
     expect((await next()).kv).toMatchObject({ key: b64("e/a"), value: b64("a2"), version: "2" });
-    expect((await call(mock, "/v3/election/leader", { name: b64("e") })).body.kv).toMatchObject({ key: b64("e/a"), value: b64("a2") });
+    expect((await call(mock, "/v3/election/leader", { name: b64("e") })).body.kv).toMatchObject({
+      key: b64("e/a"),
+      value: b64("a2"),
+    });
     // A stale leader key: not the leader.
-    expect((await call(mock, "/v3/election/proclaim", { leader: { ...a.body.leader, rev: "3" }, value: b64("x") })).body.message).toBe("election: not leader");
+    expect(
+      (await call(mock, "/v3/election/proclaim", { leader: { ...a.body.leader, rev: "3" }, value: b64("x") })).body
+        .message,
+    ).toBe("election: not leader");
 
     await call(mock, "/v3/election/resign", { leader: a.body.leader });
     // The campaign's header is its joining txn's, whenever it was elected.
-    expect((await b).body).toEqual({ header: expect.objectContaining({ revision: "3" }), leader: { name: b64("e"), key: b64("e/b"), rev: "3", lease: "11" } });
+    expect((await b).body).toEqual({
+      header: expect.objectContaining({ revision: "3" }),
+      leader: { name: b64("e"), key: b64("e/b"), rev: "3", lease: "11" },
+    });
     expect((await next()).kv).toMatchObject({ key: b64("e/b"), value: b64("b") });
     expect((await call(mock, "/v3/election/resign", {})).body.message).toBe('"leader" field must be provided');
     abort.abort();
@@ -127,9 +157,17 @@ describe("maintenance status and member list", () => {
   it("describe the single member, which leads", async () => {
     const mock = createMockEtcd({ version: "3.5", memberId: "42", name: "m1", clientUrls: ["http://127.0.0.1:2379"] });
     const status = await call(mock, "/v3/maintenance/status", {});
-    expect(status.body).toMatchObject({ version: "3.5.16", leader: "42", raftTerm: "2", dbSize: expect.any(String), raftIndex: expect.any(String) });
+    expect(status.body).toMatchObject({
+      version: "3.5.16",
+      leader: "42",
+      raftTerm: "2",
+      dbSize: expect.any(String),
+      raftIndex: expect.any(String),
+    });
     const members = await call(mock, "/v3/cluster/member/list", {});
     expect(members.body.header).not.toHaveProperty("revision");
-    expect(members.body.members).toEqual([{ ID: "42", name: "m1", peerURLs: ["http://localhost:2380"], clientURLs: ["http://127.0.0.1:2379"] }]);
+    expect(members.body.members).toEqual([
+      { ID: "42", name: "m1", peerURLs: ["http://localhost:2380"], clientURLs: ["http://127.0.0.1:2379"] },
+    ]);
   });
 });

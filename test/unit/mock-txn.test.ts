@@ -14,13 +14,23 @@ const get = (key: string) => ({ request_range: { key: b64(key) } });
 describe("txn", () => {
   it("{key} alone means 'does not exist'; all writes share one revision; failed txn omits succeeded", async () => {
     const mock = createMockEtcd();
-    const first = await txn(mock, { compare: [{ key: b64("q") }], success: [put("q"), put("r"), get("q")], failure: [get("q")] });
+    const first = await txn(mock, {
+      compare: [{ key: b64("q") }],
+      success: [put("q"), put("r"), get("q")],
+      failure: [get("q")],
+    });
     expect(first.body.succeeded).toBe(true);
     expect(first.body.header.revision).toBe("2");
     expect(first.body.responses).toEqual([
       { response_put: { header: { revision: "2" } } },
       { response_put: { header: { revision: "2" } } },
-      { response_range: { header: { revision: "2" }, kvs: [{ key: b64("q"), create_revision: "2", mod_revision: "2", version: "1", value: b64("v") }], count: "1" } },
+      {
+        response_range: {
+          header: { revision: "2" },
+          kvs: [{ key: b64("q"), create_revision: "2", mod_revision: "2", version: "1", value: b64("v") }],
+          count: "1",
+        },
+      },
     ]);
     const second = await txn(mock, { compare: [{ key: b64("q") }], success: [put("q")], failure: [get("q")] });
     expect(second.body).not.toHaveProperty("succeeded");
@@ -40,7 +50,8 @@ describe("txn", () => {
 
   it("missing key compares as zero KeyValue, but a VALUE compare on it always fails", async () => {
     const mock = createMockEtcd();
-    const ok = async (compare: object) => (await txn(mock, { compare: [{ key: b64("missing"), ...compare }] })).body.succeeded === true;
+    const ok = async (compare: object) =>
+      (await txn(mock, { compare: [{ key: b64("missing"), ...compare }] })).body.succeeded === true;
     expect(await ok({ target: "CREATE", result: "EQUAL", create_revision: "0" })).toBe(true);
     expect(await ok({ target: "MOD", result: "LESS", mod_revision: "1" })).toBe(true);
     expect(await ok({ target: "LEASE", result: "EQUAL" })).toBe(true);
@@ -51,7 +62,8 @@ describe("txn", () => {
   it("VALUE compares bytewise; only the union field matching the target counts", async () => {
     const mock = createMockEtcd();
     mock.put(new TextEncoder().encode("k"), new Uint8Array([0x80]));
-    const ok = async (compare: object) => (await txn(mock, { compare: [{ key: b64("k"), ...compare }] })).body.succeeded === true;
+    const ok = async (compare: object) =>
+      (await txn(mock, { compare: [{ key: b64("k"), ...compare }] })).body.succeeded === true;
     expect(await ok({ target: "VALUE", result: "GREATER", value: b64("\x7f") })).toBe(true);
     expect(await ok({ target: 3, result: 2, value: "gAA=" })).toBe(true); // [0x80] < [0x80,0x00]
     expect(await ok({ target: "VERSION", result: "EQUAL", mod_revision: "2" })).toBe(false); // version 1 vs 0
@@ -92,7 +104,13 @@ describe("txn", () => {
       },
     });
     expect((await txn(mock, { success: [put("d")], failure: [put("d")] })).status).toBe(200);
-    expect((await txn(mock, { success: [{ request_delete_range: { key: b64("x") } }, { request_delete_range: { key: b64("x") } }] })).status).toBe(200);
+    expect(
+      (
+        await txn(mock, {
+          success: [{ request_delete_range: { key: b64("x") } }, { request_delete_range: { key: b64("x") } }],
+        })
+      ).status,
+    ).toBe(200);
     const many = Array.from({ length: 129 }, (_, i) => get(`k${i}`));
     expect((await txn(mock, { success: many })).body.message).toBe("etcdserver: too many operations in txn request");
     expect((await txn(mock, { success: many.slice(0, 128) })).status).toBe(200);
@@ -105,7 +123,12 @@ describe("txn", () => {
   it("a txn that would panic etcd 3.4 answers 500 code 13 and changes nothing", async () => {
     const mock = createMockEtcd();
     mock.put("cc", "1");
-    const r = await txn(mock, { success: [{ request_delete_range: { key: b64("c"), range_end: "AA==" } }, { request_put: { key: b64("cc"), ignore_value: true } }] });
+    const r = await txn(mock, {
+      success: [
+        { request_delete_range: { key: b64("c"), range_end: "AA==" } },
+        { request_put: { key: b64("cc"), ignore_value: true } },
+      ],
+    });
     expect([r.status, r.body.code]).toEqual([500, 13]);
     expect([mock.revision, mock.get("cc")?.value]).toEqual([2, "1"]);
   });

@@ -56,14 +56,19 @@ describe("watch", () => {
     const created = await w.next();
     expect(created).toEqual({ result: { header: expect.objectContaining({ revision: "1" }), created: true } });
     mock.put("w", "1");
-    await call(mock, "/v3/kv/txn", { success: [{ request_put: { key: b64("w"), value: b64("2") } }, { request_put: { key: b64("wx") } }] });
+    await call(mock, "/v3/kv/txn", {
+      success: [{ request_put: { key: b64("w"), value: b64("2") } }, { request_put: { key: b64("wx") } }],
+    });
     await call(mock, "/v3/kv/deleterange", { key: b64("w") });
     const put1 = await w.next();
     expect(put1.result).toEqual({
       header: expect.objectContaining({ revision: "2" }),
       events: [{ kv: { key: b64("w"), create_revision: "2", mod_revision: "2", version: "1", value: b64("1") } }],
     });
-    expect(keysOf(await w.next())).toEqual([["PUT", "w"], ["PUT", "wx"]]);
+    expect(keysOf(await w.next())).toEqual([
+      ["PUT", "w"],
+      ["PUT", "wx"],
+    ]);
     const del = await w.next();
     expect(del.result.events).toEqual([
       {
@@ -133,7 +138,12 @@ describe("watch", () => {
   it("empty range is refused in the first line", async () => {
     const mock = createMockEtcd();
     const w = await openWatch(mock, { key: b64("b"), range_end: b64("a") });
-    expect((await w.next()).result).toMatchObject({ watch_id: "-1", created: true, canceled: true, cancel_reason: "mvcc: watcher range is empty" });
+    expect((await w.next()).result).toMatchObject({
+      watch_id: "-1",
+      created: true,
+      canceled: true,
+      cancel_reason: "mvcc: watcher range is empty",
+    });
   });
 
   it("progress_notify lines carry only the header, every 10 virtual minutes", async () => {
@@ -168,7 +178,11 @@ describe("lease", () => {
   it("grant raises TTL to 2 s, IDs are decimal strings; duplicate ID is code 9/412", async () => {
     const mock = createMockEtcd();
     const g = await call(mock, "/v3/lease/grant", { TTL: 1 });
-    expect(g.body).toEqual({ header: expect.objectContaining({ revision: "1" }), ID: expect.stringMatching(/^[1-9]\d*$/), TTL: "2" });
+    expect(g.body).toEqual({
+      header: expect.objectContaining({ revision: "1" }),
+      ID: expect.stringMatching(/^[1-9]\d*$/),
+      TTL: "2",
+    });
     expect(BigInt(g.body.ID) < 2n ** 63n).toBe(true);
     await call(mock, "/v3/lease/grant", { TTL: 30, ID: "1000" });
     expect(await call(mock, "/v3/lease/grant", { TTL: 30, ID: "1000" })).toEqual({
@@ -189,7 +203,9 @@ describe("lease", () => {
     // Right after a renewal etcd says 9, not 10: it truncates the time left, and some time always passed.
     const ttl = await call(mock, "/v3/lease/timetolive", { ID: "7" });
     expect(ttl.body).toMatchObject({ ID: "7", TTL: "9", grantedTTL: "10" });
-    const gone = await (await mock.fetch(`${BASE}/v3/lease/keepalive`, { method: "POST", body: JSON.stringify({ ID: "8" }) })).json();
+    const gone = await (
+      await mock.fetch(`${BASE}/v3/lease/keepalive`, { method: "POST", body: JSON.stringify({ ID: "8" }) })
+    ).json();
     expect(gone.result).not.toHaveProperty("TTL");
   });
 
@@ -198,8 +214,15 @@ describe("lease", () => {
     await call(mock, "/v3/lease/grant", { TTL: 30, ID: "5" });
     await call(mock, "/v3/kv/put", { key: b64("l1"), lease: "5" });
     await call(mock, "/v3/kv/put", { key: b64("l2"), lease: "5" });
-    expect((await call(mock, "/v3/lease/timetolive", { ID: "5", keys: true })).body.keys).toEqual([b64("l1"), b64("l2")]);
-    expect((await call(mock, "/v3/lease/timetolive", { ID: "6" })).body).toEqual({ header: expect.any(Object), ID: "6", TTL: "-1" });
+    expect((await call(mock, "/v3/lease/timetolive", { ID: "5", keys: true })).body.keys).toEqual([
+      b64("l1"),
+      b64("l2"),
+    ]);
+    expect((await call(mock, "/v3/lease/timetolive", { ID: "6" })).body).toEqual({
+      header: expect.any(Object),
+      ID: "6",
+      TTL: "-1",
+    });
     expect((await call(mock, "/v3/lease/leases", {})).body.leases).toEqual([{ ID: "5" }]);
     expect((await call(mock, "/v3/lease/revoke", { ID: "5" })).body.header.revision).toBe("4");
     expect(mock.keys()).toEqual([]);
@@ -221,7 +244,10 @@ describe("lease", () => {
     expect(mock.revision).toBe(5);
     const line = await w.next();
     expect(line.result.header.revision).toBe("5");
-    expect(keysOf(line)).toEqual([["DELETE", "e/a"], ["DELETE", "e/b"]]);
+    expect(keysOf(line)).toEqual([
+      ["DELETE", "e/a"],
+      ["DELETE", "e/b"],
+    ]);
     expect(mock.leases()).toEqual([]);
   });
 

@@ -9,7 +9,11 @@ const b64 = (s: string) => btoa(s);
 /** Opens a watch with these requests in one body; lines() drains what arrived (after queued work ran). */
 async function watch(mock: MockEtcd, ...requests: object[]) {
   const abort = new AbortController();
-  const res = await mock.fetch(`${BASE}/v3/watch`, { method: "POST", body: requests.map((r) => JSON.stringify(r)).join(""), signal: abort.signal });
+  const res = await mock.fetch(`${BASE}/v3/watch`, {
+    method: "POST",
+    body: requests.map((r) => JSON.stringify(r)).join(""),
+    signal: abort.signal,
+  });
   const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
   let inflight: Promise<ReadableStreamReadResult<string>> | undefined;
@@ -35,7 +39,14 @@ const create = (key: string, extra: object = {}) => ({ create_request: { key: b6
 describe("several requests on one stream", () => {
   it("watch IDs: auto from 0, chosen ones kept, duplicates refused; cancel answers only for a live watch", async () => {
     const mock = createMockEtcd();
-    const w = await watch(mock, create("a", { watch_id: "5" }), create("a", { watch_id: 5 }), create("b"), { cancel_request: { watch_id: 9 } }, { cancel_request: { watch_id: "5" } });
+    const w = await watch(
+      mock,
+      create("a", { watch_id: "5" }),
+      create("a", { watch_id: 5 }),
+      create("b"),
+      { cancel_request: { watch_id: 9 } },
+      { cancel_request: { watch_id: "5" } },
+    );
     const lines = await w.lines();
     expect(lines.map((l) => [l.watch_id, l.created, l.canceled, l.cancel_reason])).toEqual([
       ["5", true, undefined, undefined],
@@ -46,7 +57,9 @@ describe("several requests on one stream", () => {
     mock.put("a", "1");
     mock.put("b", "1");
     // Watch 5 is gone; watch 0 (on b) sees its event, with no watch_id (0 is omitted).
-    expect((await w.lines()).map((l) => [l.watch_id, l.events.map((e: any) => atob(e.kv.key))])).toEqual([[undefined, ["b"]]]);
+    expect((await w.lines()).map((l) => [l.watch_id, l.events.map((e: any) => atob(e.kv.key))])).toEqual([
+      [undefined, ["b"]],
+    ]);
     w.abort();
   });
 
@@ -56,11 +69,18 @@ describe("several requests on one stream", () => {
       mock.put("k", "1");
       // Alone on its stream: 3.5 sends nothing, so not even the response headers.
       const abort = new AbortController();
-      const alone = mock.fetch(`${BASE}/v3/watch`, { method: "POST", body: JSON.stringify({ progress_request: {} }), signal: abort.signal });
+      const alone = mock.fetch(`${BASE}/v3/watch`, {
+        method: "POST",
+        body: JSON.stringify({ progress_request: {} }),
+        signal: abort.signal,
+      });
       const answered = await Promise.race([alone.then(() => true), new Promise((r) => setTimeout(() => r(false), 30))]);
       expect(answered).toBe(version === "3.4");
       abort.abort();
-      await alone.then((res) => res.body?.cancel().catch(() => {}), () => {});
+      await alone.then(
+        (res) => res.body?.cancel().catch(() => {}),
+        () => {},
+      );
       const synced = await watch(mock, create("k"), { progress_request: {} });
       expect((await synced.lines()).map((l) => l.watch_id)).toEqual([undefined, "-1"]);
       synced.abort();
@@ -98,7 +118,11 @@ describe("start revisions", () => {
     const alone = await watch(mock, create("k", { start_revision: "3" }));
     expect((await alone.lines()).map((l) => l.events?.[0].kv.value)).toEqual([undefined, b64("2")]);
     // Beside a negative start in the same catch-up, it replays nothing; both see what comes next.
-    const beside = await watch(mock, create("k", { start_revision: "3", watch_id: 1 }), create("k", { start_revision: "-1", watch_id: 2 }));
+    const beside = await watch(
+      mock,
+      create("k", { start_revision: "3", watch_id: 1 }),
+      create("k", { start_revision: "-1", watch_id: 2 }),
+    );
     expect((await beside.lines()).map((l) => [l.watch_id, l.created ?? l.events.length])).toEqual([
       ["1", true],
       ["2", true],
@@ -110,7 +134,11 @@ describe("start revisions", () => {
     ]);
     // A start below the first revision kept is canceled for compaction and leaves the others' catch-up alone
     // (revisions 3 and 4 here).
-    const canceled = await watch(mock, create("k", { start_revision: "3", watch_id: 1 }), create("k", { start_revision: "-5", watch_id: 2 }));
+    const canceled = await watch(
+      mock,
+      create("k", { start_revision: "3", watch_id: 1 }),
+      create("k", { start_revision: "-5", watch_id: 2 }),
+    );
     expect((await canceled.lines()).map((l) => [l.watch_id, l.canceled ?? l.events?.length ?? "created"])).toEqual([
       ["1", "created"],
       ["2", "created"],
@@ -126,14 +154,18 @@ describe("start revisions", () => {
       mock.put("a", "1"); // 2
       await mock.fetch(`${BASE}/v3/kv/txn`, {
         method: "POST",
-        body: JSON.stringify({ success: [{ request_delete_range: { key: b64("a") } }, { request_put: { key: b64("b"), value: b64("x") } }] }),
+        body: JSON.stringify({
+          success: [{ request_delete_range: { key: b64("a") } }, { request_put: { key: b64("b"), value: b64("x") } }],
+        }),
       }); // 3: delete a, put b
       mock.put("b", "y"); // 4
       mock.compact(3);
       const w = await watch(mock, create("a", { range_end: b64("c"), start_revision: "3", prev_kv: true }));
       const [, replay] = await w.lines();
       const deleteAt3 = version === "3.5" ? [["DELETE", "a", "3", undefined]] : [];
-      expect(replay.events.map((e: any) => [e.type ?? "PUT", atob(e.kv.key), e.kv.mod_revision, e.prev_kv?.mod_revision])).toEqual([
+      expect(
+        replay.events.map((e: any) => [e.type ?? "PUT", atob(e.kv.key), e.kv.mod_revision, e.prev_kv?.mod_revision]),
+      ).toEqual([
         // prev_kv of the delete would be read at revision 2: compacted, so none.
         ...deleteAt3,
         ["PUT", "b", "3", undefined],

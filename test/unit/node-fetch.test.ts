@@ -56,7 +56,13 @@ afterAll(async () => {
 });
 
 function post(path: string, signal = new AbortController().signal): Promise<FetchResponse> {
-  return fetch(base + path, { method: "POST", headers: { "content-type": "application/json" }, body: "{}", signal, redirect: "manual" });
+  return fetch(base + path, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: "{}",
+    signal,
+    redirect: "manual",
+  });
 }
 
 function readBounded(response: FetchResponse, maxBytes: number, firstLine = false): Promise<Uint8Array | undefined> {
@@ -107,7 +113,8 @@ describe("etcd-edge/node's fetch", () => {
     handler = (_request, response) => {
       response.writeHead(200, { "content-type": "application/json" });
       let next = 0;
-      const write = () => (next < parts.length - 1 ? response.write(parts[next++], () => setTimeout(write, 5)) : response.end(parts[next]));
+      const write = () =>
+        next < parts.length - 1 ? response.write(parts[next++], () => setTimeout(write, 5)) : response.end(parts[next]);
       write();
     };
     const response = await within(WAIT, "head", post("/v3/kv/range"));
@@ -117,7 +124,15 @@ describe("etcd-edge/node's fetch", () => {
     // Undici hands a connection on a full turn of the event loop after its answer ends.
     await sleep(20);
     handler = (_request, response) => response.end("{}");
-    expect(text(await within(WAIT, "second", post("/v3/kv/range").then((next) => readBounded(next, MiB))))).toBe("{}");
+    expect(
+      text(
+        await within(
+          WAIT,
+          "second",
+          post("/v3/kv/range").then((next) => readBounded(next, MiB)),
+        ),
+      ),
+    ).toBe("{}");
     expect(received).toHaveLength(2);
     expect(received[1]!.socket).toBe(received[0]!.socket);
   });
@@ -234,12 +249,17 @@ describe("etcd-edge/node's fetch", () => {
     // Nobody reads: the client holds its small allowance, the kernel's socket buffers fill (a few MiB on
     // loopback), and then the server can write no more. A client that buffered it all would take all 50 MiB.
     let last = -1;
-    const stalled = await until("the server's writes stall", WAIT, () => {
-      const sent = poured?.sent() ?? -1;
-      const still = sent === last;
-      last = sent;
-      return still && sent;
-    }, 100);
+    const stalled = await until(
+      "the server's writes stall",
+      WAIT,
+      () => {
+        const sent = poured?.sent() ?? -1;
+        const still = sent === last;
+        last = sent;
+        return still && sent;
+      },
+      100,
+    );
     expect(stalled).toBeLessThan(total / 2);
 
     const body = await within(10_000, "body", readBounded(response, total));

@@ -135,7 +135,8 @@ describe("joins and releases started in the same turn", () => {
     expect(shared?.aborted).toBe(true);
     release!();
     // Each release goes on in the background and the keys go.
-    for (let i = 0; i < 100 && mock.keys("r1/").length + mock.keys("r2/").length > 0; i++) await new Promise((r) => setTimeout(r, 20));
+    for (let i = 0; i < 100 && mock.keys("r1/").length + mock.keys("r2/").length > 0; i++)
+      await new Promise((r) => setTimeout(r, 20));
     expect([...mock.keys("r1/"), ...mock.keys("r2/")]).toEqual([]);
   });
 

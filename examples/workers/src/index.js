@@ -28,7 +28,8 @@ export default {
       );
       return Response.json(result, { status: result.ok ? 200 : 409 });
     } catch (error) {
-      if (isEtcdError(error)) return Response.json({ ok: false, reason: error.code, message: error.message }, { status: 503 });
+      if (isEtcdError(error))
+        return Response.json({ ok: false, reason: error.code, message: error.message }, { status: 503 });
       throw error;
     }
   },

@@ -27,7 +27,8 @@ async function main(): Promise<void> {
   const port = Number(values.port);
   const version = values["etcd-version"];
   const clock = values.clock;
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`--port must be 0..65535, got ${values.port}`);
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new Error(`--port must be 0..65535, got ${values.port}`);
   if (version !== "3.4" && version !== "3.5") throw new Error(`--etcd-version must be 3.4 or 3.5, got ${version}`);
   if (clock !== "wall" && clock !== "virtual") throw new Error(`--clock must be wall or virtual, got ${clock}`);
   const server = await serveMockEtcd({ port, host: values.host, version, clock });

@@ -21,12 +21,12 @@ export interface Kv {
 }
 
 export function kvsOf(range: Out | undefined): Kv[] {
-  const kvs = (range?.["kvs"] as Out[] | undefined) ?? [];
+  const kvs = (range?.kvs as Out[] | undefined) ?? [];
   return kvs.map((out) => ({
-    key: bytesToBin(toByteArray(String(out["key"] ?? ""))),
-    createRevision: Number(out["create_revision"] ?? 0),
-    modRevision: Number(out["mod_revision"] ?? 0),
-    value: out["value"] === undefined ? new Uint8Array() : toByteArray(String(out["value"])),
+    key: bytesToBin(toByteArray(String(out.key ?? ""))),
+    createRevision: Number(out.create_revision ?? 0),
+    modRevision: Number(out.mod_revision ?? 0),
+    value: out.value === undefined ? new Uint8Array() : toByteArray(String(out.value)),
     out,
   }));
 }
@@ -81,14 +81,20 @@ export class InProcessClient {
     return this.call(() => {
       const msg = build(TxnRequest, init);
       const r = this.member.kv.txn(parseTxn(msg), () => this.member.propose(messageSize(msg), RaftField.txn));
-      return { header: this.member.header(r.revision), succeeded: r.body["succeeded"] === true, responses: (r.body["responses"] as Out[] | undefined) ?? [] };
+      return {
+        header: this.member.header(r.revision),
+        succeeded: r.body.succeeded === true,
+        responses: (r.body.responses as Out[] | undefined) ?? [],
+      };
     });
   }
 
   delete(key: BinKey): Out {
     return this.call(() => {
       const msg = build(DeleteRangeRequest, { key: binToBytes(key) });
-      const r = this.member.kv.deleteRange(parseDelete(msg), () => this.member.propose(messageSize(msg), RaftField.deleteRange));
+      const r = this.member.kv.deleteRange(parseDelete(msg), () =>
+        this.member.propose(messageSize(msg), RaftField.deleteRange),
+      );
       return this.member.header(r.revision);
     });
   }
@@ -100,7 +106,8 @@ export class InProcessClient {
   watch(key: BinKey, end: BinKey, rev: number, onEvent: (ev: StoreEvent, revision: number) => boolean): Promise<void> {
     const { member, signal } = this;
     return new Promise<void>((resolve, reject) => {
-      const matches = (ev: StoreEvent) => (end === "" ? ev.kv.key === key : ev.kv.key >= key && (end === "\0" || ev.kv.key < end));
+      const matches = (ev: StoreEvent) =>
+        end === "" ? ev.kv.key === key : ev.kv.key >= key && (end === "\0" || ev.kv.key < end);
       let next = rev;
       let done = false;
       const finish = (err?: unknown) => {

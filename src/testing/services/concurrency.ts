@@ -40,7 +40,12 @@ async function waitDeletes(client: InProcessClient, prefix: BinKey, maxCreateRev
 }
 
 /** Mutex.Lock: join the line with one txn, then wait for every earlier key to go. */
-export async function lockMutex(client: InProcessClient, version: EtcdVersion, name: BinKey, lease: bigint): Promise<{ header: Out; key: BinKey }> {
+export async function lockMutex(
+  client: InProcessClient,
+  version: EtcdVersion,
+  name: BinKey,
+  lease: bigint,
+): Promise<{ header: Out; key: BinKey }> {
   const prefix = `${name}/`;
   const key = `${prefix}${leaseHex(lease)}`;
   const keyBytes = binToBytes(key);
@@ -70,7 +75,7 @@ export async function lockMutex(client: InProcessClient, version: EtcdVersion, n
 }
 
 function rangeOf(response: Out | undefined): Out | undefined {
-  return response?.["response_range"] as Out | undefined;
+  return response?.response_range as Out | undefined;
 }
 
 export interface LeaderKey {
@@ -81,7 +86,12 @@ export interface LeaderKey {
 }
 
 /** Election.Campaign: put the candidate's key (or re-proclaim an existing one), then wait for every earlier key. */
-export async function campaign(client: InProcessClient, name: BinKey, lease: bigint, value: Uint8Array): Promise<{ header: Out; leader: LeaderKey }> {
+export async function campaign(
+  client: InProcessClient,
+  name: BinKey,
+  lease: bigint,
+  value: Uint8Array,
+): Promise<{ header: Out; leader: LeaderKey }> {
   const prefix = `${name}/`;
   const key = `${prefix}${leaseHex(lease)}`;
   const keyBytes = binToBytes(key);

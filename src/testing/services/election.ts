@@ -13,13 +13,18 @@ import type { KeyValue } from "../store.js";
 function leaderKey(msg: Msg): LeaderKey {
   const leader = sub(msg, "leader");
   if (!leader) throw new GrpcStatusError(GrpcCode.Unknown, '"leader" field must be provided');
-  return { name: bin(leader, "name"), key: bin(leader, "key"), rev: Number(int(leader, "rev")), lease: int(leader, "lease") };
+  return {
+    name: bin(leader, "name"),
+    key: bin(leader, "key"),
+    rev: Number(int(leader, "rev")),
+    lease: int(leader, "lease"),
+  };
 }
 
 function leaderOut(l: LeaderKey): Out {
   const out: Out = {};
-  if (l.name !== "") out["name"] = binToBase64(l.name);
-  if (l.key !== "") out["key"] = binToBase64(l.key);
+  if (l.name !== "") out.name = binToBase64(l.name);
+  if (l.key !== "") out.key = binToBase64(l.key);
   setInt(out, "rev", l.rev);
   setInt(out, "lease", l.lease);
   return out;

@@ -8,14 +8,23 @@ import { CompactionRequest, DeleteRangeRequest, PutRequest, RangeRequest, TxnReq
 import { unary, type Call } from "./route.js";
 
 /** InternalRaftRequest field numbers of the requests raft carries. */
-export const RaftField = { put: 4, deleteRange: 5, txn: 6, compaction: 7, leaseGrant: 8, leaseRevoke: 9, authenticate: 1012 } as const;
+export const RaftField = {
+  put: 4,
+  deleteRange: 5,
+  txn: 6,
+  compaction: 7,
+  leaseGrant: 8,
+  leaseRevoke: 9,
+  authenticate: 1012,
+} as const;
 
 function withHeader(member: Member, r: KvResult): Out {
   const { header: _nested, ...rest } = r.body;
   return { header: member.header(r.revision), ...rest };
 }
 
-const proposer = (member: Member, call: Call, field: number) => () => member.propose(messageSize(call.msg), field, call);
+const proposer = (member: Member, call: Call, field: number) => () =>
+  member.propose(messageSize(call.msg), field, call);
 
 export const kvRoutes = {
   "/v3/kv/range": unary(RangeRequest, (member, call) => {

@@ -3,15 +3,32 @@ import { binToBase64 } from "../wire/bytes.js";
 import { setInt, setList, type Out } from "../wire/encode.js";
 import { bool, int, num, type Msg } from "../wire/message.js";
 import { messageSize } from "../wire/proto-size.js";
-import { Empty, LeaseGrantRequest, LeaseKeepAliveRequest, LeaseRevokeRequest, LeaseTimeToLiveRequest } from "../wire/schema.js";
+import {
+  Empty,
+  LeaseGrantRequest,
+  LeaseKeepAliveRequest,
+  LeaseRevokeRequest,
+  LeaseTimeToLiveRequest,
+} from "../wire/schema.js";
 import { RaftField } from "./kv.js";
 import { LineStream, unary, type BidiRoute } from "./route.js";
 
 /** Grants a lease as etcd's server does: an ID from the request ID generator when none was asked for. */
-export function grantLease(member: Member, requestedId: bigint, ttl: number, caller?: Caller): { id: bigint; ttl: number } {
+export function grantLease(
+  member: Member,
+  requestedId: bigint,
+  ttl: number,
+  caller?: Caller,
+): { id: bigint; ttl: number } {
   const id = requestedId === 0n ? member.nextLeaseId() : requestedId;
   // The proposal carries the chosen ID, so its size counts it.
-  const size = messageSize({ type: LeaseGrantRequest, fields: new Map<string, bigint>([["TTL", BigInt(ttl)], ["ID", id]]) });
+  const size = messageSize({
+    type: LeaseGrantRequest,
+    fields: new Map<string, bigint>([
+      ["TTL", BigInt(ttl)],
+      ["ID", id],
+    ]),
+  });
   member.propose(size, RaftField.leaseGrant, caller);
   const lease = member.lessor.grant(id, ttl);
   // Granted inside a lock that may wait for long: arm the wall clock now, not when the request ends.
@@ -71,7 +88,7 @@ export const leaseRoutes = {
     const out: Out = { header: member.header() };
     setInt(out, "ID", id);
     if (!lease) {
-      out["TTL"] = "-1";
+      out.TTL = "-1";
       return out;
     }
     setInt(out, "TTL", member.lessor.remaining(lease));
@@ -83,7 +100,11 @@ export const leaseRoutes = {
   "/v3/lease/leases": unary(Empty, (member, call) => {
     member.user(call);
     const out: Out = { header: member.header() };
-    setList(out, "leases", member.lessor.list().map((l) => ({ ID: String(l.id) })));
+    setList(
+      out,
+      "leases",
+      member.lessor.list().map((l) => ({ ID: String(l.id) })),
+    );
     return out;
   }),
 };

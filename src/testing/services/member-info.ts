@@ -14,7 +14,7 @@ export const memberInfoRoutes = {
     setInt(out, "raftIndex", member.raftIndex);
     setInt(out, "raftTerm", member.raftTerm);
     setInt(out, "raftAppliedIndex", member.raftIndex);
-    out["dbSizeInUse"] = DB_SIZE_IN_USE;
+    out.dbSizeInUse = DB_SIZE_IN_USE;
     return out;
   }),
   "/v3/cluster/member/list": {
@@ -22,8 +22,8 @@ export const memberInfoRoutes = {
       // The header of a member list carries no revision.
       const { revision: _revision, ...header } = member.header();
       const self: Out = { ID: String(member.options.memberId), name: member.options.name };
-      if (member.options.peerUrls.length > 0) self["peerURLs"] = [...member.options.peerUrls];
-      if (member.options.clientUrls.length > 0) self["clientURLs"] = [...member.options.clientUrls];
+      if (member.options.peerUrls.length > 0) self.peerURLs = [...member.options.peerUrls];
+      if (member.options.clientUrls.length > 0) self.clientURLs = [...member.options.clientUrls];
       return { header, members: [self] };
     }),
     request: (dialect: { version: string }) => (dialect.version === "3.4" ? MemberListRequest34 : MemberListRequest),

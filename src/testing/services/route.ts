@@ -44,7 +44,11 @@ export interface BidiSession {
 
 export type Route = UnaryRoute | ServerStreamRoute | BidiRoute;
 
-export const unary = (request: MessageDesc, handle: UnaryRoute["handle"]): UnaryRoute => ({ kind: "unary", request: () => request, handle });
+export const unary = (request: MessageDesc, handle: UnaryRoute["handle"]): UnaryRoute => ({
+  kind: "unary",
+  request: () => request,
+  handle,
+});
 
 const encoder = new TextEncoder();
 

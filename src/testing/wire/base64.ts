@@ -74,7 +74,8 @@ export function decodeGoBase64(src: Uint8Array, variant: Base64Variant = { url: 
       dlen = j;
       break;
     }
-    const val = ((dbuf[0] as number) << 18) | ((dbuf[1] as number) << 12) | ((dbuf[2] as number) << 6) | (dbuf[3] as number);
+    const val =
+      ((dbuf[0] as number) << 18) | ((dbuf[1] as number) << 12) | ((dbuf[2] as number) << 6) | (dbuf[3] as number);
     const bytes = [(val >> 16) & 0xff, (val >> 8) & 0xff, val & 0xff];
     out.push(...bytes.slice(0, dlen - 1));
     if (trailingError >= 0) throw new Base64Error(trailingError);

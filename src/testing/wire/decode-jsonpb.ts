@@ -41,7 +41,8 @@ function jsonKind(node: JsonNode): string {
   }
 }
 
-const typeError = (what: string, goType: string) => new DecodeError(`json: cannot unmarshal ${what} into Go value of type ${goType}`);
+const typeError = (what: string, goType: string) =>
+  new DecodeError(`json: cannot unmarshal ${what} into Go value of type ${goType}`);
 
 /** Go's strconv.Quote of raw bytes, as jsonpb's "unknown value %q" prints an enum name. */
 function goQuote(raw: Uint8Array): string {
@@ -87,7 +88,15 @@ class JsonpbDecoder {
 
   private zero(f: FieldDesc): Value {
     if (f.kind === "message") return newMsg(f.message!());
-    return f.kind === "enum" ? 0 : f.kind === "bool" ? false : f.kind === "bytes" ? new Uint8Array() : f.kind === "string" ? "" : 0n;
+    return f.kind === "enum"
+      ? 0
+      : f.kind === "bool"
+        ? false
+        : f.kind === "bytes"
+          ? new Uint8Array()
+          : f.kind === "string"
+            ? ""
+            : 0n;
   }
 
   private single(node: JsonNode, f: FieldDesc): Value | undefined {

@@ -74,7 +74,9 @@ class ProtojsonDecoder {
 
   private invalid(node: JsonNode, f: FieldDesc): DecodeError {
     const kind = f.kind === "message" ? "message" : f.kind;
-    return new DecodeError(`${PROTO}${this.at(node)}: invalid value for ${kind} field ${f.json}: ${tokenText(this.text, node)}`);
+    return new DecodeError(
+      `${PROTO}${this.at(node)}: invalid value for ${kind} field ${f.json}: ${tokenText(this.text, node)}`,
+    );
   }
 
   message(node: JsonNode, type: MessageDesc): Msg {
@@ -92,7 +94,9 @@ class ProtojsonDecoder {
       if (member.value.kind === "null") continue;
       if (f.oneof) {
         if (seenOneofs.has(f.oneof)) {
-          throw new DecodeError(`${PROTO}${this.at(member.name)}: error parsing ${nameText}, oneof ${f.oneof} is already set`);
+          throw new DecodeError(
+            `${PROTO}${this.at(member.name)}: error parsing ${nameText}, oneof ${f.oneof} is already set`,
+          );
         }
         seenOneofs.add(f.oneof);
       }

@@ -50,11 +50,11 @@ export interface KvFields {
 
 export function encodeKv(kv: KvFields, keysOnly = false): Out {
   const out: Out = {};
-  if (kv.key !== "") out["key"] = binToBase64(kv.key);
+  if (kv.key !== "") out.key = binToBase64(kv.key);
   setInt(out, "create_revision", kv.createRevision);
   setInt(out, "mod_revision", kv.modRevision);
   setInt(out, "version", kv.version);
-  if (!keysOnly && kv.value.length > 0) out["value"] = encodeBase64(kv.value);
+  if (!keysOnly && kv.value.length > 0) out.value = encodeBase64(kv.value);
   setInt(out, "lease", kv.lease);
   return out;
 }

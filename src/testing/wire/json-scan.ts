@@ -36,7 +36,16 @@ const isHex = (c: number) => isDigit(c) || (c >= 0x61 && c <= 0x66) || (c >= 0x4
 function quoteChar(c: number): string {
   if (c === 0x27) return "'\\''";
   if (c === 0x22) return "'\"'";
-  const named: Record<number, string> = { 7: "\\a", 8: "\\b", 9: "\\t", 10: "\\n", 11: "\\v", 12: "\\f", 13: "\\r", 0x5c: "\\\\" };
+  const named: Record<number, string> = {
+    7: "\\a",
+    8: "\\b",
+    9: "\\t",
+    10: "\\n",
+    11: "\\v",
+    12: "\\f",
+    13: "\\r",
+    92: "\\\\",
+  };
   if (named[c] !== undefined) return `'${named[c]}'`;
   if (c < 0x20 || c === 0x7f) return `'\\x${c.toString(16).padStart(2, "0")}'`;
   // A byte >= 0x80 is quoted as the rune U+00XX; Go prints the non-printable ones as escapes.
@@ -142,7 +151,8 @@ class Scanner {
         const e = this.peek();
         if (e === 0x75) {
           this.pos++;
-          for (let i = 0; i < 4; i++, this.pos++) if (!isHex(this.peek())) this.fail("in \\u hexadecimal character escape");
+          for (let i = 0; i < 4; i++, this.pos++)
+            if (!isHex(this.peek())) this.fail("in \\u hexadecimal character escape");
           continue;
         }
         // b f n r t \ / "

@@ -62,7 +62,10 @@ export function messageSize(m: Msg): number {
       if (delimited(f)) {
         for (const item of items) size += lengthDelimited(f.number, scalarSize(f, item));
       } else {
-        size += lengthDelimited(f.number, items.reduce<number>((n, item) => n + scalarSize(f, item), 0));
+        size += lengthDelimited(
+          f.number,
+          items.reduce<number>((n, item) => n + scalarSize(f, item), 0),
+        );
       }
       continue;
     }
@@ -76,7 +79,11 @@ export function messageSize(m: Msg): number {
  * The size of the InternalRaftRequest etcd proposes for a request: its header (field 100: the request ID, and
  * the user name and auth revision when auth is on) plus the request as field `number`.
  */
-export function raftRequestSize(requestSize: number, field: number, header: { id: bigint; username: string; authRevision: bigint }): number {
+export function raftRequestSize(
+  requestSize: number,
+  field: number,
+  header: { id: bigint; username: string; authRevision: bigint },
+): number {
   let headerSize = tagSize(1) + varintSize(header.id);
   if (header.username !== "") headerSize += lengthDelimited(2, new TextEncoder().encode(header.username).length);
   if (header.authRevision !== 0n) headerSize += tagSize(3) + varintSize(header.authRevision);

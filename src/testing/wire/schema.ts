@@ -63,7 +63,13 @@ const msg = (name: string, fields: FieldDesc[]): MessageDesc => ({ name, fields 
 export const SORT_ORDER = enumOf("etcdserverpb.RangeRequest_SortOrder", ["NONE", "ASCEND", "DESCEND"]);
 export const SORT_TARGET = enumOf("etcdserverpb.RangeRequest_SortTarget", ["KEY", "VERSION", "CREATE", "MOD", "VALUE"]);
 export const COMPARE_RESULT = enumOf("etcdserverpb.Compare_CompareResult", ["EQUAL", "GREATER", "LESS", "NOT_EQUAL"]);
-export const COMPARE_TARGET = enumOf("etcdserverpb.Compare_CompareTarget", ["VERSION", "CREATE", "MOD", "VALUE", "LEASE"]);
+export const COMPARE_TARGET = enumOf("etcdserverpb.Compare_CompareTarget", [
+  "VERSION",
+  "CREATE",
+  "MOD",
+  "VALUE",
+  "LEASE",
+]);
 export const FILTER_TYPE = enumOf("etcdserverpb.WatchCreateRequest_FilterType", ["NOPUT", "NODELETE"]);
 
 export const RangeRequest = msg("etcdserverpb.RangeRequest", [
@@ -124,13 +130,25 @@ export const TxnRequest: MessageDesc = msg("etcdserverpb.TxnRequest", [
   field("failure", 3, "message", { repeated: true, message: () => RequestOp }),
 ]);
 
-export const CompactionRequest = msg("etcdserverpb.CompactionRequest", [field("revision", 1, "int64"), field("physical", 2, "bool")]);
-export const LeaseGrantRequest = msg("etcdserverpb.LeaseGrantRequest", [field("TTL", 1, "int64"), field("ID", 2, "int64")]);
+export const CompactionRequest = msg("etcdserverpb.CompactionRequest", [
+  field("revision", 1, "int64"),
+  field("physical", 2, "bool"),
+]);
+export const LeaseGrantRequest = msg("etcdserverpb.LeaseGrantRequest", [
+  field("TTL", 1, "int64"),
+  field("ID", 2, "int64"),
+]);
 export const LeaseRevokeRequest = msg("etcdserverpb.LeaseRevokeRequest", [field("ID", 1, "int64")]);
 export const LeaseKeepAliveRequest = msg("etcdserverpb.LeaseKeepAliveRequest", [field("ID", 1, "int64")]);
-export const LeaseTimeToLiveRequest = msg("etcdserverpb.LeaseTimeToLiveRequest", [field("ID", 1, "int64"), field("keys", 2, "bool")]);
+export const LeaseTimeToLiveRequest = msg("etcdserverpb.LeaseTimeToLiveRequest", [
+  field("ID", 1, "int64"),
+  field("keys", 2, "bool"),
+]);
 export const Empty = msg("etcdserverpb.Empty", []);
-export const AuthenticateRequest = msg("etcdserverpb.AuthenticateRequest", [field("name", 1, "string"), field("password", 2, "string")]);
+export const AuthenticateRequest = msg("etcdserverpb.AuthenticateRequest", [
+  field("name", 1, "string"),
+  field("password", 2, "string"),
+]);
 /** 3.5 adds `linearizable` (meaningless with one member); 3.4 declares no field, so ignores it. */
 export const MemberListRequest = msg("etcdserverpb.MemberListRequest", [field("linearizable", 1, "bool")]);
 export const MemberListRequest34 = msg("etcdserverpb.MemberListRequest", []);
@@ -163,7 +181,16 @@ export const LeaderKey = msg("v3electionpb.LeaderKey", [
   field("rev", 3, "int64"),
   field("lease", 4, "int64"),
 ]);
-export const CampaignRequest = msg("v3electionpb.CampaignRequest", [field("name", 1, "bytes"), field("lease", 2, "int64"), field("value", 3, "bytes")]);
-export const ProclaimRequest = msg("v3electionpb.ProclaimRequest", [field("leader", 1, "message", { message: () => LeaderKey }), field("value", 2, "bytes")]);
+export const CampaignRequest = msg("v3electionpb.CampaignRequest", [
+  field("name", 1, "bytes"),
+  field("lease", 2, "int64"),
+  field("value", 3, "bytes"),
+]);
+export const ProclaimRequest = msg("v3electionpb.ProclaimRequest", [
+  field("leader", 1, "message", { message: () => LeaderKey }),
+  field("value", 2, "bytes"),
+]);
 export const LeaderRequest = msg("v3electionpb.LeaderRequest", [field("name", 1, "bytes")]);
-export const ResignRequest = msg("v3electionpb.ResignRequest", [field("leader", 1, "message", { message: () => LeaderKey })]);
+export const ResignRequest = msg("v3electionpb.ResignRequest", [
+  field("leader", 1, "message", { message: () => LeaderKey }),
+]);

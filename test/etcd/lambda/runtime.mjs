@@ -22,7 +22,9 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { format } from "node:util";
 
 const here = fileURLToPath(new URL(".", import.meta.url));
-const handlerUrl = pathToFileURL(resolve(process.argv[2] ?? resolve(here, "../../../examples/lambda/handler.mjs"))).href;
+const handlerUrl = pathToFileURL(
+  resolve(process.argv[2] ?? resolve(here, "../../../examples/lambda/handler.mjs")),
+).href;
 
 let handlerLoads = 0;
 registerHooks({
@@ -59,13 +61,21 @@ async function invoke({ id, event, timeoutMs = 15_000 }) {
   };
   let timer;
   const timedOut = new Promise((_, reject) => {
-    timer = setTimeout(() => reject(Object.assign(new Error(`Task timed out after ${timeoutMs} ms`), { name: "Sandbox.Timedout" })), timeoutMs);
+    timer = setTimeout(
+      () => reject(Object.assign(new Error(`Task timed out after ${timeoutMs} ms`), { name: "Sandbox.Timedout" })),
+      timeoutMs,
+    );
   });
   try {
     const result = await Promise.race([Promise.resolve().then(() => handler(event, context)), timedOut]);
     send({ type: "result", id, result: result ?? null, meta });
   } catch (error) {
-    send({ type: "error", id, error: { name: error?.name ?? "Error", message: error?.message ?? String(error) }, meta });
+    send({
+      type: "error",
+      id,
+      error: { name: error?.name ?? "Error", message: error?.message ?? String(error) },
+      meta,
+    });
     if (error?.name === "Sandbox.Timedout") process.exit(1);
   } finally {
     clearTimeout(timer);

@@ -33,7 +33,10 @@ type Message =
 export interface Sandbox {
   readonly pid: number;
   /** Sends one invocation; resolves when the runtime answers (rejects if it has not after `waitMs`). */
-  invoke<T = unknown>(event: unknown, options?: { timeoutMs?: number; waitMs?: number }): {
+  invoke<T = unknown>(
+    event: unknown,
+    options?: { timeoutMs?: number; waitMs?: number },
+  ): {
     id: number;
     done: Promise<Invocation<T>>;
   };
@@ -53,7 +56,10 @@ process.once("exit", () => {
 });
 
 /** Starts a sandbox running `handler` (default: examples/lambda/handler.mjs) with `env` added. */
-export async function startSandbox(env: Record<string, string>, options: { handler?: string; readyMs?: number } = {}): Promise<Sandbox> {
+export async function startSandbox(
+  env: Record<string, string>,
+  options: { handler?: string; readyMs?: number } = {},
+): Promise<Sandbox> {
   if (!existsSync(DIST)) {
     throw new Error(`${DIST} is missing: the sandbox imports "etcd-edge" from the build; run \`npm run build\` first`);
   }
@@ -121,9 +127,16 @@ export async function startSandbox(env: Record<string, string>, options: { handl
     pending.clear();
   });
 
-  const pid = await within(options.readyMs ?? 10_000, "sandbox ready", Promise.race([readyPromise, exited.then(() => {
-    throw new Error(`sandbox exited before it was ready:\n${stderr}`);
-  })]));
+  const pid = await within(
+    options.readyMs ?? 10_000,
+    "sandbox ready",
+    Promise.race([
+      readyPromise,
+      exited.then(() => {
+        throw new Error(`sandbox exited before it was ready:\n${stderr}`);
+      }),
+    ]),
+  );
 
   let nextId = 1;
   return {
@@ -138,7 +151,11 @@ export async function startSandbox(env: Record<string, string>, options: { handl
     waitForLog(id, match, waitMs) {
       const seen = (logs.get(id) ?? []).map((l) => parse(l.message)).find(match);
       if (seen !== undefined) return Promise.resolve(seen);
-      return within(waitMs, `log line of invocation ${id}`, new Promise((resolve) => logWaiters.add({ id, match, resolve })));
+      return within(
+        waitMs,
+        `log line of invocation ${id}`,
+        new Promise((resolve) => logWaiters.add({ id, match, resolve })),
+      );
     },
     freeze: () => process.kill(pid, "SIGSTOP"),
     thaw: () => process.kill(pid, "SIGCONT"),

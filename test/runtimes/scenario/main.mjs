@@ -27,7 +27,9 @@ function resolved() {
 }
 
 try {
-  console.log(JSON.stringify({ ...(await run({ endpoint, runtime, prefix })), engine: engine(), resolved: resolved() }));
+  console.log(
+    JSON.stringify({ ...(await run({ endpoint, runtime, prefix })), engine: engine(), resolved: resolved() }),
+  );
 } catch (error) {
   console.log(JSON.stringify(errorReport(runtime, error)));
   fail();

@@ -50,14 +50,22 @@ export async function run({ endpoint, runtime, prefix }) {
     await lock.unlock({ signal });
     const lockKeyAfterUnlock = await etcd.get(lock.key, { signal });
     // A stale holder's fenced write must be refused once the lock key is gone.
-    const staleWrite = await etcd.txn().if(lock.ifHeld()).then(op.put(key, `${value}:stale`)).commit({ signal });
+    const staleWrite = await etcd
+      .txn()
+      .if(lock.ifHeld())
+      .then(op.put(key, `${value}:stale`))
+      .commit({ signal });
     const revoked = await session.close({ signal });
 
     // The same in one call, as the Workers example does: session, lock, fenced write, release and revoke.
     const guarded = await etcd.withLock(
       `${prefix}with-lock`,
       async (held) => {
-        const write = await etcd.txn().if(held.ifHeld()).then(op.put(`${prefix}with-lock-data`, value)).commit({ signal });
+        const write = await etcd
+          .txn()
+          .if(held.ifHeld())
+          .then(op.put(`${prefix}with-lock-data`, value))
+          .commit({ signal });
         return { fenced: write.succeeded, token: held.revision, putRevision: write.header.revision };
       },
       { ttl: 5, keepAlive: "manual", timeout: 10_000, signal },

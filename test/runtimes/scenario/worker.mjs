@@ -8,7 +8,11 @@ export default {
     if (url.pathname === "/ping") return new Response("pong");
     if (url.pathname !== "/run") return new Response("not found", { status: 404 });
     try {
-      const result = await run({ endpoint: env.ETCD_ENDPOINTS, runtime: "workerd", prefix: url.searchParams.get("prefix") });
+      const result = await run({
+        endpoint: env.ETCD_ENDPOINTS,
+        runtime: "workerd",
+        prefix: url.searchParams.get("prefix"),
+      });
       return Response.json({ ...result, engine: navigator.userAgent });
     } catch (error) {
       return Response.json(errorReport("workerd", error), { status: 500 });
