@@ -63,7 +63,8 @@ try {
 }
 summary.print();
 console.log(
-  `\n  ${((performance.now() - started) / 1000).toFixed(0)} s in all; load average ${load()} at the end; late rejections inside abandoned calls: ${strayRejections}`,
+  `\n  ${((performance.now() - started) / 1000).toFixed(0)} s in all; ` +
+    `load average ${load()} at the end; late rejections inside abandoned calls: ${strayRejections}`,
 );
 // Calls abandoned on a wedged connection pool may hold sockets open: the run is over, so leave.
 process.exit(failed ? 1 : 0);

@@ -39,7 +39,10 @@ export async function bundleSizes() {
 }
 
 export function sizeLine({ name, gzipped, minified, budget, ok }) {
-  return `${name.padEnd(18)} ${String(gzipped).padStart(6)} B gzipped (${minified} B minified), budget ${budget} B: ${ok ? "ok" : "OVER BUDGET"}`;
+  return (
+    `${name.padEnd(18)} ${String(gzipped).padStart(6)} B gzipped (${minified} B minified), ` +
+    `budget ${budget} B: ${ok ? "ok" : "OVER BUDGET"}`
+  );
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {

@@ -7,7 +7,8 @@ import { median } from "./stats.mjs";
 
 export function coldImportMs(runs) {
   const entry = fileURLToPath(import.meta.resolve("etcd-edge"));
-  const script = `const t = performance.now(); await import(${JSON.stringify(entry)}); console.log(performance.now() - t);`;
+  const importEntry = `await import(${JSON.stringify(entry)});`;
+  const script = `const t = performance.now(); ${importEntry} console.log(performance.now() - t);`;
   const times = [];
   for (let i = 0; i < runs; i++) {
     times.push(Number(execFileSync(process.execPath, ["--input-type=module", "-e", script]).toString()));

@@ -51,7 +51,8 @@ export function rawMutex(send, endpoint, name, leaseId) {
   // VERSION, result EQUAL and version 0 is the line alone; no empty `failure` list.
   const enqueueBody = JSON.stringify({ compare: [line], success: [put] });
   const unlockBody = (revision) =>
-    `{"compare":[{"key":"${key}","target":"MOD","mod_revision":"${revision}"}],"success":[{"request_delete_range":{"key":"${key}"}}]}`;
+    `{"compare":[{"key":"${key}","target":"MOD","mod_revision":"${revision}"}],` +
+    `"success":[{"request_delete_range":{"key":"${key}"}}]}`;
   const txn = `${endpoint}/v3/kv/txn`;
   return {
     enqueueBody,

@@ -11,7 +11,9 @@ export function stubGateway({ name, leaseId = "7587899071857085703", ttl = 30 })
   const kv = `{"key":"${key}","create_revision":"42","mod_revision":"42","version":"1","lease":"${leaseId}"}`;
   const bodies = {
     lock: `{${header},"succeeded":true,"responses":[{"response_put":{"header":{"revision":"42"}}}]}`,
-    unlock: `{${header},"succeeded":true,"responses":[{"response_delete_range":{"header":{"revision":"43"},"deleted":"1"}}]}`,
+    unlock:
+      `{${header},"succeeded":true,` +
+      `"responses":[{"response_delete_range":{"header":{"revision":"43"},"deleted":"1"}}]}`,
     grant: `{${header},"ID":"${leaseId}","TTL":"${ttl}"}`,
     revoke: `{${header}}`,
     keepalive: `{"result":{${header},"ID":"${leaseId}","TTL":"${ttl}"}}\n`,

@@ -60,7 +60,8 @@ export async function clientCost({ options, summary }) {
   await warm.close?.();
 
   console.log(
-    `   client CPU per session lock+unlock: ${withSpread(lock, 1)} µs (the stub's own share: ${fmt(bare.median, 1)} µs)`,
+    `   client CPU per session lock+unlock: ${withSpread(lock, 1)} µs ` +
+      `(the stub's own share: ${fmt(bare.median, 1)} µs)`,
   );
   console.log(`   the same with onEvent set (no-op):  ${withSpread(withEvents, 1)} µs; unset builds no event`);
   if (withLock) {

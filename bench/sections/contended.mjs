@@ -14,7 +14,8 @@ import { printTable } from "../lib/table.mjs";
 export async function contended({ endpoint, options, summary, run }) {
   console.log(
     `4. one hot name, W contenders looping lock → hold ${options.holdMs} ms → unlock ` +
-      `(${options.tpRounds} rounds × ${options.contendedSeconds} s; every call times out after ${options.lockTimeout} ms)`,
+      `(${options.tpRounds} rounds × ${options.contendedSeconds} s; ` +
+      `every call times out after ${options.lockTimeout} ms)`,
   );
   const contenders = [...FETCH_KINDS.map((kind) => ({ name: kind, kind })), { name: "etcd3" }];
   const rows = [];
@@ -102,7 +103,8 @@ export async function contended({ endpoint, options, summary, run }) {
   );
   if (latencyRows.length > 0) {
     console.log(
-      `\n   handoff latency at W=${options.latencyW} (ms from the holder's unlock() call to the next waiter's lock() resolving, all rounds):`,
+      `\n   handoff latency at W=${options.latencyW} (ms from the holder's unlock() ` +
+        `call to the next waiter's lock() resolving, all rounds):`,
     );
     printTable(["contender", "p50", "p99", "max", "handoffs"], latencyRows);
   }

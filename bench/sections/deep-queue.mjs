@@ -15,7 +15,8 @@ const CALL_TIMEOUT_MS = 10_000;
 export async function deepQueue({ endpoint, options, summary, run }) {
   const n = options.waiters;
   console.log(
-    `5. deep queue: ${n} waiters on one name in one process (lock() timeout ${options.deepTimeout} ms; other calls ${CALL_TIMEOUT_MS} ms)`,
+    `5. deep queue: ${n} waiters on one name in one process (lock() timeout ${options.deepTimeout} ms; ` +
+      `other calls ${CALL_TIMEOUT_MS} ms)`,
   );
   const rows = [];
   for (const kind of ["global", "node"]) {

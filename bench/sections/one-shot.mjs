@@ -18,17 +18,20 @@ const LEASE_MODES = ["shared", "per-call"];
 
 export async function oneShot({ endpoint, options, summary, run }) {
   console.log(
-    `2. one-shot withLock vs etcd3 lock().do() (µs/call; cold ${options.coldCycles}, warm ${options.cycles} calls per round)`,
+    `2. one-shot withLock vs etcd3 lock().do() (µs/call; ` +
+      `cold ${options.coldCycles}, warm ${options.cycles} calls per round)`,
   );
   const cleanup = [];
   try {
     const cold = await measureCold(endpoint, options, run);
     const warm = await measureWarm(endpoint, options, run, cleanup);
     console.log(
-      "   cold: a new client per call (etcd-edge/node: a new pool; etcd3: a new channel; the global fetch keeps its process-wide pool)",
+      "   cold: a new client per call (etcd-edge/node: a new pool; " +
+        "etcd3: a new channel; the global fetch keeps its process-wide pool)",
     );
     console.log(
-      '   warm: one client reused; lease: "shared" keeps a lease across calls (target 2 requests), "per-call" grants and revokes one',
+      "   warm: one client reused; " +
+        'lease: "shared" keeps a lease across calls (target 2 requests), "per-call" grants and revokes one',
     );
     const rows = [];
     for (const [group, results, etcd3Name] of [

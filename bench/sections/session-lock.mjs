@@ -42,7 +42,8 @@ export async function sessionLock({ endpoint, options, summary, run }) {
 
     await reportFloorMatch(endpoint, run);
     console.log(
-      "   etcd3's lock API grants a lease per lock, so its row sends etcd-edge's two transactions through etcd3's KV API on one reused lease",
+      "   etcd3's lock API grants a lease per lock, " +
+        "so its row sends etcd-edge's two transactions through etcd3's KV API on one reused lease",
     );
     const results = await interleaved(contenders, options.rounds, (c) => microsPerCycle(c.cycle, options.cycles));
     const series = (name) => numbersOf(results.get(name)).values;
@@ -121,9 +122,11 @@ async function reportFloorMatch(endpoint, run) {
       { enqueue: bodies[0], unlock: bodies[1] },
       rawMutex(undefined, endpoint, name, session.leaseId),
     );
-    console.log(
-      `   the SDK sent ${requests}; the raw floor sends the same bodies: ${check.match ? "yes" : `NO (enqueue ${check.enqueue ? "same" : "differs"}, unlock ${check.unlock ? "same" : "differs"}): update bench/lib/raw-lock.mjs`}`,
-    );
+    const verdict = check.match
+      ? "yes"
+      : `NO (enqueue ${check.enqueue ? "same" : "differs"}, unlock ${check.unlock ? "same" : "differs"}): ` +
+        "update bench/lib/raw-lock.mjs";
+    console.log(`   the SDK sent ${requests}; the raw floor sends the same bodies: ${verdict}`);
   } finally {
     await session.close().catch(() => {});
   }

@@ -209,7 +209,8 @@ export function heldLost(what: string, why = "its session's lease ended", cause?
 export function lockNameConflict(name: string, key: string): EtcdError {
   return new EtcdError(
     "LOCK_NAME_CONFLICT",
-    `key ${key} under lock ${name} is not a lock contender (keys under "${name}/" belong to the lock: keep data and other locks elsewhere)`,
+    `key ${key} under lock ${name} is not a lock contender (keys under "${name}/" belong to the lock: ` +
+      `keep data and other locks elsewhere)`,
   );
 }
 

@@ -157,7 +157,8 @@ function resolveHeaders(input: unknown): Record<string, string> {
     if (!TOKEN.test(name)) throw invalidArgument(`header name ${JSON.stringify(name)} is not a valid HTTP header name`);
     if (typeof value !== "string" || !FIELD_VALUE.test(value)) {
       throw invalidArgument(
-        `header ${name} must be a single-line string of Latin-1 characters without leading or trailing spaces, got ${describe(value)}`,
+        `header ${name} must be a single-line string of Latin-1 ` +
+          `characters without leading or trailing spaces, got ${describe(value)}`,
       );
     }
     const lower = name.toLowerCase();
@@ -194,7 +195,8 @@ function resolveEndpoints(input: GatewayOptions["endpoints"]): string[] {
     }
     if (url.search || url.hash || url.username || url.password) {
       throw invalidArgument(
-        `endpoint ${JSON.stringify(endpoint)} must be a plain base URL without query, fragment or credentials (use \`auth\`)`,
+        `endpoint ${JSON.stringify(endpoint)} must be a plain base URL without query, ` +
+          `fragment or credentials (use \`auth\`)`,
       );
     }
     return url.href.replace(/\/+$/, "");

@@ -32,7 +32,10 @@ export class InFlight {
     });
   }
 
-  /** Gives a place back: to the next waiting call if any (which then has it), else to the pool. Once per place taken. */
+  /**
+   * Gives a place back: to the next waiting call if any (which then has it), else to the pool.
+   * Once per place taken.
+   */
   leave(): void {
     const next = this.#waiting.shift();
     if (next !== undefined) next();

@@ -32,7 +32,10 @@ export interface Unary<T> extends Expected<T> {
   /** The body already serialised (a prepared request): sent as is, `body` is not looked at. */
   json?: string | undefined;
   retry: RetryPolicy;
-  /** Whether the call changes the store, so that a lost answer leaves its outcome unknown. Default: `retry === "write"`. */
+  /**
+   * Whether the call changes the store, so that a lost answer leaves its outcome unknown.
+   * Default: `retry === "write"`.
+   */
   writes?: boolean | undefined;
 }
 

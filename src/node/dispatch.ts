@@ -153,7 +153,10 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.#sink?.error(error);
   }
 
-  /** The reader let go before the end: the rest is dropped with its connection (a pooled one cannot be reused mid-answer). */
+  /**
+   * The reader let go before the end: the rest is dropped with its connection (a pooled one
+   * cannot be reused mid-answer).
+   */
   #drop(): void {
     this.#sink = undefined;
     if (this.#failed || this.#ended) return;

@@ -19,7 +19,10 @@ export interface NodeFetchOptions {
    * private etcd PKI (etcd's `--trusted-ca-file` side of the server, as `etcdctl --cacert`).
    */
   ca?: ConnectionOptions["ca"] | undefined;
-  /** Client certificate chain (PEM) for mutual TLS, for members started with `--client-cert-auth` (as `etcdctl --cert`). */
+  /**
+   * Client certificate chain (PEM) for mutual TLS, for members started with `--client-cert-auth`
+   * (as `etcdctl --cert`).
+   */
   cert?: ConnectionOptions["cert"] | undefined;
   /** Private key (PEM) of `cert` (as `etcdctl --key`). */
   key?: ConnectionOptions["key"] | undefined;

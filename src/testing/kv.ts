@@ -226,7 +226,10 @@ export class KvApplier {
     return out;
   }
 
-  /** etcd's applyCompare: every key in range must satisfy it; no key compares as a zero KeyValue, except VALUE, which then fails. */
+  /**
+   * etcd's applyCompare: every key in range must satisfy it; no key compares as a zero KeyValue,
+   * except VALUE, which then fails.
+   */
   private compare(c: Compare): boolean {
     const kvs = this.store.range(c.key, c.end);
     if (kvs.length === 0) {

@@ -46,7 +46,10 @@ export class MvccStore {
 
   constructor(
     private readonly onCommit: (revision: number, events: readonly StoreEvent[]) => void,
-    /** etcd 3.5 keeps a tombstone at exactly the compact revision (so a watch from there sees the delete); 3.4 drops it. */
+    /**
+     * etcd 3.5 keeps a tombstone at exactly the compact revision (so a watch from there
+     * sees the delete); 3.4 drops it.
+     */
     private readonly keepsTombstoneAtCompactRevision = false,
   ) {}
 

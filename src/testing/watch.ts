@@ -278,7 +278,10 @@ export class WatchHub {
     for (const stream of [...this.streams]) stream.fail(reason());
   }
 
-  /** Filters, then encodes; prev_kv is the key at the revision before the event, as etcd reads it (none if compacted). */
+  /**
+   * Filters, then encodes; prev_kv is the key at the revision before the event, as etcd
+   * reads it (none if compacted).
+   */
   select(spec: WatchSpec, events: readonly StoreEvent[]): Out[] {
     return events
       .filter((ev) => inRange(ev.kv.key, spec.key, spec.end))

@@ -207,13 +207,16 @@ describe("chaos checks", () => {
       expect(result.details[0]).toContain("w1");
     });
 
-    it("counts from the delete instead when the predecessor was frozen after its release (the crash check's case)", () => {
-      const record = cleanRecord();
-      lockEvent(record, "delete", `${L}1`).t = T0 + 6_000;
-      w(record, "w1").events.find((e) => e.ev === "acquired")!.t = T0 + 6_010;
-      w(record, "w0").stops.push({ from: T0 + 41, to: T0 + 6_500 });
-      expect(checkFreeWait(record).ok).toBe(true);
-    });
+    it(
+      "counts from the delete instead when the predecessor " + "was frozen after its release (the crash check's case)",
+      () => {
+        const record = cleanRecord();
+        lockEvent(record, "delete", `${L}1`).t = T0 + 6_000;
+        w(record, "w1").events.find((e) => e.ev === "acquired")!.t = T0 + 6_010;
+        w(record, "w0").stops.push({ from: T0 + 41, to: T0 + 6_500 });
+        expect(checkFreeWait(record).ok).toBe(true);
+      },
+    );
 
     it("fails a waiter first in line that never takes the lock, and excludes it when it was frozen", () => {
       const record = cleanRecord();

@@ -173,17 +173,21 @@ export function counterVerdict(
   const firstBad = values.findIndex((v, i) => v !== i + 1);
   if (firstBad >= 0)
     details.push(
-      `counter values written are not exactly 1..${values.length}: position ${firstBad + 1} holds ${values[firstBad]} (a lost or doubled update)`,
+      `counter values written are not exactly 1..${values.length}: ` +
+        `position ${firstBad + 1} holds ${values[firstBad]} (a lost or doubled update)`,
     );
   const expected = ok.length + landed.length;
   if (counter !== expected || counter !== logs.length) {
     details.unshift(
-      `counter ${counter}, successful commits ${ok.length} + indeterminate that landed ${landed.length} = ${expected}, log keys ${logs.length}`,
+      `counter ${counter}, successful commits ${ok.length} ` +
+        `+ indeterminate that landed ${landed.length} = ${expected}, log keys ${logs.length}`,
     );
   }
   return {
     ok: details.length === 0,
-    summary: `counter ${counter} = ${ok.length} committed + ${landed.length} indeterminate that landed (of ${indeterminate.length}) = ${logs.length} log keys`,
+    summary:
+      `counter ${counter} = ${ok.length} committed + ${landed.length} ` +
+      `indeterminate that landed (of ${indeterminate.length}) = ${logs.length} log keys`,
     details: details.slice(0, MAX_DETAILS),
   };
 }
@@ -209,7 +213,8 @@ export function checkFencing(record: RunRecord): CheckResult {
     ok: details.length === 0,
     summary:
       `${logs.length} commits in revision order: ${backwards} with a smaller token than the one before, ` +
-      `${sameKey} under the same key as the one before (re-taken after a failed unlock); ${overlaps.length} writes under another live holder`,
+      `${sameKey} under the same key as the one before ` +
+      `(re-taken after a failed unlock); ${overlaps.length} writes under another live holder`,
     details: details.slice(0, MAX_DETAILS),
   };
 }
@@ -227,7 +232,8 @@ export function tokenOrder(unsorted: readonly LogEntry[]): { logs: LogEntry[]; d
     if (after.token === before.token) sameKey++;
     else if (after.token < before.token) {
       details.push(
-        `commit at revision ${after.modRevision} (token ${after.token}, ${after.attempt}) after commit at ${before.modRevision} (token ${before.token}, ${before.attempt})`,
+        `commit at revision ${after.modRevision} (token ${after.token}, ${after.attempt}) ` +
+          `after commit at ${before.modRevision} (token ${before.token}, ${before.attempt})`,
       );
     }
   }
@@ -259,7 +265,8 @@ export function checkSessionsSurvive(record: RunRecord): CheckResult {
         continue;
       }
       details.push(
-        `${worker.id} (${worker.kind.mode}/${worker.kind.wait}/${worker.kind.fetch}) ${e.op}: ${e.code} at +${((e.t - record.startedAt) / 1000).toFixed(1)} s`,
+        `${worker.id} (${worker.kind.mode}/${worker.kind.wait}/${worker.kind.fetch}) ${e.op}: ${e.code} ` +
+          `at +${((e.t - record.startedAt) / 1000).toFixed(1)} s`,
       );
       const trace = sdkTrace(worker, e.t - (record.settings.ttl + 2) * 1_000, e.t, record.startedAt);
       if (trace !== "") details.push(`  its SDK events before: ${trace}`);
@@ -357,7 +364,8 @@ export function checkCrashedHolders(record: RunRecord): CheckResult {
     const took = freedAt - fault.at;
     const extended =
       from > fault.at
-        ? `, leader change at +${((promotion!.t - fault.at) / 1000).toFixed(1)} s allows until +${((deadline - fault.at) / 1000).toFixed(1)} s`
+        ? `, leader change at +${((promotion!.t - fault.at) / 1000).toFixed(1)} s ` +
+          `allows until +${((deadline - fault.at) / 1000).toFixed(1)} s`
         : "";
     figures.push(`${(took / 1000).toFixed(2)} s`);
     if (freedAt > deadline) details.push(`${label}: freed after ${(took / 1000).toFixed(2)} s${extended}`);
@@ -365,7 +373,9 @@ export function checkCrashedHolders(record: RunRecord): CheckResult {
   return {
     name: "a crashed or frozen holder's lock is free within TTL + 1 s",
     ok: details.length === 0,
-    summary: `${measured} measured (${releasedFirst} released before the signal): freed after ${figures.join(", ") || "-"} (TTL ${ttl} s)`,
+    summary:
+      `${measured} measured (${releasedFirst} released before the signal): ` +
+      `freed after ${figures.join(", ") || "-"} (TTL ${ttl} s)`,
     details: details.slice(0, MAX_DETAILS),
   };
 }
@@ -480,7 +490,9 @@ export function waitSpread<W extends { waitMs: number }>(
   const over = waits.filter((w) => w.waitMs > bound).sort((a, b) => b.waitMs - a.waitMs);
   return {
     over,
-    spread: `p50 ${fmtMs(quantile(sorted, 0.5))}, p99 ${fmtMs(quantile(sorted, 0.99))}, max ${fmtMs(sorted.at(-1) ?? 0)}`,
+    spread:
+      `p50 ${fmtMs(quantile(sorted, 0.5))}, ` +
+      `p99 ${fmtMs(quantile(sorted, 0.99))}, max ${fmtMs(sorted.at(-1) ?? 0)}`,
   };
 }
 
@@ -492,13 +504,18 @@ export function checkFreeWait(record: RunRecord): CheckResult {
   const details = over.map((w) => {
     const kind = workers.get(w.worker)?.kind;
     const how = w.acquiredAt === undefined ? "never took it (its key went)" : "then took it";
-    return `${w.worker} (${kind?.mode}/${kind?.wait}/${kind?.fetch}) first in line with ${w.key}@${w.token} for ${(w.waitMs / 1000).toFixed(2)} s, ${how}`;
+    return (
+      `${w.worker} (${kind?.mode}/${kind?.wait}/${kind?.fetch}) ` +
+      `first in line with ${w.key}@${w.token} for ${(w.waitMs / 1000).toFixed(2)} s, ${how}`
+    );
   });
   if (!record.historyComplete) details.unshift("the monitor's history is incomplete: free waits cannot be judged");
   return {
     name: `no contender waits on a free lock longer than ${bound / 1000} s`,
     ok: details.length === 0,
-    summary: `${waits.length} times first in line: ${spread}; ${over.length} over the bound; ${excluded} excluded (frozen or killed), ${unknown} of unknown owner`,
+    summary:
+      `${waits.length} times first in line: ${spread}; ${over.length} ` +
+      `over the bound; ${excluded} excluded (frozen or killed), ${unknown} of unknown owner`,
     details: details.slice(0, MAX_DETAILS),
   };
 }
@@ -527,14 +544,19 @@ export function checkNoHang(record: RunRecord): CheckResult {
   return {
     name: "nothing hangs: every call ends within its timeout, the run within duration + bound",
     ok: details.length === 0,
-    summary: `${calls} calls, ${details.length} overruns; workers done ${(drainMs / 1000).toFixed(1)} s after the fault period (bound ${drainBoundMs / 1000} s)`,
+    summary:
+      `${calls} calls, ${details.length} overruns; ` +
+      `workers done ${(drainMs / 1000).toFixed(1)} s after the fault period (bound ${drainBoundMs / 1000} s)`,
     details: details.sort().slice(0, MAX_DETAILS),
   };
 }
 
 function overrun(worker: string, e: CallEvent, took: number): string {
   const what = e.abandoned ? "abandoned, still pending after" : "took";
-  return `${worker} ${e.op}: ${what} ${(took / 1000).toFixed(2)} s (budget ${(e.budget / 1000).toFixed(1)} s)${e.code ? ` → ${e.code}` : ""}`;
+  return (
+    `${worker} ${e.op}: ${what} ${(took / 1000).toFixed(2)} s ` +
+    `(budget ${(e.budget / 1000).toFixed(1)} s)${e.code ? ` → ${e.code}` : ""}`
+  );
 }
 
 export function runChecks(record: RunRecord): CheckResult[] {

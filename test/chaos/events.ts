@@ -18,7 +18,10 @@ export interface WorkerKind {
   wait: "watch" | "poll";
   /** The runtime's global fetch, or etcd-edge/node's pooled undici fetch. */
   fetch: "global" | "node";
-  /** Absent: the mutex worker. Else the recipe it exercises (recipe-worker.ts); its `with…` modes are withSemaphore, withLocks, withLock. */
+  /**
+   * Absent: the mutex worker. Else the recipe it exercises (recipe-worker.ts); its `with…` modes are
+   * withSemaphore, withLocks, withLock.
+   */
   recipe?: Recipe | undefined;
 }
 

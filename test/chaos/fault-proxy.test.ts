@@ -173,36 +173,45 @@ describe("fault proxy against a local HTTP server", () => {
     expect(performance.now() - started).toBeGreaterThanOrEqual(150);
   });
 
-  it("swallowNext({ path }) eats only the matching request: never forwarded, its connection open and silent", async () => {
-    const hit = proxy.swallowNext({ path: "/target" });
-    expect(await send("/other", "1")).toBe("echo:/other:1");
-    const swallowed = send("/target", "2", { chunkedBody: true });
-    expect(await hit).toMatchObject({ method: "POST", path: "/target" });
-    expect(await stillPending(swallowed, 300)).toBe(true);
-    expect(reached).toEqual(["/other"]);
-    expect(proxy.connections()).toBe(1);
-    expect(proxy.stats().swallowed).toBe(1);
-    // One shot: the next matching request on a fresh connection goes through.
-    expect(await send("/target", "3", { via: new Agent() })).toBe("echo:/target:3");
-  });
+  it(
+    "swallowNext({ path }) eats only the matching request: " + "never forwarded, its connection open and silent",
+    async () => {
+      const hit = proxy.swallowNext({ path: "/target" });
+      expect(await send("/other", "1")).toBe("echo:/other:1");
+      const swallowed = send("/target", "2", { chunkedBody: true });
+      expect(await hit).toMatchObject({ method: "POST", path: "/target" });
+      expect(await stillPending(swallowed, 300)).toBe(true);
+      expect(reached).toEqual(["/other"]);
+      expect(proxy.connections()).toBe(1);
+      expect(proxy.stats().swallowed).toBe(1);
+      // One shot: the next matching request on a fresh connection goes through.
+      expect(await send("/target", "3", { via: new Agent() })).toBe("echo:/target:3");
+    },
+  );
 
-  it('dropNextAnswer({ path }) forwards the request, then drops its answer and resets the client ("close")', async () => {
-    const hit = proxy.dropNextAnswer({ path: "/apply" });
-    expect(await send("/first")).toBe("echo:/first:");
-    expect(await rejectionCode(send("/apply", "v"))).toBe("ECONNRESET");
-    expect(await hit).toMatchObject({ path: "/apply" });
-    expect(reached).toEqual(["/first", "/apply"]);
-    expect(proxy.stats().answersDropped).toBe(1);
-  });
+  it(
+    "dropNextAnswer({ path }) forwards the request, " + 'then drops its answer and resets the client ("close")',
+    async () => {
+      const hit = proxy.dropNextAnswer({ path: "/apply" });
+      expect(await send("/first")).toBe("echo:/first:");
+      expect(await rejectionCode(send("/apply", "v"))).toBe("ECONNRESET");
+      expect(await hit).toMatchObject({ path: "/apply" });
+      expect(reached).toEqual(["/first", "/apply"]);
+      expect(proxy.stats().answersDropped).toBe(1);
+    },
+  );
 
-  it('dropNextAnswer({ then: "silence" }) applies the request and leaves the client waiting on an open connection', async () => {
-    const hit = proxy.dropNextAnswer({ path: "/apply", then: "silence" });
-    const lost = send("/apply", "v");
-    expect(await hit).toMatchObject({ path: "/apply" });
-    expect(await stillPending(lost, 300)).toBe(true);
-    expect(reached).toEqual(["/apply"]);
-    expect(proxy.connections()).toBe(1);
-  });
+  it(
+    "dropNextAnswer({ then: " + '"silence" }) applies the request and leaves the client waiting on an open connection',
+    async () => {
+      const hit = proxy.dropNextAnswer({ path: "/apply", then: "silence" });
+      const lost = send("/apply", "v");
+      expect(await hit).toMatchObject({ path: "/apply" });
+      expect(await stillPending(lost, 300)).toBe(true);
+      expect(reached).toEqual(["/apply"]);
+      expect(proxy.connections()).toBe(1);
+    },
+  );
 
   it("an armed fault that nothing matches disarms itself after `within`, and disarm() cancels at once", async () => {
     expect(await proxy.swallowNext({ path: "/never", within: 100 })).toBeUndefined();
@@ -220,15 +229,18 @@ describe("fault proxy against a local HTTP server", () => {
     proxy.setLatency(0);
   });
 
-  it("refuse() makes new connections fail like a dead member's port; accept() listens again on the same URL", async () => {
-    expect(await send("/open")).toBe("echo:/open:");
-    // At once, though a connection is open; and that connection keeps working (the member is not dead yet).
-    await within(500, "refuse()", proxy.refuse());
-    expect(await send("/still")).toBe("echo:/still:");
-    expect(await rejectionCode(send("/x", "", { via: new Agent() }))).toBe("ECONNREFUSED");
-    await proxy.accept();
-    expect(await send("/x", "", { via: new Agent() })).toBe("echo:/x:");
-  });
+  it(
+    "refuse() makes new connections fail like a dead member's port; " + "accept() listens again on the same URL",
+    async () => {
+      expect(await send("/open")).toBe("echo:/open:");
+      // At once, though a connection is open; and that connection keeps working (the member is not dead yet).
+      await within(500, "refuse()", proxy.refuse());
+      expect(await send("/still")).toBe("echo:/still:");
+      expect(await rejectionCode(send("/x", "", { via: new Agent() }))).toBe("ECONNREFUSED");
+      await proxy.accept();
+      expect(await send("/x", "", { via: new Agent() })).toBe("echo:/x:");
+    },
+  );
 });
 
 describe("fault proxy in front of a real etcd member", () => {

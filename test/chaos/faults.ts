@@ -207,7 +207,9 @@ export class FaultSchedule {
           );
         });
         for (const proxy of proxies) proxy.disarm();
-        record.detail = `${path}${kind === "lose-answer" ? `, then ${then}` : ""}${first === undefined ? "" : ` on the proxy of m${first}`}`;
+        record.detail =
+          `${path}${kind === "lose-answer" ? `, then ${then}` : ""}` +
+          `${first === undefined ? "" : ` on the proxy of m${first}`}`;
         if (first === undefined) record.missed = "no matching request within 4 s";
         return;
       }
@@ -258,7 +260,9 @@ export class FaultSchedule {
     record.detail = `${worker.id} (${worker.kind.mode}/${worker.kind.wait}) holding ${kv.key}@${kv.createRevision}`;
     const beside = this.#recipeHolder(kind);
     if (beside !== undefined) {
-      record.detail += `, and ${beside.worker.id} (${beside.worker.kind.recipe}) holding ${beside.faults.map((f) => f.key).join(",")}@${beside.faults[0]!.createRevision}`;
+      record.detail +=
+        `, and ${beside.worker.id} (${beside.worker.kind.recipe}) ` +
+        `holding ${beside.faults.map((f) => f.key).join(",")}@${beside.faults[0]!.createRevision}`;
     }
     const hit = (what: (w: WorkerHandle) => void): void => {
       if (beside === undefined) return;

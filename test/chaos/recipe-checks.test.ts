@@ -458,18 +458,22 @@ describe("recipe checks", () => {
       expect(checkOrphanKeys(swept, recipesOf(swept)).ok).toBe(true);
     });
 
-    it("fails a shared name's key put while its owner was asking for other names, and does not count it as a waiter", () => {
-      const s = cleanScenario();
-      s.ask("m0", "n1");
-      const late = s.join("m0", "n0/6"); // Its n0 join of before, landing now.
-      s.t += 15_000;
-      s.drop("m0", late, "n0/6");
-      const record = s.record(2);
-      const result = checkOrphanKeys(record, recipesOf(record));
-      expect(result.ok).toBe(false);
-      expect(result.details[0]).toContain("asking for n1");
-      expect(checkRecipeWaits(record, recipesOf(record)).ok).toBe(true);
-    });
+    it(
+      "fails a shared name's key put while its owner was asking for other names, " +
+        "and does not count it as a waiter",
+      () => {
+        const s = cleanScenario();
+        s.ask("m0", "n1");
+        const late = s.join("m0", "n0/6"); // Its n0 join of before, landing now.
+        s.t += 15_000;
+        s.drop("m0", late, "n0/6");
+        const record = s.record(2);
+        const result = checkOrphanKeys(record, recipesOf(record));
+        expect(result.ok).toBe(false);
+        expect(result.details[0]).toContain("asking for n1");
+        expect(checkRecipeWaits(record, recipesOf(record)).ok).toBe(true);
+      },
+    );
 
     it("fails a late shared-name key even when its session's next lock of that name adopts it", () => {
       const s = cleanScenario();

@@ -114,7 +114,10 @@ export function recipeAttempts(record: RunRecord): Map<string, Attempt[]> {
   return byCounter;
 }
 
-/** A question for the line: at `revision`, how many keys under `prefix` with a create revision below `token` were alive? */
+/**
+ * A question for the line: at `revision`, how many keys under `prefix` with a create
+ * revision below `token` were alive?
+ */
 export interface Placement {
   revision: number;
   prefix: string;
@@ -154,7 +157,8 @@ function unentitled(
   return asked.flatMap((a, i) =>
     counts[i]! >= a.limit
       ? [
-          `${a.label} at revision ${a.placement.revision} with ${counts[i]} older key(s) alive under ${a.placement.prefix} (at most ${a.limit - 1})`,
+          `${a.label} at revision ${a.placement.revision} with ${counts[i]} older key(s) ` +
+            `alive under ${a.placement.prefix} (at most ${a.limit - 1})`,
         ]
       : [],
   );
@@ -213,7 +217,8 @@ export function occupancy(
     const holders = [...set].map((s) => s.holding);
     if (tooMany(holders) && overflows.length < MAX_DETAILS) {
       overflows.push(
-        `${edge.span.line} at revision ${edge.revision}: ${holders.map((h) => `${h.worker.id} ${h.recipe}@${h.token}`).join(", ")}`,
+        `${edge.span.line} at ` +
+          `revision ${edge.revision}: ${holders.map((h) => `${h.worker.id} ${h.recipe}@${h.token}`).join(", ")}`,
       );
     }
   }
@@ -267,7 +272,10 @@ function placementsOf(
   ];
 }
 
-/** Never more than `permits` holders: by the revision each holder was admitted at, each commit landed at, and the line. */
+/**
+ * Never more than `permits` holders: by the revision each holder was admitted at,
+ * each commit landed at, and the line.
+ */
 export function checkSemaphore(record: RunRecord, recipes: RecipeRecord): CheckResult {
   const { permits, semaphore } = recipes;
   const held = holdings(record).filter((h) => h.recipe === "semaphore");
@@ -286,7 +294,8 @@ export function checkSemaphore(record: RunRecord, recipes: RecipeRecord): CheckR
     ok: details.length === 0,
     summary:
       `${held.length} permits granted, at most ${max.get(semaphore.prefix) ?? 0} held at once (by revision); ` +
-      `${bad.length} admissions or commits with ${permits} or more older permits alive, of ${held.length} + ${semaphore.logs.length}; ` +
+      `${bad.length} admissions or commits with ${permits} or more older permits alive, ` +
+      `of ${held.length} + ${semaphore.logs.length}; ` +
       `${casLost} writes lost the counter's CAS to another holder, ${fencedOut} stale holders fenced out`,
     details: details.slice(0, MAX_DETAILS),
   };
@@ -343,7 +352,8 @@ export function checkRWLock(record: RunRecord, recipes: RecipeRecord): CheckResu
     const seen = new Set(pair.map((r) => r.modRevision));
     if (seen.size > 1)
       moved.push(
-        `${pair[0]!.worker} read ${hold}: the counter moved between its fenced reads (mod revisions ${[...seen].join(", ")})`,
+        `${pair[0]!.worker} read ${hold}: ` +
+          `the counter moved between its fenced reads (mod revisions ${[...seen].join(", ")})`,
       );
   }
   const writesUnderLiveLock = overlaps(recipeAttempts(record).get(rwlock.counterKey) ?? []);
@@ -360,8 +370,10 @@ export function checkRWLock(record: RunRecord, recipes: RecipeRecord): CheckResu
     name: "read-write lock: a writer never overlaps a reader or another writer",
     ok: details.length === 0,
     summary:
-      `${readers} read holds (${reads.length} fenced reads, ${byHold.size} holds read), ${held.length - readers} write holds (${rwlock.logs.length} commits); ` +
-      `at most ${max.get(rwlock.prefix) ?? 0} holders at once; ${overflows.length} overlaps by revision, ${bad.length} misplaced admissions, reads or commits, ` +
+      `${readers} read holds (${reads.length} fenced reads, ${byHold.size} ` +
+      `holds read), ${held.length - readers} write holds (${rwlock.logs.length} commits); ` +
+      `at most ${max.get(rwlock.prefix) ?? 0} holders ` +
+      `at once; ${overflows.length} overlaps by revision, ${bad.length} misplaced admissions, reads or commits, ` +
       `${moved.length} read holds that saw a write, ${writesUnderLiveLock.length} writes refused under a live lock`,
     details: details.slice(0, MAX_DETAILS),
   };
@@ -393,9 +405,12 @@ export function checkSharedNames(record: RunRecord, recipes: RecipeRecord): Chec
     name: "lockAll and mutex holders of a shared name never overlap",
     ok: details.length === 0,
     summary:
-      `${multi.length} lockAll holds (${multi.filter((h) => h.names.length === 2).length} of 2 names, ${multi.filter((h) => h.names.length === 3).length} of 3), ` +
-      `${held.length - multi.length} mutex holds; most holders of one name at once: ${Math.max(0, ...recipes.names.map((n) => max.get(n.prefix) ?? 0))}; ` +
-      `${overflows.length} overlaps by revision, ${bad.length} misplaced admissions or commits, ${underLiveLock.length} writes refused under live locks`,
+      `${multi.length} lockAll holds (${multi.filter((h) => h.names.length === 2).length} ` +
+      `of 2 names, ${multi.filter((h) => h.names.length === 3).length} of 3), ` +
+      `${held.length - multi.length} mutex holds; ` +
+      `most holders of one name at once: ${Math.max(0, ...recipes.names.map((n) => max.get(n.prefix) ?? 0))}; ` +
+      `${overflows.length} overlaps by revision, ${bad.length} ` +
+      `misplaced admissions or commits, ${underLiveLock.length} writes refused under live locks`,
     details: details.slice(0, MAX_DETAILS),
   };
 }
@@ -588,7 +603,8 @@ export function orphanKeys(record: RunRecord, recipes: RecipeRecord): Orphan[] {
     if (lateKeyGone && (asking === undefined || !asking.names.includes(line) || asking.took.size > 0)) continue;
     if (asking === undefined || !asking.names.includes(line)) {
       orphan(
-        `put while its owner was asking for ${asking === undefined ? "nothing" : asking.names.map(shortName).join(",")}`,
+        `put while its owner was asking ` +
+          `for ${asking === undefined ? "nothing" : asking.names.map(shortName).join(",")}`,
       );
     } else if (asking.took.size > 0) {
       orphan(`put while its owner's acquisition took another key (token ${[...asking.took].join(",")})`);
@@ -612,10 +628,15 @@ export function checkOrphanKeys(record: RunRecord, recipes: RecipeRecord): Check
   const details = orphans.map(({ inc, owner, why }) => {
     const stood = ((inc.deleteT ?? record.workersEndedAt) - inc.putT) / 1000;
     const key = inc.key.slice(inc.key.lastIndexOf("/locks/") + 7);
-    return `${key}@${inc.create} (${owner?.id}) put at ${at(inc.putT)}: ${why}; it stood ${stood.toFixed(2)} s, held by no one`;
+    return (
+      `${key}@${inc.create} (${owner?.id}) put at ${at(inc.putT)}: ${why}; ` +
+      `it stood ${stood.toFixed(2)} s, held by no one`
+    );
   });
   return {
-    name: `no orphan recipe keys (every key in a recipe line is acquired, or gone within ${recipes.leaveBoundMs / 1000} s of its acquisition failing or of landing late)`,
+    name:
+      `no orphan recipe keys (every key in a recipe line is acquired, ` +
+      `or gone within ${recipes.leaveBoundMs / 1000} s of its acquisition failing or of landing late)`,
     ok: details.length === 0,
     summary: `${orphans.length} keys in recipe lines that no acquisition owned`,
     details: details.slice(0, MAX_DETAILS),
@@ -694,7 +715,10 @@ export function checkRecipeWaits(record: RunRecord, recipes: RecipeRecord): Chec
   const details = over.map((w) => {
     const kind = workers.get(w.worker)?.kind;
     const how = w.acquiredAt === undefined ? "never took it (its key went)" : "then took it";
-    return `${w.worker} (${kind?.recipe} ${kind?.mode}/${kind?.wait}/${kind?.fetch}) entitled with ${w.keys.join(",")}@${w.token} for ${(w.waitMs / 1000).toFixed(2)} s, ${how}`;
+    return (
+      `${w.worker} (${kind?.recipe} ${kind?.mode}/${kind?.wait}/${kind?.fetch}) ` +
+      `entitled with ${w.keys.join(",")}@${w.token} for ${(w.waitMs / 1000).toFixed(2)} s, ${how}`
+    );
   });
   if (!record.historyComplete) details.unshift("the monitor's history is incomplete: recipe waits cannot be judged");
   return {
@@ -702,7 +726,8 @@ export function checkRecipeWaits(record: RunRecord, recipes: RecipeRecord): Chec
     ok: details.length === 0,
     summary:
       `${waits.length} entitled: ${spread}; ` +
-      `${over.length} over the bound; ${excluded} excluded (frozen or killed), ${unknown} of unknown owner, ${orphans} orphan keys (judged apart)`,
+      `${over.length} over the bound; ${excluded} excluded ` +
+      `(frozen or killed), ${unknown} of unknown owner, ${orphans} orphan keys (judged apart)`,
     details: details.slice(0, MAX_DETAILS),
   };
 }

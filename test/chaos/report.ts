@@ -111,7 +111,8 @@ export function formatReport(
   const lines: string[] = [];
   const seconds = (record.faultsEndedAt - record.startedAt) / 1000;
   lines.push(
-    `chaos: ${seconds.toFixed(0)} s of faults, seed ${s.seed}, ${s.workers} workers (${f.workersSpawned} processes with respawns), TTL ${s.ttl} s`,
+    `chaos: ${seconds.toFixed(0)} s of faults, ` +
+      `seed ${s.seed}, ${s.workers} workers (${f.workersSpawned} processes with respawns), TTL ${s.ttl} s`,
   );
   if (s.faultKinds.length === 0) lines.push("faults: none (--faults none)");
   else
@@ -141,7 +142,10 @@ export function formatReport(
               recipe === "reader"
                 ? `${r.reads} fenced reads`
                 : `commits ${c.ok} ok, ${c.refused} refused, ${c.error} failed, ${c.unreported} unreported`;
-            return `${recipe} ${r.acquisitions} acquisitions (${did}${r.batched > 0 ? `; ${r.batched} requests of joins or releases together` : ""})`;
+            return (
+              `${recipe} ${r.acquisitions} acquisitions ` +
+              `(${did}${r.batched > 0 ? `; ${r.batched} requests of joins or releases together` : ""})`
+            );
           })
           .join("; "),
     );
@@ -151,7 +155,8 @@ export function formatReport(
   if (record.recipes !== undefined) {
     const recipeFailures = Object.entries(f.recipeFailures).sort((a, b) => b[1] - a[1]);
     lines.push(
-      `failed recipe calls: ${recipeFailures.length === 0 ? "none" : recipeFailures.map(([k, v]) => `${k} ×${v}`).join(", ")}`,
+      `failed recipe ` +
+        `calls: ${recipeFailures.length === 0 ? "none" : recipeFailures.map(([k, v]) => `${k} ×${v}`).join(", ")}`,
     );
   }
   lines.push("");

@@ -164,7 +164,8 @@ try {
   );
   log(
     withRecipes
-      ? `recipes: ${recipeWorkers.length} workers (${recipeWorkers.map((k) => k.recipe).join(", ")}), semaphore of ${permits} permits`
+      ? `recipes: ${recipeWorkers.length} workers (${recipeWorkers.map((k) => k.recipe).join(", ")}), ` +
+          `semaphore of ${permits} permits`
       : "recipes: none",
   );
   log(`run dir ${runDir}`);
@@ -260,7 +261,8 @@ try {
           names: await Promise.all(recipeNames.names.map(readGuarded)),
           lineEvents: allEvents.filter((e) => !e.key.startsWith(lockPrefix)),
           holderFaults: schedule.recipeHolderFaults,
-          // A failed acquisition's join may still be in flight (it settles within one call), then its leave is one call.
+          // A failed acquisition's join may still be in flight (it settles within one call),
+          // then its leave is one call.
           leaveBoundMs: 2 * CALL_TIMEOUT_MS + settings.callSlackMs,
         };
 

@@ -18,7 +18,10 @@ export interface Backend {
   readonly name: BackendName;
   /** Whose wire this backend speaks: the mock follows 3.4; a real member is its project's version. */
   readonly wire: EtcdVersion;
-  /** The transport clients use by default: the mock's fetch, or the runtime's global fetch. Wrap it to count requests. */
+  /**
+   * The transport clients use by default: the mock's fetch, or the runtime's global fetch.
+   * Wrap it to count requests.
+   */
   readonly fetch: Fetch;
   /** The mock itself, for inspection (mock backend only). */
   readonly mock: MockEtcd | undefined;

@@ -337,58 +337,66 @@ describe("put with lease, ignoreValue, ignoreLease", () => {
     }
   });
 
-  it("errors: unknown lease → LEASE_NOT_FOUND; ignoreValue/ignoreLease on a missing key → INVALID_ARGUMENT 'key not found'", async () => {
-    const p = fresh();
-    const lease = await etcd.lease.grant(60);
-    await etcd.lease.revoke(lease.id);
-    const noLease = await rejection(etcd.put(`${p}k`, "v", { lease: lease.id }));
-    expect(noLease).toMatchObject({ code: "LEASE_NOT_FOUND", grpcCode: 5, httpStatus: 404 });
-    for (const options of [{ ignoreValue: true }, { ignoreLease: true }]) {
-      const error = await rejection(etcd.put(`${p}missing`, options.ignoreValue ? undefined : "v", options));
-      expect(error).toMatchObject({ code: "INVALID_ARGUMENT", grpcCode: 3, httpStatus: 400 });
-      expect(error.message).toContain("key not found");
-    }
-    // 3.4 checks the lease before the key for a plain put: both wrong → LEASE_NOT_FOUND.
-    await expect(etcd.put(`${p}missing`, undefined, { ignoreValue: true, lease: lease.id })).rejects.toMatchObject({
-      code: "LEASE_NOT_FOUND",
-    });
-    expect(await etcd.get(`${p}missing`)).toBeUndefined();
-    // ignoreValue with a value, and ignoreLease with a lease, are refused by the client before any request.
-    await expect(etcd.put(`${p}k`, "v", { ignoreValue: true })).rejects.toMatchObject({ code: "INVALID_ARGUMENT" });
-    await expect(etcd.put(`${p}k`, "v", { ignoreLease: true, lease: "7" })).rejects.toMatchObject({
-      code: "INVALID_ARGUMENT",
-    });
-  });
+  it(
+    "errors: unknown lease → LEASE_NOT_FOUND; " +
+      "ignoreValue/ignoreLease on a missing key → INVALID_ARGUMENT 'key not found'",
+    async () => {
+      const p = fresh();
+      const lease = await etcd.lease.grant(60);
+      await etcd.lease.revoke(lease.id);
+      const noLease = await rejection(etcd.put(`${p}k`, "v", { lease: lease.id }));
+      expect(noLease).toMatchObject({ code: "LEASE_NOT_FOUND", grpcCode: 5, httpStatus: 404 });
+      for (const options of [{ ignoreValue: true }, { ignoreLease: true }]) {
+        const error = await rejection(etcd.put(`${p}missing`, options.ignoreValue ? undefined : "v", options));
+        expect(error).toMatchObject({ code: "INVALID_ARGUMENT", grpcCode: 3, httpStatus: 400 });
+        expect(error.message).toContain("key not found");
+      }
+      // 3.4 checks the lease before the key for a plain put: both wrong → LEASE_NOT_FOUND.
+      await expect(etcd.put(`${p}missing`, undefined, { ignoreValue: true, lease: lease.id })).rejects.toMatchObject({
+        code: "LEASE_NOT_FOUND",
+      });
+      expect(await etcd.get(`${p}missing`)).toBeUndefined();
+      // ignoreValue with a value, and ignoreLease with a lease, are refused by the client before any request.
+      await expect(etcd.put(`${p}k`, "v", { ignoreValue: true })).rejects.toMatchObject({ code: "INVALID_ARGUMENT" });
+      await expect(etcd.put(`${p}k`, "v", { ignoreLease: true, lease: "7" })).rejects.toMatchObject({
+        code: "INVALID_ARGUMENT",
+      });
+    },
+  );
 });
 
 describe("compaction (a member of its own: compaction is member-wide)", () => {
   const { etcd: c } = useBackend({ dedicated: true });
 
-  it("historical reads below the compaction → COMPACTED; at and after it they still work; compacting again → COMPACTED; ahead → FUTURE_REVISION", async () => {
-    const r1 = (await c.put("k", "v1")).header.revision;
-    const r2 = (await c.put("k", "v2")).header.revision;
-    const r3 = (await c.put("k", "v3")).header.revision;
-    const compacted = await c.compact(r2, { physical: true });
-    expect(compacted.header.revision).toBe(r3);
-    const error = await rejection(c.get("k", { revision: r1 }));
-    expect(error).toBeInstanceOf(EtcdCompactedError);
-    expect(error).toMatchObject({ code: "COMPACTED", name: "EtcdCompactedError" });
-    expect(error.message).toContain("required revision has been compacted");
-    expect(await c.get("k", { revision: r2 })).toMatchObject({ value: "v2", version: 2 });
-    expect(await c.get("k", { revision: r3 })).toMatchObject({ value: "v3", version: 3 });
-    expect(await c.get("k")).toMatchObject({ value: "v3", createRevision: r1 });
-    await expect(c.compact(r2)).rejects.toMatchObject({ code: "COMPACTED" });
-    await expect(c.compact(r1)).rejects.toMatchObject({ code: "COMPACTED" });
-    await expect(c.compact(r3 + 100)).rejects.toMatchObject({ code: "FUTURE_REVISION" });
-    // A txn read at a compacted revision fails the same way.
-    const { op } = await import("../../src/index.js");
-    await expect(
-      c
-        .txn()
-        .then(op.get({ key: "k", revision: r1 }))
-        .commit(),
-    ).rejects.toMatchObject({ code: "COMPACTED" });
-  });
+  it(
+    "historical reads below the compaction → COMPACTED; " +
+      "at and after it they still work; compacting again → COMPACTED; ahead → FUTURE_REVISION",
+    async () => {
+      const r1 = (await c.put("k", "v1")).header.revision;
+      const r2 = (await c.put("k", "v2")).header.revision;
+      const r3 = (await c.put("k", "v3")).header.revision;
+      const compacted = await c.compact(r2, { physical: true });
+      expect(compacted.header.revision).toBe(r3);
+      const error = await rejection(c.get("k", { revision: r1 }));
+      expect(error).toBeInstanceOf(EtcdCompactedError);
+      expect(error).toMatchObject({ code: "COMPACTED", name: "EtcdCompactedError" });
+      expect(error.message).toContain("required revision has been compacted");
+      expect(await c.get("k", { revision: r2 })).toMatchObject({ value: "v2", version: 2 });
+      expect(await c.get("k", { revision: r3 })).toMatchObject({ value: "v3", version: 3 });
+      expect(await c.get("k")).toMatchObject({ value: "v3", createRevision: r1 });
+      await expect(c.compact(r2)).rejects.toMatchObject({ code: "COMPACTED" });
+      await expect(c.compact(r1)).rejects.toMatchObject({ code: "COMPACTED" });
+      await expect(c.compact(r3 + 100)).rejects.toMatchObject({ code: "FUTURE_REVISION" });
+      // A txn read at a compacted revision fails the same way.
+      const { op } = await import("../../src/index.js");
+      await expect(
+        c
+          .txn()
+          .then(op.get({ key: "k", revision: r1 }))
+          .commit(),
+      ).rejects.toMatchObject({ code: "COMPACTED" });
+    },
+  );
 
   it("a deleted key's history goes with compaction past the delete", async () => {
     const r1 = (await c.put("gone", "x")).header.revision;

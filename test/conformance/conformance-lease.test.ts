@@ -108,49 +108,52 @@ async function expectGone(id: string): Promise<void> {
 }
 
 describe("expiry", () => {
-  it("an unrenewed lease expires: its keys are deleted in ONE revision (one watch batch), then LEASE_NOT_FOUND", async () => {
-    const p = fresh();
-    const lease = await etcd.lease.grant(2);
-    const put = await etcd.put(`${p}a`, "1", { lease: lease.id });
-    await etcd.put(`${p}b`, "2", { lease: lease.id });
-    await etcd.put(`${p}c`, "3", { lease: lease.id });
-    await etcd.put(`${p}keep`, "4");
-    const controller = new AbortController();
-    const watch = etcd
-      .watch({
-        prefix: p,
-        startRevision: put.header.revision + 1,
-        noPut: true,
-        prevKv: true,
-        signal: controller.signal,
-      })
-      [Symbol.asyncIterator]();
-    const first = watch.next();
-    try {
-      await backend.advance(3_500);
-      await until(
-        "lease keys deleted",
-        EXPIRY_GRACE_MS,
-        async () => (await etcd.range({ prefix: p, countOnly: true })).count === 1,
-      );
-      const next = await within(EXPIRY_GRACE_MS, "watch batch", first);
-      expect(next.done).toBe(false);
-      const batch = next.value as WatchBatch;
-      expect(batch.events.map((e) => [e.type, e.kv.key, e.prevKv?.value])).toEqual([
-        ["delete", `${p}a`, "1"],
-        ["delete", `${p}b`, "2"],
-        ["delete", `${p}c`, "3"],
-      ]);
-      const revisions = new Set(batch.events.map((e) => e.kv.modRevision));
-      expect(revisions.size).toBe(1);
-      expect(batch.header.revision).toBe([...revisions][0]);
-      expect((await etcd.get(`${p}keep`))?.value).toBe("4");
-      await expectGone(lease.id);
-    } finally {
-      controller.abort();
-      await watch.return?.();
-    }
-  });
+  it(
+    "an unrenewed lease expires: " + "its keys are deleted in ONE revision (one watch batch), then LEASE_NOT_FOUND",
+    async () => {
+      const p = fresh();
+      const lease = await etcd.lease.grant(2);
+      const put = await etcd.put(`${p}a`, "1", { lease: lease.id });
+      await etcd.put(`${p}b`, "2", { lease: lease.id });
+      await etcd.put(`${p}c`, "3", { lease: lease.id });
+      await etcd.put(`${p}keep`, "4");
+      const controller = new AbortController();
+      const watch = etcd
+        .watch({
+          prefix: p,
+          startRevision: put.header.revision + 1,
+          noPut: true,
+          prevKv: true,
+          signal: controller.signal,
+        })
+        [Symbol.asyncIterator]();
+      const first = watch.next();
+      try {
+        await backend.advance(3_500);
+        await until(
+          "lease keys deleted",
+          EXPIRY_GRACE_MS,
+          async () => (await etcd.range({ prefix: p, countOnly: true })).count === 1,
+        );
+        const next = await within(EXPIRY_GRACE_MS, "watch batch", first);
+        expect(next.done).toBe(false);
+        const batch = next.value as WatchBatch;
+        expect(batch.events.map((e) => [e.type, e.kv.key, e.prevKv?.value])).toEqual([
+          ["delete", `${p}a`, "1"],
+          ["delete", `${p}b`, "2"],
+          ["delete", `${p}c`, "3"],
+        ]);
+        const revisions = new Set(batch.events.map((e) => e.kv.modRevision));
+        expect(revisions.size).toBe(1);
+        expect(batch.header.revision).toBe([...revisions][0]);
+        expect((await etcd.get(`${p}keep`))?.value).toBe("4");
+        await expectGone(lease.id);
+      } finally {
+        controller.abort();
+        await watch.return?.();
+      }
+    },
+  );
 
   it("keepAliveOnce before expiry extends the lease", async () => {
     const p = fresh();
@@ -178,33 +181,36 @@ function bigLeaseId(): string {
 }
 
 describe("IDs beyond 2^53 keep every digit", () => {
-  it('"9007199254740993" (2^53 + 1) round-trips through grant, put, get, txn, list, timeToLive, keepAliveOnce', async () => {
-    const id = "9007199254740993"; // Number("9007199254740993") === 9007199254740992
-    const p = fresh();
-    // A leftover from another run on the same member would make the grant fail.
-    await etcd.lease.revoke(id).catch(() => {});
-    const lease = await etcd.lease.grant(30, { id });
-    try {
-      expect(lease.id).toBe(id);
-      await etcd.put(`${p}k`, "v", { lease: id });
-      expect((await etcd.get(`${p}k`))?.lease).toBe(id);
-      expect((await etcd.lease.timeToLive(id, { keys: true })).keys).toEqual([`${p}k`]);
-      expect((await etcd.lease.keepAliveOnce(id)).id).toBe(id);
-      expect((await etcd.lease.list()).leases).toContain(id);
-      const txn = await etcd
-        .txn()
-        .if(cmp.lease(`${p}k`, "==", id))
-        .then(op.get(`${p}k`))
-        .commit();
-      expect(txn.succeeded).toBe(true);
-      if (txn.succeeded) expect(txn.responses[0].kvs[0]?.lease).toBe(id);
-      // The neighbour a double would round to is not a lease, and a put with it must not land on ours.
-      expect((await rejection(etcd.lease.timeToLive("9007199254740992"))).code).toBe("LEASE_NOT_FOUND");
-      expect((await rejection(etcd.put(`${p}k2`, "v", { lease: "9007199254740992" }))).code).toBe("LEASE_NOT_FOUND");
-    } finally {
+  it(
+    '"9007199254740993" (2^53 + 1) round-trips through grant, ' + "put, get, txn, list, timeToLive, keepAliveOnce",
+    async () => {
+      const id = "9007199254740993"; // Number("9007199254740993") === 9007199254740992
+      const p = fresh();
+      // A leftover from another run on the same member would make the grant fail.
       await etcd.lease.revoke(id).catch(() => {});
-    }
-  });
+      const lease = await etcd.lease.grant(30, { id });
+      try {
+        expect(lease.id).toBe(id);
+        await etcd.put(`${p}k`, "v", { lease: id });
+        expect((await etcd.get(`${p}k`))?.lease).toBe(id);
+        expect((await etcd.lease.timeToLive(id, { keys: true })).keys).toEqual([`${p}k`]);
+        expect((await etcd.lease.keepAliveOnce(id)).id).toBe(id);
+        expect((await etcd.lease.list()).leases).toContain(id);
+        const txn = await etcd
+          .txn()
+          .if(cmp.lease(`${p}k`, "==", id))
+          .then(op.get(`${p}k`))
+          .commit();
+        expect(txn.succeeded).toBe(true);
+        if (txn.succeeded) expect(txn.responses[0].kvs[0]?.lease).toBe(id);
+        // The neighbour a double would round to is not a lease, and a put with it must not land on ours.
+        expect((await rejection(etcd.lease.timeToLive("9007199254740992"))).code).toBe("LEASE_NOT_FOUND");
+        expect((await rejection(etcd.put(`${p}k2`, "v", { lease: "9007199254740992" }))).code).toBe("LEASE_NOT_FOUND");
+      } finally {
+        await etcd.lease.revoke(id).catch(() => {});
+      }
+    },
+  );
 
   it("random IDs in (2^62, 2^63), one given as a bigint, and one next to int64 max, are kept exact", async () => {
     const p = fresh();

@@ -65,112 +65,123 @@ describe("mutex", () => {
     expect((await etcd.range({ prefix: `${name}/` })).count).toBe(0);
   });
 
-  it("joins an empty line with the put alone, answered by its revision; behind a holder, the full join reads the holder and the newest keys without values", async () => {
-    const name = fresh();
-    interface WireKv {
-      key: string;
-      value?: string;
-    }
-    interface WireTxn {
-      header: { revision: string };
-      succeeded?: boolean;
-      responses?: Array<{ response_put?: unknown; response_range?: { kvs?: WireKv[] }; response_txn?: WireTxn }>;
-    }
-    // Each join as sent (the put alone, or the full join with its branch for a busy line) and as answered.
-    const joins: Array<{ sent: "put alone" | "full"; answer: WireTxn }> = [];
-    const fetch: Fetch = async (input, init) => {
-      const response = await backend.fetch(input, init);
-      if (!input.endsWith("/v3/kv/txn")) return response;
-      const request = JSON.parse(init.body) as { compare?: unknown[]; failure?: unknown[] };
-      // A join compares its whole line (a range); a release guards its one key.
-      if (!JSON.stringify(request.compare ?? []).includes("range_end")) return response;
-      const text = await response.text();
-      joins.push({
-        sent: (request.failure ?? []).length === 0 ? "put alone" : "full",
-        answer: JSON.parse(text) as WireTxn,
-      });
-      return { status: response.status, body: null, text: () => Promise.resolve(text) };
-    };
-    const client = backend.client({ fetch });
-    const held = await (await session(30, client)).mutex(name).lock();
-    expect(joins.map((j) => j.sent)).toEqual(["put alone"]);
-    const empty = joins[0]!.answer;
-    expect(empty.succeeded).toBe(true);
-    expect(empty.responses).toEqual([{ response_put: { header: { revision: empty.header.revision } } }]);
-    expect(held.revision).toBe(Number(empty.header.revision));
+  it(
+    "joins an empty line with the put alone, answered by its revision; " +
+      "behind a holder, the full join reads the holder and the newest keys without values",
+    async () => {
+      const name = fresh();
+      interface WireKv {
+        key: string;
+        value?: string;
+      }
+      interface WireTxn {
+        header: { revision: string };
+        succeeded?: boolean;
+        responses?: Array<{ response_put?: unknown; response_range?: { kvs?: WireKv[] }; response_txn?: WireTxn }>;
+      }
+      // Each join as sent (the put alone, or the full join with its branch for a busy line) and as answered.
+      const joins: Array<{ sent: "put alone" | "full"; answer: WireTxn }> = [];
+      const fetch: Fetch = async (input, init) => {
+        const response = await backend.fetch(input, init);
+        if (!input.endsWith("/v3/kv/txn")) return response;
+        const request = JSON.parse(init.body) as { compare?: unknown[]; failure?: unknown[] };
+        // A join compares its whole line (a range); a release guards its one key.
+        if (!JSON.stringify(request.compare ?? []).includes("range_end")) return response;
+        const text = await response.text();
+        joins.push({
+          sent: (request.failure ?? []).length === 0 ? "put alone" : "full",
+          answer: JSON.parse(text) as WireTxn,
+        });
+        return { status: response.status, body: null, text: () => Promise.resolve(text) };
+      };
+      const client = backend.client({ fetch });
+      const held = await (await session(30, client)).mutex(name).lock();
+      expect(joins.map((j) => j.sent)).toEqual(["put alone"]);
+      const empty = joins[0]!.answer;
+      expect(empty.succeeded).toBe(true);
+      expect(empty.responses).toEqual([{ response_put: { header: { revision: empty.header.revision } } }]);
+      expect(held.revision).toBe(Number(empty.header.revision));
 
-    // A new mutex guesses an empty line too: refused (nothing written, nothing read), then the full join.
-    const waiter = (await session(30, client)).mutex(name);
-    const waiting = waiter.lock();
-    await lineLength(name, 2);
-    expect(joins.map((j) => j.sent)).toEqual(["put alone", "put alone", "full"]);
-    const refused = joins[1]!.answer;
-    expect(refused.succeeded ?? false).toBe(false);
-    expect(refused.responses ?? []).toEqual([]);
-    // The compare (an empty line) failed, so the full join ran its nested transaction: put, holder, two newest.
-    const behind = joins[2]!.answer;
-    expect(behind.succeeded ?? false).toBe(false);
-    const line = behind.responses![0]!.response_txn!;
-    expect(line.succeeded).toBe(true);
-    const [, owner, newest] = line.responses!;
-    const keys = (r: { response_range?: { kvs?: WireKv[] } } | undefined) =>
-      (r?.response_range?.kvs ?? []).map((kv) => atob(kv.key));
-    expect(keys(owner)).toEqual([`${backend.namespace}${held.key}`]);
-    expect(keys(newest)).toEqual([`${backend.namespace}${waiter.key}`, `${backend.namespace}${held.key}`]);
-    expect(
-      [...(owner!.response_range!.kvs ?? []), ...(newest!.response_range!.kvs ?? [])].map((kv) => kv.value),
-    ).toEqual([undefined, undefined, undefined]);
-    await held.unlock();
-    await (await within(5_000, "the waiter", waiting)).unlock();
+      // A new mutex guesses an empty line too: refused (nothing written, nothing read), then the full join.
+      const waiter = (await session(30, client)).mutex(name);
+      const waiting = waiter.lock();
+      await lineLength(name, 2);
+      expect(joins.map((j) => j.sent)).toEqual(["put alone", "put alone", "full"]);
+      const refused = joins[1]!.answer;
+      expect(refused.succeeded ?? false).toBe(false);
+      expect(refused.responses ?? []).toEqual([]);
+      // The compare (an empty line) failed, so the full join ran its nested transaction: put, holder, two newest.
+      const behind = joins[2]!.answer;
+      expect(behind.succeeded ?? false).toBe(false);
+      const line = behind.responses![0]!.response_txn!;
+      expect(line.succeeded).toBe(true);
+      const [, owner, newest] = line.responses!;
+      const keys = (r: { response_range?: { kvs?: WireKv[] } } | undefined) =>
+        (r?.response_range?.kvs ?? []).map((kv) => atob(kv.key));
+      expect(keys(owner)).toEqual([`${backend.namespace}${held.key}`]);
+      expect(keys(newest)).toEqual([`${backend.namespace}${waiter.key}`, `${backend.namespace}${held.key}`]);
+      expect(
+        [...(owner!.response_range!.kvs ?? []), ...(newest!.response_range!.kvs ?? [])].map((kv) => kv.value),
+      ).toEqual([undefined, undefined, undefined]);
+      await held.unlock();
+      await (await within(5_000, "the waiter", waiting)).unlock();
 
-    // That mutex found its line busy: its joins go full, answered by the put alone while the line is empty,
-    // until two in a row found it empty; then the put alone again.
-    for (let i = 0; i < 3; i++) await (await waiter.lock()).unlock();
-    expect(joins.slice(3).map((j) => j.sent)).toEqual(["full", "full", "put alone"]);
-    for (const { answer } of joins.slice(3)) {
-      expect(answer.succeeded).toBe(true);
-      expect(answer.responses).toEqual([{ response_put: { header: { revision: answer.header.revision } } }]);
-    }
-  });
+      // That mutex found its line busy: its joins go full, answered by the put alone while the line is empty,
+      // until two in a row found it empty; then the put alone again.
+      for (let i = 0; i < 3; i++) await (await waiter.lock()).unlock();
+      expect(joins.slice(3).map((j) => j.sent)).toEqual(["full", "full", "put alone"]);
+      for (const { answer } of joins.slice(3)) {
+        expect(answer.succeeded).toBe(true);
+        expect(answer.responses).toEqual([{ response_put: { header: { revision: answer.header.revision } } }]);
+      }
+    },
+  );
 
-  it("tryLock: undefined while held (no key left behind); lock({ timeout: 0 }) → LOCKED; a Lock once free", async () => {
-    const name = fresh();
-    const holder = await (await session()).mutex(name).lock();
-    const other = (await session()).mutex(name);
-    expect(await other.tryLock()).toBeUndefined();
-    expect((await etcd.range({ prefix: `${name}/` })).count).toBe(1);
-    const error = await rejection(other.lock({ timeout: 0 }));
-    expect(error.code).toBe("LOCKED");
-    expect((await etcd.range({ prefix: `${name}/` })).count).toBe(1);
-    await holder.unlock();
-    const lock = await other.tryLock();
-    expect(lock).toBeDefined();
-    expect(lock!.revision).toBeGreaterThan(holder.revision);
-    await lock!.unlock();
-    // Unlocking twice: LOCK_RELEASED.
-    await expect(lock!.unlock()).rejects.toMatchObject({ code: "LOCK_RELEASED" });
-  });
+  it(
+    "tryLock: undefined while held (no key left behind); " + "lock({ timeout: 0 }) → LOCKED; a Lock once free",
+    async () => {
+      const name = fresh();
+      const holder = await (await session()).mutex(name).lock();
+      const other = (await session()).mutex(name);
+      expect(await other.tryLock()).toBeUndefined();
+      expect((await etcd.range({ prefix: `${name}/` })).count).toBe(1);
+      const error = await rejection(other.lock({ timeout: 0 }));
+      expect(error.code).toBe("LOCKED");
+      expect((await etcd.range({ prefix: `${name}/` })).count).toBe(1);
+      await holder.unlock();
+      const lock = await other.tryLock();
+      expect(lock).toBeDefined();
+      expect(lock!.revision).toBeGreaterThan(holder.revision);
+      await lock!.unlock();
+      // Unlocking twice: LOCK_RELEASED.
+      await expect(lock!.unlock()).rejects.toMatchObject({ code: "LOCK_RELEASED" });
+    },
+  );
 
-  it("a fenced write succeeds while held and is refused once the lock is lost (lease revoked); the next holder's succeeds", async () => {
-    const name = fresh();
-    const resource = `${fresh("res")}/data`;
-    const s1 = await session();
-    const first = await s1.mutex(name).lock();
-    const fenced = (lock: Lock, value: string) => etcd.txn().if(lock.ifHeld()).then(op.put(resource, value)).commit();
-    expect((await fenced(first, "from first")).succeeded).toBe(true);
-    const s2 = await session();
-    const second = s2.mutex(name).lock();
-    await lineLength(name, 2);
-    await etcd.lease.revoke(s1.leaseId);
-    const secondLock = await within(5_000, "second acquires", second);
-    expect((await fenced(first, "stale")).succeeded).toBe(false);
-    expect((await fenced(secondLock, "from second")).succeeded).toBe(true);
-    expect((await etcd.get(resource))?.value).toBe("from second");
-    // The stale holder's unlock tells it the lock was lost.
-    await expect(first.unlock()).rejects.toMatchObject({ code: "LOCK_LOST" });
-    expect(secondLock.held).toBe(true);
-    await secondLock.unlock();
-  });
+  it(
+    "a fenced write succeeds while held and is refused once the lock is lost (lease revoked); " +
+      "the next holder's succeeds",
+    async () => {
+      const name = fresh();
+      const resource = `${fresh("res")}/data`;
+      const s1 = await session();
+      const first = await s1.mutex(name).lock();
+      const fenced = (lock: Lock, value: string) => etcd.txn().if(lock.ifHeld()).then(op.put(resource, value)).commit();
+      expect((await fenced(first, "from first")).succeeded).toBe(true);
+      const s2 = await session();
+      const second = s2.mutex(name).lock();
+      await lineLength(name, 2);
+      await etcd.lease.revoke(s1.leaseId);
+      const secondLock = await within(5_000, "second acquires", second);
+      expect((await fenced(first, "stale")).succeeded).toBe(false);
+      expect((await fenced(secondLock, "from second")).succeeded).toBe(true);
+      expect((await etcd.get(resource))?.value).toBe("from second");
+      // The stale holder's unlock tells it the lock was lost.
+      await expect(first.unlock()).rejects.toMatchObject({ code: "LOCK_LOST" });
+      expect(secondLock.held).toBe(true);
+      await secondLock.unlock();
+    },
+  );
 });
 
 // A member of its own: when other writes move the store on between a waiter's join and its watch's creation,
@@ -180,9 +191,10 @@ const JOIN_OF_NEW_MUTEX_BEHIND_HOLDER = ["/v3/kv/txn", "/v3/kv/txn"];
 
 describe("handoff cost", () => {
   const quiet = useBackend({ dedicated: true });
+  const acquiresOnDelete = "the waiter right behind the holder acquires on the delete event, with no read";
 
   for (const release of ["unlock", "lease revoke"] as const) {
-    it(`handoff on ${release}: the waiter right behind the holder acquires on the delete event, with no read`, async () => {
+    it(`handoff on ${release}: ${acquiresOnDelete}`, async () => {
       const name = fresh();
       const holderSession = await session(30, quiet.etcd);
       const holder = await holderSession.mutex(name).lock();
@@ -274,7 +286,8 @@ describe("expiry", () => {
     const sinceCreated = result!.at - createdAt;
     const sinceAdvance = result!.at - advancedAt;
     console.info(
-      `[${backend.name}] waiter SESSION_EXPIRED ${Math.round(sinceAdvance)} ms after advance(), ${Math.round(sinceCreated)} ms after its session`,
+      `[${backend.name}] waiter SESSION_EXPIRED ${Math.round(sinceAdvance)} ms ` +
+        `after advance(), ${Math.round(sinceCreated)} ms after its session`,
     );
     expect(sinceCreated).toBeLessThan(2_000 + EXPIRY_GRACE_MS);
     // Renewing an expired session: SESSION_EXPIRED.
@@ -283,48 +296,58 @@ describe("expiry", () => {
     await holder.unlock();
   });
 
-  it("session.renew() after the lease expired on the server → SESSION_EXPIRED, and a waiting lock() fails at once with it", async () => {
-    const name = fresh();
-    const holder = await (await session(60)).mutex(name).lock();
-    const waiterSession = await session(2);
-    const waiting = waiterSession.mutex(name).lock();
-    const outcome = waiting.then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    await lineLength(name, 2);
-    await backend.advance(3_500);
-    await until(
-      "waiter key gone",
-      EXPIRY_GRACE_MS,
-      async () => (await etcd.range({ prefix: `${name}/`, countOnly: true })).count === 1,
-    );
-    const renewError = await rejection(waiterSession.renew());
-    expect(renewError.code).toBe("SESSION_EXPIRED");
-    expect(waiterSession.alive).toBe(false);
-    // The renewal's verdict reaches the waiter through the session's signal: no further wait.
-    expect(await within(500, "waiter after renew", outcome)).toMatchObject({ code: "SESSION_EXPIRED" });
-    await holder.unlock();
-  });
+  it(
+    "session.renew() after the lease expired on the server → SESSION_EXPIRED, " +
+      "and a waiting lock() fails at once with it",
+    async () => {
+      const name = fresh();
+      const holder = await (await session(60)).mutex(name).lock();
+      const waiterSession = await session(2);
+      const waiting = waiterSession.mutex(name).lock();
+      const outcome = waiting.then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      await lineLength(name, 2);
+      await backend.advance(3_500);
+      await until(
+        "waiter key gone",
+        EXPIRY_GRACE_MS,
+        async () => (await etcd.range({ prefix: `${name}/`, countOnly: true })).count === 1,
+      );
+      const renewError = await rejection(waiterSession.renew());
+      expect(renewError.code).toBe("SESSION_EXPIRED");
+      expect(waiterSession.alive).toBe(false);
+      // The renewal's verdict reaches the waiter through the session's signal: no further wait.
+      expect(await within(500, "waiter after renew", outcome)).toMatchObject({ code: "SESSION_EXPIRED" });
+      await holder.unlock();
+    },
+  );
 
-  it("a holder whose lease expires loses the lock: fenced write refused, the waiter acquires, unlock → LOCK_LOST", async () => {
-    const name = fresh();
-    const resource = `${fresh("res")}/data`;
-    const holderSession = await session(2);
-    const lost = await holderSession.mutex(name).lock();
-    const waiterSession = await session(60);
-    const next = waiterSession.mutex(name).lock();
-    await lineLength(name, 2);
-    await backend.advance(3_500);
-    const nextLock = await within(EXPIRY_GRACE_MS + 1_000, "waiter acquires after the holder's lease expired", next);
-    expect(nextLock.revision).toBeGreaterThan(lost.revision);
-    const stale = await etcd.txn().if(lost.ifHeld()).then(op.put(resource, "stale")).commit();
-    expect(stale.succeeded).toBe(false);
-    expect(await etcd.get(resource)).toBeUndefined();
-    await expect(lost.unlock()).rejects.toMatchObject({ code: "LOCK_LOST" });
-    expect((await etcd.inspectLock(name)).holder).toMatchObject({ key: nextLock.key, leaseId: waiterSession.leaseId });
-    await nextLock.unlock();
-  });
+  it(
+    "a holder whose lease expires loses the lock: " + "fenced write refused, the waiter acquires, unlock → LOCK_LOST",
+    async () => {
+      const name = fresh();
+      const resource = `${fresh("res")}/data`;
+      const holderSession = await session(2);
+      const lost = await holderSession.mutex(name).lock();
+      const waiterSession = await session(60);
+      const next = waiterSession.mutex(name).lock();
+      await lineLength(name, 2);
+      await backend.advance(3_500);
+      const nextLock = await within(EXPIRY_GRACE_MS + 1_000, "waiter acquires after the holder's lease expired", next);
+      expect(nextLock.revision).toBeGreaterThan(lost.revision);
+      const stale = await etcd.txn().if(lost.ifHeld()).then(op.put(resource, "stale")).commit();
+      expect(stale.succeeded).toBe(false);
+      expect(await etcd.get(resource)).toBeUndefined();
+      await expect(lost.unlock()).rejects.toMatchObject({ code: "LOCK_LOST" });
+      expect((await etcd.inspectLock(name)).holder).toMatchObject({
+        key: nextLock.key,
+        leaseId: waiterSession.leaseId,
+      });
+      await nextLock.unlock();
+    },
+  );
 });
 
 describe("election", () => {
@@ -381,28 +404,32 @@ describe("election", () => {
     }
   });
 
-  it("a candidate still waiting in line is not the leader: isLeader false, proclaim → NOT_LEADER, ifLeader() → NOT_LEADER", async () => {
-    const name = fresh("election");
-    const [s1, s2] = await Promise.all([session(), session()]);
-    const leader = s1.election(name);
-    await leader.campaign("leader");
-    const waiting = s2.election(name);
-    const campaign = waiting.campaign("candidate");
-    await lineLength(name, 2);
-    // Give the campaign's own continuation time to run past joining the line.
-    expect(await stillPending(campaign, 100)).toBe(true);
-    expect(waiting.isLeader).toBe(false);
-    await expect(waiting.proclaim("usurper")).rejects.toMatchObject({ code: "NOT_LEADER" });
-    expect(() => waiting.ifLeader()).toThrow(expect.objectContaining({ code: "NOT_LEADER" }));
-    expect((await s1.election(name).leader())?.value).toBe("leader");
-    // A failed proclaim does not withdraw or break the candidacy: it still wins, with its own value.
-    await leader.resign();
-    await within(5_000, "candidate elected", campaign);
-    expect(waiting.isLeader).toBe(true);
-    expect(await s1.election(name).leader()).toMatchObject({ value: "candidate", revision: waiting.revision });
-    await waiting.proclaim("now leading");
-    expect((await s1.election(name).leader())?.value).toBe("now leading");
-    await waiting.resign();
-    expect(await s1.election(name).leader()).toBeUndefined();
-  });
+  it(
+    "a candidate still waiting in line is not the leader: isLeader false, " +
+      "proclaim → NOT_LEADER, ifLeader() → NOT_LEADER",
+    async () => {
+      const name = fresh("election");
+      const [s1, s2] = await Promise.all([session(), session()]);
+      const leader = s1.election(name);
+      await leader.campaign("leader");
+      const waiting = s2.election(name);
+      const campaign = waiting.campaign("candidate");
+      await lineLength(name, 2);
+      // Give the campaign's own continuation time to run past joining the line.
+      expect(await stillPending(campaign, 100)).toBe(true);
+      expect(waiting.isLeader).toBe(false);
+      await expect(waiting.proclaim("usurper")).rejects.toMatchObject({ code: "NOT_LEADER" });
+      expect(() => waiting.ifLeader()).toThrow(expect.objectContaining({ code: "NOT_LEADER" }));
+      expect((await s1.election(name).leader())?.value).toBe("leader");
+      // A failed proclaim does not withdraw or break the candidacy: it still wins, with its own value.
+      await leader.resign();
+      await within(5_000, "candidate elected", campaign);
+      expect(waiting.isLeader).toBe(true);
+      expect(await s1.election(name).leader()).toMatchObject({ value: "candidate", revision: waiting.revision });
+      await waiting.proclaim("now leading");
+      expect((await s1.election(name).leader())?.value).toBe("now leading");
+      await waiting.resign();
+      expect(await s1.election(name).leader()).toBeUndefined();
+    },
+  );
 });

@@ -75,129 +75,144 @@ function slowJoins(inner: Fetch, ms: number): Fetch {
 const EXPIRY_GRACE_MS = 3_000;
 
 describe("semaphore", () => {
-  it("admits `permits` holders at once, then one waiter per release, in join order, with distinct increasing tokens", async () => {
-    const name = fresh("sem");
-    const [a, b, c, d] = await Promise.all([session(), session(), session(), session()]);
-    const first = await a.semaphore(name, { permits: 2 }).acquire();
-    const second = await b.semaphore(name, { permits: 2 }).acquire();
-    expect(second.revision).toBeGreaterThan(first.revision);
-    const order: string[] = [];
-    const third = c
-      .semaphore(name, { permits: 2 })
-      .acquire()
-      .then((p) => {
-        order.push("c");
-        return p;
-      });
-    await joined(`${name}/`, 3);
-    const fourth = d
-      .semaphore(name, { permits: 2 })
-      .acquire()
-      .then((p) => {
-        order.push("d");
-        return p;
-      });
-    await joined(`${name}/`, 4);
-    expect(await stillPending(Promise.race([third, fourth]), 100)).toBe(true);
+  it(
+    "admits `permits` holders at once, then one waiter per release, " +
+      "in join order, with distinct increasing tokens",
+    async () => {
+      const name = fresh("sem");
+      const [a, b, c, d] = await Promise.all([session(), session(), session(), session()]);
+      const first = await a.semaphore(name, { permits: 2 }).acquire();
+      const second = await b.semaphore(name, { permits: 2 }).acquire();
+      expect(second.revision).toBeGreaterThan(first.revision);
+      const order: string[] = [];
+      const third = c
+        .semaphore(name, { permits: 2 })
+        .acquire()
+        .then((p) => {
+          order.push("c");
+          return p;
+        });
+      await joined(`${name}/`, 3);
+      const fourth = d
+        .semaphore(name, { permits: 2 })
+        .acquire()
+        .then((p) => {
+          order.push("d");
+          return p;
+        });
+      await joined(`${name}/`, 4);
+      expect(await stillPending(Promise.race([third, fourth]), 100)).toBe(true);
 
-    const info = await etcd.inspectSemaphore(name);
-    expect(info.permits).toBe(2);
-    expect(info.holders.map((h) => h.key)).toEqual([first.key, second.key]);
-    expect(info.waiters.map((w) => w.leaseId)).toEqual([c.leaseId, d.leaseId]);
+      const info = await etcd.inspectSemaphore(name);
+      expect(info.permits).toBe(2);
+      expect(info.holders.map((h) => h.key)).toEqual([first.key, second.key]);
+      expect(info.waiters.map((w) => w.leaseId)).toEqual([c.leaseId, d.leaseId]);
 
-    // The second holder leaves first: the first waiter in line takes its place, not the second.
-    await second.release();
-    const thirdPermit = await within(5_000, "first waiter admitted", third);
-    expect(await stillPending(fourth, 100)).toBe(true);
-    await first.release();
-    const fourthPermit = await within(5_000, "second waiter admitted", fourth);
-    expect(order).toEqual(["c", "d"]);
-    expect(fourthPermit.revision).toBeGreaterThan(thirdPermit.revision);
-    expect(thirdPermit.revision).toBeGreaterThan(second.revision);
-    await Promise.all([thirdPermit.release(), fourthPermit.release()]);
-    expect(await keysUnder(`${name}/`)).toBe(0);
-  });
+      // The second holder leaves first: the first waiter in line takes its place, not the second.
+      await second.release();
+      const thirdPermit = await within(5_000, "first waiter admitted", third);
+      expect(await stillPending(fourth, 100)).toBe(true);
+      await first.release();
+      const fourthPermit = await within(5_000, "second waiter admitted", fourth);
+      expect(order).toEqual(["c", "d"]);
+      expect(fourthPermit.revision).toBeGreaterThan(thirdPermit.revision);
+      expect(thirdPermit.revision).toBeGreaterThan(second.revision);
+      await Promise.all([thirdPermit.release(), fourthPermit.release()]);
+      expect(await keysUnder(`${name}/`)).toBe(0);
+    },
+  );
 
-  it("costs one request uncontended and two for a waiter, however long the line and whoever ahead gives up", async () => {
-    const name = fresh("sem");
-    const permits = 2;
-    const holders = await Promise.all([session(), session()]);
-    const held = await Promise.all(holders.map((s) => s.semaphore(name, { permits }).acquire()));
-    // Four waiters ahead of ours.
-    const ahead: Array<{ promise: Promise<unknown>; abort: AbortController }> = [];
-    for (let i = 0; i < 4; i++) {
-      const abort = new AbortController();
+  it(
+    "costs one request uncontended and two for a waiter, " + "however long the line and whoever ahead gives up",
+    async () => {
+      const name = fresh("sem");
+      const permits = 2;
+      const holders = await Promise.all([session(), session()]);
+      const held = await Promise.all(holders.map((s) => s.semaphore(name, { permits }).acquire()));
+      // Four waiters ahead of ours.
+      const ahead: Array<{ promise: Promise<unknown>; abort: AbortController }> = [];
+      for (let i = 0; i < 4; i++) {
+        const abort = new AbortController();
+        const s = await session();
+        const promise = s
+          .semaphore(name, { permits })
+          .acquire({ signal: abort.signal })
+          .catch((e: unknown) => e);
+        ahead.push({ promise, abort });
+        await joined(`${name}/`, permits + i + 1);
+      }
+      const fetch = recordingFetch(backend.fetch);
+      const waiterSession = await session(30, backend.client({ fetch }));
+      const mark = fetch.mark();
+      const waiting = waiterSession.semaphore(name, { permits }).acquire();
+      await joined(`${name}/`, permits + 5);
+      // Three waiters ahead give up, one holder leaves and takes the last one ahead in: ours is not admitted.
+      for (const { abort } of ahead.slice(0, 3)) abort.abort();
+      await Promise.all(ahead.slice(0, 3).map((w) => w.promise));
+      await held[0]!.release();
+      const lastAhead = (await within(5_000, "last waiter ahead admitted", ahead[3]!.promise)) as {
+        release(): Promise<void>;
+      };
+      expect(await stillPending(waiting, 100)).toBe(true);
+      // The other holder leaves: ours is admitted from the events alone.
+      await held[1]!.release();
+      const permit = await within(5_000, "our waiter admitted", waiting);
+      expect(fetch.since(mark)).toEqual(["/v3/kv/txn", "/v3/watch"]);
+
+      await permit.release();
+      const again = fetch.mark();
+      const uncontended = await waiterSession.semaphore(name, { permits }).acquire();
+      expect(fetch.since(again)).toEqual(["/v3/kv/txn"]);
+      await Promise.all([uncontended.release(), lastAhead.release()]);
+      expect(await keysUnder(`${name}/`)).toBe(0);
+    },
+  );
+
+  it(
+    "one session holds several permits at once; " +
+      "tryAcquire() → undefined and acquire({ timeout: 0 }) → LOCKED when full, leaving no key",
+    async () => {
+      const name = fresh("sem");
       const s = await session();
-      const promise = s
-        .semaphore(name, { permits })
-        .acquire({ signal: abort.signal })
-        .catch((e: unknown) => e);
-      ahead.push({ promise, abort });
-      await joined(`${name}/`, permits + i + 1);
-    }
-    const fetch = recordingFetch(backend.fetch);
-    const waiterSession = await session(30, backend.client({ fetch }));
-    const mark = fetch.mark();
-    const waiting = waiterSession.semaphore(name, { permits }).acquire();
-    await joined(`${name}/`, permits + 5);
-    // Three waiters ahead give up, one holder leaves and takes the last one ahead in: ours is not admitted.
-    for (const { abort } of ahead.slice(0, 3)) abort.abort();
-    await Promise.all(ahead.slice(0, 3).map((w) => w.promise));
-    await held[0]!.release();
-    const lastAhead = (await within(5_000, "last waiter ahead admitted", ahead[3]!.promise)) as {
-      release(): Promise<void>;
-    };
-    expect(await stillPending(waiting, 100)).toBe(true);
-    // The other holder leaves: ours is admitted from the events alone.
-    await held[1]!.release();
-    const permit = await within(5_000, "our waiter admitted", waiting);
-    expect(fetch.since(mark)).toEqual(["/v3/kv/txn", "/v3/watch"]);
+      const semaphore = s.semaphore(name, { permits: 2 });
+      const [p1, p2] = await Promise.all([semaphore.acquire(), semaphore.acquire()]);
+      expect(p1!.key).not.toBe(p2!.key);
+      expect(p1!.held && p2!.held).toBe(true);
+      expect(await semaphore.tryAcquire()).toBeUndefined();
+      expect((await rejection(semaphore.acquire({ timeout: 0 }))).code).toBe("LOCKED");
+      expect(await keysUnder(`${name}/`)).toBe(2);
+      await p1!.release();
+      const p3 = await semaphore.tryAcquire();
+      expect(p3?.revision).toBeGreaterThan(p2!.revision);
+      await Promise.all([p2!.release(), p3!.release()]);
+      await expect(p3!.release()).rejects.toMatchObject({ code: "LOCK_RELEASED" });
+    },
+  );
 
-    await permit.release();
-    const again = fetch.mark();
-    const uncontended = await waiterSession.semaphore(name, { permits }).acquire();
-    expect(fetch.since(again)).toEqual(["/v3/kv/txn"]);
-    await Promise.all([uncontended.release(), lastAhead.release()]);
-    expect(await keysUnder(`${name}/`)).toBe(0);
-  });
+  it(
+    "a contender with another number of permits gets PERMITS_MISMATCH and leaves no key; " +
+      "so does one on a mutex's line",
+    async () => {
+      const name = fresh("sem");
+      const holder = await (await session()).semaphore(name, { permits: 2 }).acquire();
+      const other = await session();
+      const error = await rejection(other.semaphore(name, { permits: 3 }).acquire());
+      expect(error.code).toBe("PERMITS_MISMATCH");
+      expect(error.message).toContain(holder.key);
+      expect(await keysUnder(`${name}/`)).toBe(1);
+      await holder.release();
+      // Alone in the line, any number is accepted.
+      const alone = await other.semaphore(name, { permits: 3 }).acquire();
+      await alone.release();
 
-  it("one session holds several permits at once; tryAcquire() → undefined and acquire({ timeout: 0 }) → LOCKED when full, leaving no key", async () => {
-    const name = fresh("sem");
-    const s = await session();
-    const semaphore = s.semaphore(name, { permits: 2 });
-    const [p1, p2] = await Promise.all([semaphore.acquire(), semaphore.acquire()]);
-    expect(p1!.key).not.toBe(p2!.key);
-    expect(p1!.held && p2!.held).toBe(true);
-    expect(await semaphore.tryAcquire()).toBeUndefined();
-    expect((await rejection(semaphore.acquire({ timeout: 0 }))).code).toBe("LOCKED");
-    expect(await keysUnder(`${name}/`)).toBe(2);
-    await p1!.release();
-    const p3 = await semaphore.tryAcquire();
-    expect(p3?.revision).toBeGreaterThan(p2!.revision);
-    await Promise.all([p2!.release(), p3!.release()]);
-    await expect(p3!.release()).rejects.toMatchObject({ code: "LOCK_RELEASED" });
-  });
-
-  it("a contender with another number of permits gets PERMITS_MISMATCH and leaves no key; so does one on a mutex's line", async () => {
-    const name = fresh("sem");
-    const holder = await (await session()).semaphore(name, { permits: 2 }).acquire();
-    const other = await session();
-    const error = await rejection(other.semaphore(name, { permits: 3 }).acquire());
-    expect(error.code).toBe("PERMITS_MISMATCH");
-    expect(error.message).toContain(holder.key);
-    expect(await keysUnder(`${name}/`)).toBe(1);
-    await holder.release();
-    // Alone in the line, any number is accepted.
-    const alone = await other.semaphore(name, { permits: 3 }).acquire();
-    await alone.release();
-
-    const mutexName = fresh("mutex");
-    const lock = await (await session()).mutex(mutexName).lock();
-    expect((await rejection(other.semaphore(mutexName, { permits: 2 }).acquire())).code).toBe("PERMITS_MISMATCH");
-    await expect(etcd.inspectSemaphore(mutexName)).rejects.toMatchObject({ code: "PERMITS_MISMATCH" });
-    expect(await keysUnder(`${mutexName}/`)).toBe(1);
-    await lock.unlock();
-  });
+      const mutexName = fresh("mutex");
+      const lock = await (await session()).mutex(mutexName).lock();
+      expect((await rejection(other.semaphore(mutexName, { permits: 2 }).acquire())).code).toBe("PERMITS_MISMATCH");
+      await expect(etcd.inspectSemaphore(mutexName)).rejects.toMatchObject({ code: "PERMITS_MISMATCH" });
+      expect(await keysUnder(`${mutexName}/`)).toBe(1);
+      await lock.unlock();
+    },
+  );
 
   it("abort and timeout while waiting leave no key; bad permits are refused before any request", async () => {
     const name = fresh("sem");
@@ -219,25 +234,33 @@ describe("semaphore", () => {
     }
   });
 
-  it("a holder whose lease expires loses its permit: signal aborts, fenced write refused, the waiter is admitted, release → LOCK_LOST", async () => {
-    const name = fresh("sem");
-    const resource = `${fresh("res")}/data`;
-    const short = await session(2);
-    const lost = await short.semaphore(name, { permits: 1 }).acquire();
-    const signal = lost.signal;
-    const next = (await session(60)).semaphore(name, { permits: 1 }).acquire();
-    await joined(`${name}/`, 2);
-    await backend.advance(3_500);
-    const nextPermit = await within(EXPIRY_GRACE_MS + 1_000, "waiter admitted after the holder's lease expired", next);
-    await until("the lost permit's signal aborts", 3_000, () => signal.aborted);
-    expect(lost.held).toBe(false);
-    const stale = await etcd.txn().if(lost.ifHeld()).then(op.put(resource, "stale")).commit();
-    expect(stale.succeeded).toBe(false);
-    expect((await etcd.txn().if(nextPermit.ifHeld()).then(op.put(resource, "fresh")).commit()).succeeded).toBe(true);
-    await expect(lost.release()).rejects.toMatchObject({ code: "LOCK_LOST" });
-    await nextPermit.release();
-    expect(await keysUnder(`${name}/`)).toBe(0);
-  });
+  it(
+    "a holder whose lease expires loses its permit: signal aborts, " +
+      "fenced write refused, the waiter is admitted, release → LOCK_LOST",
+    async () => {
+      const name = fresh("sem");
+      const resource = `${fresh("res")}/data`;
+      const short = await session(2);
+      const lost = await short.semaphore(name, { permits: 1 }).acquire();
+      const signal = lost.signal;
+      const next = (await session(60)).semaphore(name, { permits: 1 }).acquire();
+      await joined(`${name}/`, 2);
+      await backend.advance(3_500);
+      const nextPermit = await within(
+        EXPIRY_GRACE_MS + 1_000,
+        "waiter admitted after the holder's lease expired",
+        next,
+      );
+      await until("the lost permit's signal aborts", 3_000, () => signal.aborted);
+      expect(lost.held).toBe(false);
+      const stale = await etcd.txn().if(lost.ifHeld()).then(op.put(resource, "stale")).commit();
+      expect(stale.succeeded).toBe(false);
+      expect((await etcd.txn().if(nextPermit.ifHeld()).then(op.put(resource, "fresh")).commit()).succeeded).toBe(true);
+      await expect(lost.release()).rejects.toMatchObject({ code: "LOCK_LOST" });
+      await nextPermit.release();
+      expect(await keysUnder(`${name}/`)).toBe(0);
+    },
+  );
 
   it("a waiter whose lease expires fails with SESSION_EXPIRED and leaves the line", async () => {
     const name = fresh("sem");
@@ -297,62 +320,70 @@ describe("semaphore", () => {
 });
 
 describe("read-write lock", () => {
-  it("readers share, a writer waits for them, readers after a waiting writer wait for it (FIFO), a write lock excludes all", async () => {
-    const name = fresh("rw");
-    const [r1s, r2s, ws, r3s] = await Promise.all([session(), session(), session(), session()]);
-    const r1 = await r1s.rwlock(name).readLock();
-    const r2 = await r2s.rwlock(name).readLock({ timeout: 0 });
-    expect(r2.revision).toBeGreaterThan(r1.revision);
-    const events: string[] = [];
-    const writing = ws
-      .rwlock(name)
-      .writeLock()
-      .then((w) => {
-        events.push("writer");
-        return w;
-      });
-    await joined(`${name}/`, 3);
-    const reading = r3s
-      .rwlock(name)
-      .readLock()
-      .then((r) => {
-        events.push("reader after writer");
-        return r;
-      });
-    await joined(`${name}/`, 4);
-    expect(await stillPending(Promise.race([writing, reading]), 100)).toBe(true);
-    await expect(r3s.rwlock(name).readLock({ timeout: 0 })).rejects.toMatchObject({ code: "LOCKED" });
+  it(
+    "readers share, a writer waits for them, " +
+      "readers after a waiting writer wait for it (FIFO), a write lock excludes all",
+    async () => {
+      const name = fresh("rw");
+      const [r1s, r2s, ws, r3s] = await Promise.all([session(), session(), session(), session()]);
+      const r1 = await r1s.rwlock(name).readLock();
+      const r2 = await r2s.rwlock(name).readLock({ timeout: 0 });
+      expect(r2.revision).toBeGreaterThan(r1.revision);
+      const events: string[] = [];
+      const writing = ws
+        .rwlock(name)
+        .writeLock()
+        .then((w) => {
+          events.push("writer");
+          return w;
+        });
+      await joined(`${name}/`, 3);
+      const reading = r3s
+        .rwlock(name)
+        .readLock()
+        .then((r) => {
+          events.push("reader after writer");
+          return r;
+        });
+      await joined(`${name}/`, 4);
+      expect(await stillPending(Promise.race([writing, reading]), 100)).toBe(true);
+      await expect(r3s.rwlock(name).readLock({ timeout: 0 })).rejects.toMatchObject({ code: "LOCKED" });
 
-    await r2.unlock();
-    expect(await stillPending(writing, 100)).toBe(true);
-    await r1.unlock();
-    const w = await within(5_000, "writer", writing);
-    expect(await stillPending(reading, 100)).toBe(true);
-    await expect(r1s.rwlock(name).writeLock({ timeout: 0 })).rejects.toMatchObject({ code: "LOCKED" });
-    await w.unlock();
-    const r3 = await within(5_000, "reader after writer", reading);
-    expect(events).toEqual(["writer", "reader after writer"]);
-    expect(r3.revision).toBeGreaterThan(w.revision);
-    await r3.unlock();
-    expect(await keysUnder(`${name}/`)).toBe(0);
-  });
+      await r2.unlock();
+      expect(await stillPending(writing, 100)).toBe(true);
+      await r1.unlock();
+      const w = await within(5_000, "writer", writing);
+      expect(await stillPending(reading, 100)).toBe(true);
+      await expect(r1s.rwlock(name).writeLock({ timeout: 0 })).rejects.toMatchObject({ code: "LOCKED" });
+      await w.unlock();
+      const r3 = await within(5_000, "reader after writer", reading);
+      expect(events).toEqual(["writer", "reader after writer"]);
+      expect(r3.revision).toBeGreaterThan(w.revision);
+      await r3.unlock();
+      expect(await keysUnder(`${name}/`)).toBe(0);
+    },
+  );
 
-  it("a reader waits for the newest older writer only: one watch and one read when it goes, whatever readers are ahead", async () => {
-    const name = fresh("rw");
-    const [ws, r1s] = await Promise.all([session(), session()]);
-    const w = await ws.rwlock(name).writeLock();
-    const r1 = r1s.rwlock(name).readLock();
-    await joined(`${name}/`, 2);
-    const fetch = recordingFetch(backend.fetch);
-    const readerSession = await session(30, backend.client({ fetch }));
-    const mark = fetch.mark();
-    const r2 = readerSession.rwlock(name).readLock();
-    await joined(`${name}/`, 3);
-    await w.unlock();
-    const [first, second] = await within(5_000, "both readers", Promise.all([r1, r2]));
-    expect(fetch.since(mark)).toEqual(["/v3/kv/txn", "/v3/watch", "/v3/kv/txn"]);
-    await Promise.all([first.unlock(), second.unlock()]);
-  });
+  it(
+    "a reader waits for the newest older writer only: " +
+      "one watch and one read when it goes, whatever readers are ahead",
+    async () => {
+      const name = fresh("rw");
+      const [ws, r1s] = await Promise.all([session(), session()]);
+      const w = await ws.rwlock(name).writeLock();
+      const r1 = r1s.rwlock(name).readLock();
+      await joined(`${name}/`, 2);
+      const fetch = recordingFetch(backend.fetch);
+      const readerSession = await session(30, backend.client({ fetch }));
+      const mark = fetch.mark();
+      const r2 = readerSession.rwlock(name).readLock();
+      await joined(`${name}/`, 3);
+      await w.unlock();
+      const [first, second] = await within(5_000, "both readers", Promise.all([r1, r2]));
+      expect(fetch.since(mark)).toEqual(["/v3/kv/txn", "/v3/watch", "/v3/kv/txn"]);
+      await Promise.all([first.unlock(), second.unlock()]);
+    },
+  );
 
   it("fencing: a lost writer's and a lost reader's ifHeld() fail; abort and timeout leave no key", async () => {
     const name = fresh("rw");
@@ -383,61 +414,67 @@ describe("read-write lock", () => {
     expect((await etcd.get(resource))?.value).toBe("written");
   });
 
-  it("a reader's and a writer's join whose answer was lost are resent: one key each, and they wait their turn", async () => {
-    const name = fresh("rw");
-    const writer = await (await session()).rwlock(name).writeLock();
-    const fetch = losingOneAnswer(backend.fetch);
-    const s = await session(30, backend.client({ fetch }));
-    fetch.arm();
-    const reading = s.rwlock(name).readLock();
-    await joined(`${name}/`, 2);
-    expect(await stillPending(reading, 100)).toBe(true);
-    await writer.unlock();
-    const reader = await within(5_000, "resent reader", reading);
-    fetch.arm();
-    const writing = s.rwlock(name).writeLock();
-    await joined(`${name}/`, 2);
-    expect(await stillPending(writing, 100)).toBe(true);
-    await reader.unlock();
-    const next = await within(5_000, "resent writer", writing);
-    expect(fetch.lost).toBe(2);
-    expect(await keysUnder(`${name}/`)).toBe(1);
-    await next.unlock();
-  });
+  it(
+    "a reader's and a writer's join whose answer was lost are resent: " + "one key each, and they wait their turn",
+    async () => {
+      const name = fresh("rw");
+      const writer = await (await session()).rwlock(name).writeLock();
+      const fetch = losingOneAnswer(backend.fetch);
+      const s = await session(30, backend.client({ fetch }));
+      fetch.arm();
+      const reading = s.rwlock(name).readLock();
+      await joined(`${name}/`, 2);
+      expect(await stillPending(reading, 100)).toBe(true);
+      await writer.unlock();
+      const reader = await within(5_000, "resent reader", reading);
+      fetch.arm();
+      const writing = s.rwlock(name).writeLock();
+      await joined(`${name}/`, 2);
+      expect(await stillPending(writing, 100)).toBe(true);
+      await reader.unlock();
+      const next = await within(5_000, "resent writer", writing);
+      expect(fetch.lost).toBe(2);
+      expect(await keysUnder(`${name}/`)).toBe(1);
+      await next.unlock();
+    },
+  );
 });
 
 describe("lockAll", () => {
-  it("takes every lock in one request when free; one revision fences all; unlock releases all in one request", async () => {
-    const [a, b] = [fresh("acct"), fresh("acct")];
-    const fetch = recordingFetch(backend.fetch);
-    const s = await session(30, backend.client({ fetch }));
-    const mark = fetch.mark();
-    const both = await s.lockAll([a, b]);
-    expect(fetch.since(mark)).toEqual(["/v3/kv/txn"]);
-    expect(both.keys).toEqual([`${a}/${BigInt(s.leaseId).toString(16)}`, `${b}/${BigInt(s.leaseId).toString(16)}`]);
-    const holders = await Promise.all([etcd.inspectLock(a), etcd.inspectLock(b)]);
-    expect(holders.map((h) => h.holder?.revision)).toEqual([both.revision, both.revision]);
-    const write = await etcd
-      .txn()
-      .if(...both.ifHeld())
-      .then(op.put(`${a}-balance`, "1"), op.put(`${b}-balance`, "2"))
-      .commit();
-    expect(write.succeeded).toBe(true);
-    const unlockMark = fetch.mark();
-    await both.unlock();
-    expect(fetch.since(unlockMark)).toEqual(["/v3/kv/txn"]);
-    expect(
-      (
-        await etcd
-          .txn()
-          .if(...both.ifHeld())
-          .then(op.put(`${a}-balance`, "stale"))
-          .commit()
-      ).succeeded,
-    ).toBe(false);
-    expect((await keysUnder(`${a}/`)) + (await keysUnder(`${b}/`))).toBe(0);
-    await expect(both.unlock()).rejects.toMatchObject({ code: "LOCK_RELEASED" });
-  });
+  it(
+    "takes every lock in one request when free; " + "one revision fences all; unlock releases all in one request",
+    async () => {
+      const [a, b] = [fresh("acct"), fresh("acct")];
+      const fetch = recordingFetch(backend.fetch);
+      const s = await session(30, backend.client({ fetch }));
+      const mark = fetch.mark();
+      const both = await s.lockAll([a, b]);
+      expect(fetch.since(mark)).toEqual(["/v3/kv/txn"]);
+      expect(both.keys).toEqual([`${a}/${BigInt(s.leaseId).toString(16)}`, `${b}/${BigInt(s.leaseId).toString(16)}`]);
+      const holders = await Promise.all([etcd.inspectLock(a), etcd.inspectLock(b)]);
+      expect(holders.map((h) => h.holder?.revision)).toEqual([both.revision, both.revision]);
+      const write = await etcd
+        .txn()
+        .if(...both.ifHeld())
+        .then(op.put(`${a}-balance`, "1"), op.put(`${b}-balance`, "2"))
+        .commit();
+      expect(write.succeeded).toBe(true);
+      const unlockMark = fetch.mark();
+      await both.unlock();
+      expect(fetch.since(unlockMark)).toEqual(["/v3/kv/txn"]);
+      expect(
+        (
+          await etcd
+            .txn()
+            .if(...both.ifHeld())
+            .then(op.put(`${a}-balance`, "stale"))
+            .commit()
+        ).succeeded,
+      ).toBe(false);
+      expect((await keysUnder(`${a}/`)) + (await keysUnder(`${b}/`))).toBe(0);
+      await expect(both.unlock()).rejects.toMatchObject({ code: "LOCK_RELEASED" });
+    },
+  );
 
   it("excludes and is excluded by plain mutex users of each name", async () => {
     const [a, b] = [fresh("acct"), fresh("acct")];
@@ -459,65 +496,71 @@ describe("lockAll", () => {
     await lockA.unlock();
   });
 
-  it("overlapping lockAll calls (a,b), (b,c), (c,a) from many sessions all complete, never two holders of a name", async () => {
-    const names = [fresh("ring"), fresh("ring"), fresh("ring")];
-    const sets = [
-      [names[0]!, names[1]!],
-      [names[1]!, names[2]!],
-      [names[2]!, names[0]!],
-    ];
-    const holding = new Map<string, number>();
-    let overlaps = 0;
-    let acquisitions = 0;
-    const contenders = await Promise.all(Array.from({ length: 6 }, () => session()));
-    await within(
-      30_000,
-      "every lockAll",
-      Promise.all(
-        contenders.map(async (s, i) => {
-          for (let round = 0; round < 4; round++) {
-            const set = sets[(i + round) % sets.length]!;
-            const locks = await s.lockAll(set, { timeout: 20_000 });
-            for (const name of set) {
-              holding.set(name, (holding.get(name) ?? 0) + 1);
-              if (holding.get(name)! > 1) overlaps++;
+  it(
+    "overlapping lockAll calls (a,b), (b,c), " + "(c,a) from many sessions all complete, never two holders of a name",
+    async () => {
+      const names = [fresh("ring"), fresh("ring"), fresh("ring")];
+      const sets = [
+        [names[0]!, names[1]!],
+        [names[1]!, names[2]!],
+        [names[2]!, names[0]!],
+      ];
+      const holding = new Map<string, number>();
+      let overlaps = 0;
+      let acquisitions = 0;
+      const contenders = await Promise.all(Array.from({ length: 6 }, () => session()));
+      await within(
+        30_000,
+        "every lockAll",
+        Promise.all(
+          contenders.map(async (s, i) => {
+            for (let round = 0; round < 4; round++) {
+              const set = sets[(i + round) % sets.length]!;
+              const locks = await s.lockAll(set, { timeout: 20_000 });
+              for (const name of set) {
+                holding.set(name, (holding.get(name) ?? 0) + 1);
+                if (holding.get(name)! > 1) overlaps++;
+              }
+              await new Promise((resolve) => setTimeout(resolve, 2));
+              for (const name of set) holding.set(name, holding.get(name)! - 1);
+              acquisitions++;
+              await locks.unlock();
             }
-            await new Promise((resolve) => setTimeout(resolve, 2));
-            for (const name of set) holding.set(name, holding.get(name)! - 1);
-            acquisitions++;
-            await locks.unlock();
-          }
-        }),
-      ),
-    );
-    expect(overlaps).toBe(0);
-    expect(acquisitions).toBe(24);
-    for (const name of names) expect(await keysUnder(`${name}/`)).toBe(0);
-  });
+          }),
+        ),
+      );
+      expect(overlaps).toBe(0);
+      expect(acquisitions).toBe(24);
+      for (const name of names) expect(await keysUnder(`${name}/`)).toBe(0);
+    },
+  );
 
-  it("timeout: 0 → LOCKED, abort and timeout leave no key in any line; bad names are refused before any request", async () => {
-    const [a, b] = [fresh("acct"), fresh("acct")];
-    const holder = await (await session()).mutex(b).lock();
-    const s = await session();
-    expect((await rejection(s.lockAll([a, b], { timeout: 0 }))).code).toBe("LOCKED");
-    expect(await keysUnder(`${a}/`)).toBe(0);
-    const abort = new AbortController();
-    const aborted = s.lockAll([a, b], { signal: abort.signal });
-    await joined(`${b}/`, 2);
-    abort.abort();
-    expect((await rejection(aborted)).code).toBe("ABORTED");
-    expect((await rejection(s.lockAll([b, a], { timeout: 150 }))).code).toBe("TIMEOUT");
-    expect([await keysUnder(`${a}/`), await keysUnder(`${b}/`)]).toEqual([0, 1]);
-    await holder.unlock();
+  it(
+    "timeout: 0 → LOCKED, abort and timeout leave no key in any line; " + "bad names are refused before any request",
+    async () => {
+      const [a, b] = [fresh("acct"), fresh("acct")];
+      const holder = await (await session()).mutex(b).lock();
+      const s = await session();
+      expect((await rejection(s.lockAll([a, b], { timeout: 0 }))).code).toBe("LOCKED");
+      expect(await keysUnder(`${a}/`)).toBe(0);
+      const abort = new AbortController();
+      const aborted = s.lockAll([a, b], { signal: abort.signal });
+      await joined(`${b}/`, 2);
+      abort.abort();
+      expect((await rejection(aborted)).code).toBe("ABORTED");
+      expect((await rejection(s.lockAll([b, a], { timeout: 150 }))).code).toBe("TIMEOUT");
+      expect([await keysUnder(`${a}/`), await keysUnder(`${b}/`)]).toEqual([0, 1]);
+      await holder.unlock();
 
-    const fetch = recordingFetch(backend.fetch);
-    const counted = await session(30, backend.client({ fetch }));
-    const mark = fetch.mark();
-    for (const bad of [[], [a, a], [a, `${a}/x`], [a, ""], "a", Array.from({ length: 65 }, (_, i) => `n${i}`)]) {
-      expect((await rejection(counted.lockAll(bad as string[]))).code).toBe("INVALID_ARGUMENT");
-    }
-    expect(fetch.since(mark)).toEqual([]);
-  });
+      const fetch = recordingFetch(backend.fetch);
+      const counted = await session(30, backend.client({ fetch }));
+      const mark = fetch.mark();
+      for (const bad of [[], [a, a], [a, `${a}/x`], [a, ""], "a", Array.from({ length: 65 }, (_, i) => `n${i}`)]) {
+        expect((await rejection(counted.lockAll(bad as string[]))).code).toBe("INVALID_ARGUMENT");
+      }
+      expect(fetch.since(mark)).toEqual([]);
+    },
+  );
 
   it("a multi-lock whose lease expires is lost: fenced write refused, unlock → LOCK_LOST", async () => {
     const [a, b] = [fresh("acct"), fresh("acct")];

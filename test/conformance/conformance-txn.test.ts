@@ -176,117 +176,128 @@ describe("branches, responses, revisions", () => {
     expect((await etcd.get(`${p}x`))?.value).toBe("new");
   });
 
-  it("every op type in one then-branch: typed responses, later ops see earlier ones, one revision for all writes", async () => {
-    const p = fresh();
-    await etcd.put(`${p}read`, "r");
-    await etcd.put(`${p}old`, "o");
-    const before = (await etcd.put(`${p}del/1`, "d1")).header.revision;
-    await etcd.put(`${p}del/2`, "d2");
-    const result = await etcd
-      .txn()
-      .if(cmp.version(`${p}new`, "==", 0))
-      .then(
-        op.get(`${p}read`),
-        op.put(`${p}old`, "o2", { prevKv: true }),
-        op.put(`${p}new`, "n"),
-        op.delete({ prefix: `${p}del/`, prevKv: true }),
-        op.get({ prefix: p, countOnly: true }),
-        // `as const`: op.txn infers plain arrays as arrays, not tuples, so the nested responses would be untyped.
-        op.txn(
-          [cmp.version(`${p}new`, "==", 0)],
-          [op.get(`${p}new`), op.put(`${p}nested`, "x")] as const,
-          [op.get(`${p}read`)] as const,
-        ),
-      )
-      .else(op.get(`${p}new`))
-      .commit();
-    expect(result.succeeded).toBe(true);
-    if (!result.succeeded) throw new Error("unreachable");
-    const [read, putOld, putNew, deleted, counted, nested] = result.responses;
-    const rev = result.header.revision;
-    expect(rev).toBeGreaterThan(before);
-    expect(read.kvs.map((kv) => [kv.key, kv.value])).toEqual([[`${p}read`, "r"]]);
-    expect(read).toMatchObject({ count: 1, more: false });
-    expect(putOld.prevKv).toMatchObject({ key: `${p}old`, value: "o", version: 1 });
-    expect(putNew.prevKv).toBeUndefined();
-    expect(putNew.header.revision).toBe(rev);
-    expect(deleted.deleted).toBe(2);
-    expect(deleted.prevKvs.map((kv) => kv.value)).toEqual(["d1", "d2"]);
-    // Ops see the earlier ops of the same txn: read, old, new (del/ gone, nested not yet written) = 3 keys.
-    expect(counted).toMatchObject({ kvs: [], count: 3 });
-    // The nested compare saw the store before the outer txn (`new` missing); its get sees the outer put.
-    expect(nested.succeeded).toBe(true);
-    if (!nested.succeeded) throw new Error("unreachable");
-    const [nestedGet, nestedPut] = nested.responses;
-    expect(nestedGet.kvs[0]).toMatchObject({ key: `${p}new`, value: "n", createRevision: rev, modRevision: rev });
-    expect(nestedPut.prevKv).toBeUndefined();
-    const after = await etcd.range({ prefix: p });
-    expect(after.kvs.map((kv) => [kv.key.slice(p.length), kv.value])).toEqual([
-      ["nested", "x"],
-      ["new", "n"],
-      ["old", "o2"],
-      ["read", "r"],
-    ]);
-    for (const kv of after.kvs.filter((kv) => kv.key !== `${p}read`)) expect(kv.modRevision).toBe(rev);
-  });
+  it(
+    "every op type in one then-branch: typed responses, " + "later ops see earlier ones, one revision for all writes",
+    async () => {
+      const p = fresh();
+      await etcd.put(`${p}read`, "r");
+      await etcd.put(`${p}old`, "o");
+      const before = (await etcd.put(`${p}del/1`, "d1")).header.revision;
+      await etcd.put(`${p}del/2`, "d2");
+      const result = await etcd
+        .txn()
+        .if(cmp.version(`${p}new`, "==", 0))
+        .then(
+          op.get(`${p}read`),
+          op.put(`${p}old`, "o2", { prevKv: true }),
+          op.put(`${p}new`, "n"),
+          op.delete({ prefix: `${p}del/`, prevKv: true }),
+          op.get({ prefix: p, countOnly: true }),
+          // `as const`: op.txn infers plain arrays as arrays, not tuples, so the nested responses would be untyped.
+          op.txn(
+            [cmp.version(`${p}new`, "==", 0)],
+            [op.get(`${p}new`), op.put(`${p}nested`, "x")] as const,
+            [op.get(`${p}read`)] as const,
+          ),
+        )
+        .else(op.get(`${p}new`))
+        .commit();
+      expect(result.succeeded).toBe(true);
+      if (!result.succeeded) throw new Error("unreachable");
+      const [read, putOld, putNew, deleted, counted, nested] = result.responses;
+      const rev = result.header.revision;
+      expect(rev).toBeGreaterThan(before);
+      expect(read.kvs.map((kv) => [kv.key, kv.value])).toEqual([[`${p}read`, "r"]]);
+      expect(read).toMatchObject({ count: 1, more: false });
+      expect(putOld.prevKv).toMatchObject({ key: `${p}old`, value: "o", version: 1 });
+      expect(putNew.prevKv).toBeUndefined();
+      expect(putNew.header.revision).toBe(rev);
+      expect(deleted.deleted).toBe(2);
+      expect(deleted.prevKvs.map((kv) => kv.value)).toEqual(["d1", "d2"]);
+      // Ops see the earlier ops of the same txn: read, old, new (del/ gone, nested not yet written) = 3 keys.
+      expect(counted).toMatchObject({ kvs: [], count: 3 });
+      // The nested compare saw the store before the outer txn (`new` missing); its get sees the outer put.
+      expect(nested.succeeded).toBe(true);
+      if (!nested.succeeded) throw new Error("unreachable");
+      const [nestedGet, nestedPut] = nested.responses;
+      expect(nestedGet.kvs[0]).toMatchObject({ key: `${p}new`, value: "n", createRevision: rev, modRevision: rev });
+      expect(nestedPut.prevKv).toBeUndefined();
+      const after = await etcd.range({ prefix: p });
+      expect(after.kvs.map((kv) => [kv.key.slice(p.length), kv.value])).toEqual([
+        ["nested", "x"],
+        ["new", "n"],
+        ["old", "o2"],
+        ["read", "r"],
+      ]);
+      for (const kv of after.kvs.filter((kv) => kv.key !== `${p}read`)) expect(kv.modRevision).toBe(rev);
+    },
+  );
 
-  it("else-branch: only the else ops run (writes included), typed; a failed txn without else writes and returns nothing", async () => {
-    const p = fresh();
-    await etcd.put(`${p}k`, "current");
-    const result = await etcd
-      .txn()
-      .if(cmp.value(`${p}k`, "==", "expected"))
-      .then(op.put(`${p}k`, "overwritten"), op.put(`${p}then-marker`, "x"))
-      .else(op.get(`${p}k`), op.put(`${p}else-marker`, "y", { prevKv: true }), op.delete(`${p}nothing`))
-      .commit();
-    expect(result.succeeded).toBe(false);
-    if (result.succeeded) throw new Error("unreachable");
-    const [got, put, deleted] = result.responses;
-    expect(result.responses).toHaveLength(3);
-    expect(got.kvs[0]).toMatchObject({ key: `${p}k`, value: "current" });
-    expect(put.prevKv).toBeUndefined();
-    expect(put.header.revision).toBe(result.header.revision);
-    expect(deleted).toMatchObject({ deleted: 0, prevKvs: [] });
-    expect(await etcd.get(`${p}k`)).toMatchObject({ value: "current" });
-    expect(await etcd.get(`${p}then-marker`)).toBeUndefined();
-    expect(await etcd.get(`${p}else-marker`)).toMatchObject({ value: "y" });
+  it(
+    "else-branch: only the else ops run (writes included), typed; " +
+      "a failed txn without else writes and returns nothing",
+    async () => {
+      const p = fresh();
+      await etcd.put(`${p}k`, "current");
+      const result = await etcd
+        .txn()
+        .if(cmp.value(`${p}k`, "==", "expected"))
+        .then(op.put(`${p}k`, "overwritten"), op.put(`${p}then-marker`, "x"))
+        .else(op.get(`${p}k`), op.put(`${p}else-marker`, "y", { prevKv: true }), op.delete(`${p}nothing`))
+        .commit();
+      expect(result.succeeded).toBe(false);
+      if (result.succeeded) throw new Error("unreachable");
+      const [got, put, deleted] = result.responses;
+      expect(result.responses).toHaveLength(3);
+      expect(got.kvs[0]).toMatchObject({ key: `${p}k`, value: "current" });
+      expect(put.prevKv).toBeUndefined();
+      expect(put.header.revision).toBe(result.header.revision);
+      expect(deleted).toMatchObject({ deleted: 0, prevKvs: [] });
+      expect(await etcd.get(`${p}k`)).toMatchObject({ value: "current" });
+      expect(await etcd.get(`${p}then-marker`)).toBeUndefined();
+      expect(await etcd.get(`${p}else-marker`)).toMatchObject({ value: "y" });
 
-    const bare = await etcd
-      .txn()
-      .if(cmp.version(`${p}none`, ">", 0))
-      .then(op.put(`${p}none`, "v"))
-      .commit();
-    expect(bare).toMatchObject({ succeeded: false, responses: [] });
-    expect(await etcd.get(`${p}none`)).toBeUndefined();
-  });
+      const bare = await etcd
+        .txn()
+        .if(cmp.version(`${p}none`, ">", 0))
+        .then(op.put(`${p}none`, "v"))
+        .commit();
+      expect(bare).toMatchObject({ succeeded: false, responses: [] });
+      expect(await etcd.get(`${p}none`)).toBeUndefined();
+    },
+  );
 
-  it("a read-only txn does not advance the revision; a write txn advances it by one; a txn that changes nothing does not", async () => {
-    const p = fresh();
-    const before = (await etcd.put(`${p}a`, "1")).header.revision;
-    const read = await etcd
-      .txn()
-      .then(op.get(`${p}a`))
-      .commit();
-    expect(read.header.revision).toBeGreaterThanOrEqual(before);
-    const write = await etcd
-      .txn()
-      .then(op.put(`${p}b`, "2"), op.put(`${p}c`, "3"), op.delete(`${p}a`))
-      .commit();
-    expect(write.header.revision).toBeGreaterThan(before);
-    expect((await etcd.get(`${p}b`))?.modRevision).toBe(write.header.revision);
-    expect((await etcd.get(`${p}c`))?.modRevision).toBe(write.header.revision);
-    // Only a delete of nothing: no new revision.
-    const noop = await etcd
-      .txn()
-      .then(op.delete(`${p}nothing`))
-      .commit();
-    expect(noop.header.revision).toBeGreaterThanOrEqual(write.header.revision);
-    if (backend.name === "mock") {
-      expect(read.header.revision).toBe(before);
-      expect(write.header.revision).toBe(before + 1);
-      expect(noop.header.revision).toBe(write.header.revision);
-    }
-  });
+  it(
+    "a read-only txn does not advance the revision; " +
+      "a write txn advances it by one; a txn that changes nothing does not",
+    async () => {
+      const p = fresh();
+      const before = (await etcd.put(`${p}a`, "1")).header.revision;
+      const read = await etcd
+        .txn()
+        .then(op.get(`${p}a`))
+        .commit();
+      expect(read.header.revision).toBeGreaterThanOrEqual(before);
+      const write = await etcd
+        .txn()
+        .then(op.put(`${p}b`, "2"), op.put(`${p}c`, "3"), op.delete(`${p}a`))
+        .commit();
+      expect(write.header.revision).toBeGreaterThan(before);
+      expect((await etcd.get(`${p}b`))?.modRevision).toBe(write.header.revision);
+      expect((await etcd.get(`${p}c`))?.modRevision).toBe(write.header.revision);
+      // Only a delete of nothing: no new revision.
+      const noop = await etcd
+        .txn()
+        .then(op.delete(`${p}nothing`))
+        .commit();
+      expect(noop.header.revision).toBeGreaterThanOrEqual(write.header.revision);
+      if (backend.name === "mock") {
+        expect(read.header.revision).toBe(before);
+        expect(write.header.revision).toBe(before + 1);
+        expect(noop.header.revision).toBe(write.header.revision);
+      }
+    },
+  );
 
   it("nested txn: its compare sees the state before the outer txn; typed nested responses", async () => {
     const p = fresh();
@@ -451,55 +462,63 @@ describe("errors", () => {
     expect((await etcd.range({ prefix: p })).count).toBe(0);
   });
 
-  it("the same key in then and else is fine; two deletes of one key are fine; the same key in two nested branches is fine", async () => {
-    const p = fresh();
-    const a = await etcd
-      .txn()
-      .if(cmp.version(`${p}k`, "==", 0))
-      .then(op.put(`${p}k`, "then"))
-      .else(op.put(`${p}k`, "else"))
-      .commit();
-    expect(a.succeeded).toBe(true);
-    await etcd
-      .txn()
-      .then(op.delete(`${p}k`), op.delete({ prefix: p }))
-      .commit();
-    await etcd
-      .txn()
-      .then(op.txn([cmp.version(`${p}k`, "==", 0)], [op.put(`${p}k`, "a")], [op.put(`${p}k`, "b")]))
-      .commit();
-    expect((await etcd.get(`${p}k`))?.value).toBe("a");
-  });
+  it(
+    "the same key in then and else is fine; two deletes of one key are fine; " +
+      "the same key in two nested branches is fine",
+    async () => {
+      const p = fresh();
+      const a = await etcd
+        .txn()
+        .if(cmp.version(`${p}k`, "==", 0))
+        .then(op.put(`${p}k`, "then"))
+        .else(op.put(`${p}k`, "else"))
+        .commit();
+      expect(a.succeeded).toBe(true);
+      await etcd
+        .txn()
+        .then(op.delete(`${p}k`), op.delete({ prefix: p }))
+        .commit();
+      await etcd
+        .txn()
+        .then(op.txn([cmp.version(`${p}k`, "==", 0)], [op.put(`${p}k`, "a")], [op.put(`${p}k`, "b")]))
+        .commit();
+      expect((await etcd.get(`${p}k`))?.value).toBe("a");
+    },
+  );
 
-  it("a put with an unknown lease on the taken branch → LEASE_NOT_FOUND; on the branch not taken it is ignored", async () => {
-    const p = fresh();
-    const lease = await etcd.lease.grant(60);
-    await etcd.lease.revoke(lease.id);
-    await expect(
-      etcd
+  it(
+    "a put with an unknown lease on the taken branch → LEASE_NOT_FOUND; " + "on the branch not taken it is ignored",
+    async () => {
+      const p = fresh();
+      const lease = await etcd.lease.grant(60);
+      await etcd.lease.revoke(lease.id);
+      await expect(
+        etcd
+          .txn()
+          .then(op.put(`${p}k`, "v", { lease: lease.id }))
+          .commit(),
+      ).rejects.toMatchObject({ code: "LEASE_NOT_FOUND" });
+      const skipped = await etcd
         .txn()
-        .then(op.put(`${p}k`, "v", { lease: lease.id }))
-        .commit(),
-    ).rejects.toMatchObject({ code: "LEASE_NOT_FOUND" });
-    const skipped = await etcd
-      .txn()
-      .if(cmp.version(`${p}k`, "==", 0))
-      .then(op.put(`${p}k`, "v"))
-      .else(op.put(`${p}k`, "v", { lease: lease.id }))
-      .commit();
-    expect(skipped.succeeded).toBe(true);
-    // ignoreValue on a missing key inside a txn: INVALID_ARGUMENT 'key not found', and the txn's other put is not applied.
-    await expect(
-      etcd
-        .txn()
-        .then(op.put(`${p}other`, "x"), op.put(`${p}missing`, undefined, { ignoreValue: true }))
-        .commit(),
-    ).rejects.toMatchObject({
-      code: "INVALID_ARGUMENT",
-      message: expect.stringContaining("key not found"),
-    });
-    expect(await etcd.get(`${p}other`)).toBeUndefined();
-  });
+        .if(cmp.version(`${p}k`, "==", 0))
+        .then(op.put(`${p}k`, "v"))
+        .else(op.put(`${p}k`, "v", { lease: lease.id }))
+        .commit();
+      expect(skipped.succeeded).toBe(true);
+      // ignoreValue on a missing key inside a txn: INVALID_ARGUMENT 'key not found', and the
+      // txn's other put is not applied.
+      await expect(
+        etcd
+          .txn()
+          .then(op.put(`${p}other`, "x"), op.put(`${p}missing`, undefined, { ignoreValue: true }))
+          .commit(),
+      ).rejects.toMatchObject({
+        code: "INVALID_ARGUMENT",
+        message: expect.stringContaining("key not found"),
+      });
+      expect(await etcd.get(`${p}other`)).toBeUndefined();
+    },
+  );
 
   it("a read at a future revision inside a txn → FUTURE_REVISION", async () => {
     const { header } = await etcd.range({ key: "x" });

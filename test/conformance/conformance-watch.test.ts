@@ -258,20 +258,23 @@ it("abort reaches an open watch stream even after a garbage collection", async (
 describe("compaction (a member of its own)", () => {
   const { etcd: c } = useBackend({ dedicated: true });
 
-  it("a startRevision below the compaction ends with COMPACTED and compactRevision; from it on the watch works", async () => {
-    const r1 = (await c.put("k", "1")).header.revision;
-    await c.put("k", "2");
-    const r3 = (await c.put("k", "3")).header.revision;
-    await c.compact(r3);
-    const w = watchOn(c, { key: "k", startRevision: r1 });
-    const error = await within(5_000, "compacted watch", w.next()).then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    expect(error).toMatchObject({ code: "COMPACTED", name: "EtcdCompactedError", compactRevision: r3 });
-    const ok = watchOn(c, { key: "k", startRevision: r3, prevKv: true });
-    const [batch] = await take(ok, 1);
-    // At the compaction revision the event is still there; its prevKv was compacted away.
-    expect(batch?.events[0]).toMatchObject({ type: "put", kv: { value: "3", modRevision: r3 } });
-  });
+  it(
+    "a startRevision below the compaction ends with COMPACTED and compactRevision; " + "from it on the watch works",
+    async () => {
+      const r1 = (await c.put("k", "1")).header.revision;
+      await c.put("k", "2");
+      const r3 = (await c.put("k", "3")).header.revision;
+      await c.compact(r3);
+      const w = watchOn(c, { key: "k", startRevision: r1 });
+      const error = await within(5_000, "compacted watch", w.next()).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error).toMatchObject({ code: "COMPACTED", name: "EtcdCompactedError", compactRevision: r3 });
+      const ok = watchOn(c, { key: "k", startRevision: r3, prevKv: true });
+      const [batch] = await take(ok, 1);
+      // At the compaction revision the event is still there; its prevKv was compacted away.
+      expect(batch?.events[0]).toMatchObject({ type: "put", kv: { value: "3", modRevision: r3 } });
+    },
+  );
 });

@@ -78,7 +78,8 @@ describe("token refresh after the server forgets its tokens", () => {
     expect((await concurrent.etcd.range({ prefix: "app/stale/" })).count).toBe(5);
   });
 
-  // On reconnect with the stale token, etcd answers {"created":true,"canceled":true,"cancel_reason":"... invalid auth token"}.
+  // On reconnect with the stale token, etcd answers
+  // {"created":true,"canceled":true,"cancel_reason":"... invalid auth token"}.
   it("a watch across the restart re-authenticates and delivers the next write, without repeats", async () => {
     await sequential.etcd.put("app/refresh", "after-watch");
     await pull(watch, (b) => events(b).some((e) => e.kv.value === "after-watch"), 6_000, seen);

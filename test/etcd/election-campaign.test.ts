@@ -131,43 +131,45 @@ describe.concurrent("election", () => {
     await b.resign();
   });
 
-  it("proclaim updates the value without losing leadership; observe yields every proclamation and the next leader, in order", async ({
-    expect,
-  }) => {
-    const name = uniqueName("elections");
-    const [a, b, watcher] = [await candidate(name), await candidate(name), await candidate(name)];
-    const stop = new AbortController();
-    // Start observing while nobody leads.
-    const observed = collect(watcher, 5, stop.signal);
-    await sleep(200);
+  it(
+    "proclaim updates the value without losing leadership; " +
+      "observe yields every proclamation and the next leader, in order",
+    async ({ expect }) => {
+      const name = uniqueName("elections");
+      const [a, b, watcher] = [await candidate(name), await candidate(name), await candidate(name)];
+      const stop = new AbortController();
+      // Start observing while nobody leads.
+      const observed = collect(watcher, 5, stop.signal);
+      await sleep(200);
 
-    await a.campaign("a1");
-    const revision = a.revision;
-    await until("observed a1", 5_000, () => observed.seen.length >= 1);
-    await a.proclaim("a2");
-    expect(a.isLeader).toBe(true);
-    expect(a.revision).toBe(revision);
-    expect((await b.leader())?.value).toBe("a2");
-    await until("observed a2", 5_000, () => observed.seen.length >= 2);
-    await a.proclaim("a3");
+      await a.campaign("a1");
+      const revision = a.revision;
+      await until("observed a1", 5_000, () => observed.seen.length >= 1);
+      await a.proclaim("a2");
+      expect(a.isLeader).toBe(true);
+      expect(a.revision).toBe(revision);
+      expect((await b.leader())?.value).toBe("a2");
+      await until("observed a2", 5_000, () => observed.seen.length >= 2);
+      await a.proclaim("a3");
 
-    const { elected: pb } = await join(b, "b1", 1);
-    await a.resign();
-    await within(5_000, "b elected", pb);
-    // After a leader change observe reads the new leader's current value (as Go's Observe does): a
-    // proclamation made before that read would be reported instead of b1, so wait for b1 first.
-    await until("observed b1", 5_000, () => observed.seen.length >= 4);
-    await b.proclaim("b2");
-    await within(5_000, "observer saw 5 values", observed.done);
-    stop.abort();
+      const { elected: pb } = await join(b, "b1", 1);
+      await a.resign();
+      await within(5_000, "b elected", pb);
+      // After a leader change observe reads the new leader's current value (as Go's Observe does): a
+      // proclamation made before that read would be reported instead of b1, so wait for b1 first.
+      await until("observed b1", 5_000, () => observed.seen.length >= 4);
+      await b.proclaim("b2");
+      await within(5_000, "observer saw 5 values", observed.done);
+      stop.abort();
 
-    expect(observed.seen.map((l) => l.value)).toEqual(["a1", "a2", "a3", "b1", "b2"]);
-    const [aKey, bKey] = [`${name}/${a.session.leaseHex}`, `${name}/${b.session.leaseHex}`];
-    expect(observed.seen.map((l) => l.key)).toEqual([aKey, aKey, aKey, bKey, bKey]);
-    expect(new Set(observed.seen.slice(0, 3).map((l) => l.revision))).toEqual(new Set([revision]));
-    expect(observed.seen[3]!.revision).toBeGreaterThan(revision!);
-    await b.resign();
-  });
+      expect(observed.seen.map((l) => l.value)).toEqual(["a1", "a2", "a3", "b1", "b2"]);
+      const [aKey, bKey] = [`${name}/${a.session.leaseHex}`, `${name}/${b.session.leaseHex}`];
+      expect(observed.seen.map((l) => l.key)).toEqual([aKey, aKey, aKey, bKey, bKey]);
+      expect(new Set(observed.seen.slice(0, 3).map((l) => l.revision))).toEqual(new Set([revision]));
+      expect(observed.seen[3]!.revision).toBeGreaterThan(revision!);
+      await b.resign();
+    },
+  );
 
   it("observe starts with the current leader", async ({ expect }) => {
     const name = uniqueName("elections");

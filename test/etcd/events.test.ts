@@ -64,20 +64,23 @@ describe("onEvent on real etcd", () => {
     expect((await etcd.get(key))?.value).toBe("v");
   });
 
-  it("a session whose lease is revoked from outside: its renewal finds it gone, the session and its lock are lost", async () => {
-    const events: EtcdEvent[] = [];
-    const etcd = client({ onEvent: (event) => void events.push(event) });
-    const session = await etcd.session({ ttl: 20, keepAlive: "manual" });
-    const lock = await session.mutex(uniqueName("events")).lock();
-    await session.renew();
-    await client().lease.revoke(session.leaseId);
-    await expect(session.renew()).rejects.toMatchObject({ code: "SESSION_EXPIRED" });
-    expect(eventShapes(events, ["session.renewed", "session.lost", "lock.lost"])).toEqual([
-      { type: "session.renewed", leaseId: session.leaseId, ttl: 20 },
-      { type: "session.lost", leaseId: session.leaseId, code: "SESSION_EXPIRED" },
-      { type: "lock.lost", kind: "lock", name: lock.name, revision: lock.revision },
-    ]);
-    expect(lock.held).toBe(false);
-    expect(lock.signal.aborted).toBe(true);
-  });
+  it(
+    "a session whose lease is revoked from outside: " + "its renewal finds it gone, the session and its lock are lost",
+    async () => {
+      const events: EtcdEvent[] = [];
+      const etcd = client({ onEvent: (event) => void events.push(event) });
+      const session = await etcd.session({ ttl: 20, keepAlive: "manual" });
+      const lock = await session.mutex(uniqueName("events")).lock();
+      await session.renew();
+      await client().lease.revoke(session.leaseId);
+      await expect(session.renew()).rejects.toMatchObject({ code: "SESSION_EXPIRED" });
+      expect(eventShapes(events, ["session.renewed", "session.lost", "lock.lost"])).toEqual([
+        { type: "session.renewed", leaseId: session.leaseId, ttl: 20 },
+        { type: "session.lost", leaseId: session.leaseId, code: "SESSION_EXPIRED" },
+        { type: "lock.lost", kind: "lock", name: lock.name, revision: lock.revision },
+      ]);
+      expect(lock.held).toBe(false);
+      expect(lock.signal.aborted).toBe(true);
+    },
+  );
 });

@@ -171,9 +171,9 @@ describe("timeout and abort", () => {
   afterAll(async () => {
     await silent?.close();
   });
-  // No check that the silent server's connections close after a TIMEOUT: Node's fetch (undici) keeps a
-  // socket whose request was aborted before any response open until the server answers (seen with plain
-  // fetch too), so that would test undici, not this client. Streams (watch) do close: watch-connections.test.ts tests it.
+  // No check that the silent server's connections close after a TIMEOUT: Node's fetch (undici) keeps a socket
+  // whose request was aborted before any response open until the server answers (seen with plain fetch too),
+  // so that would test undici, not this client. Streams (watch) do close: watch-connections.test.ts tests it.
 
   /** Runs `call`, timing from before it starts (the first fetch of a process loads undici synchronously). */
   async function timed<T>(call: () => Promise<T>): Promise<{ error: unknown; ms: number }> {

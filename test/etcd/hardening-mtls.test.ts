@@ -1,7 +1,8 @@
-// TLS against real etcd members (the run's version) with a private CA made here by openssl: mutual TLS (`--client-cert-auth`)
-// through createNodeFetch({ ca, cert, key }), a private CA alone through createNodeFetch({ ca }), what is
-// refused (no certificate, another CA's, an untrusted server), and etcd's refusal of a client certificate
-// with a Common Name once auth is enabled. Members are started and stopped here by PID, on free loopback ports.
+// TLS against real etcd members (the run's version) with a private CA made here by openssl:
+// mutual TLS (`--client-cert-auth`) through createNodeFetch({ ca, cert, key }),
+// a private CA alone through createNodeFetch({ ca }), what is refused (no certificate, another CA's,
+// an untrusted server), and etcd's refusal of a client certificate with a Common Name once auth is enabled.
+// Members are started and stopped here by PID, on free loopback ports.
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, openSync, closeSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -277,13 +278,16 @@ describe("a private CA without client certificates", () => {
     expect((await etcd.get("private/k"))?.value).toBe("v");
   });
 
-  it("the server certificate is verified: Node's roots alone, in the global fetch or createNodeFetch(), refuse it", async () => {
-    expect((await typed(client(privateCa).get("private/k"))).code).toBe("UNAVAILABLE");
-    expect((await typed(client(privateCa, { fetch: nodeFetch({}) }).get("private/k"))).code).toBe("UNAVAILABLE");
-    // The right CA but the wrong name to check the certificate against.
-    const misnamed = nodeFetch({ ca: pem("ca.crt"), servername: "not-etcd.test" });
-    expect((await typed(client(privateCa, { fetch: misnamed }).get("private/k"))).code).toBe("UNAVAILABLE");
-  });
+  it(
+    "the server certificate is verified: Node's roots alone, " + "in the global fetch or createNodeFetch(), refuse it",
+    async () => {
+      expect((await typed(client(privateCa).get("private/k"))).code).toBe("UNAVAILABLE");
+      expect((await typed(client(privateCa, { fetch: nodeFetch({}) }).get("private/k"))).code).toBe("UNAVAILABLE");
+      // The right CA but the wrong name to check the certificate against.
+      const misnamed = nodeFetch({ ca: pem("ca.crt"), servername: "not-etcd.test" });
+      expect((await typed(client(privateCa, { fetch: misnamed }).get("private/k"))).code).toBe("UNAVAILABLE");
+    },
+  );
 });
 
 describe("auth with --client-cert-auth: etcd's gateway refuses a client certificate with a Common Name", () => {

@@ -189,45 +189,48 @@ describe("release is idempotent and honest", () => {
   // Before: a caller that moved on after a failed unlock() left its key, and with it the lock, to the lease:
   // every contender waited for the session to end, and the session's own next lock() of the name waited for
   // the old holding's local turn (seen in the chaos run: a lock blocked for 27 s).
-  it("a failed unlock() goes on in the background: once etcd answers the key goes and a waiter takes the lock", async () => {
-    const name = uniqueName("liveness");
-    // A relay and a pool of its own: the connections silenced here stay silent, and must not serve other tests.
-    const own = await startFaultProxy(sharedEndpoint());
-    const fetch = createNodeFetch();
-    const session = await client({ endpoints: [own.url], timeout: 5_000, fetch }).session({ ttl: 30 });
-    const lock = await session.mutex(name).lock();
-    const contender = await etcd.session({ ttl: 30 });
-    const waiting = contender.mutex(name).lock({ timeout: 15_000 });
-    await within(
-      5_000,
-      "the contender is in line",
-      (async () => {
-        while ((await keysUnder(etcd, name)).length < 2) await sleep(20);
-      })(),
-    );
-    own.silence({ drop: true });
-    const failure = await rejection(lock.unlock({ timeout: 600 }));
-    expect(failure.code).toBe("TIMEOUT");
-    expect(lock.held).toBe(true);
-    own.resume();
-    // No second unlock(): the background resend removes the key.
-    const taken = await within(8_000, "the waiter takes the lock without a second unlock()", waiting);
-    expect(taken.held).toBe(true);
-    // The delete's answer reaches the holder about when its event reaches the waiter.
-    await until("the old holding ends", 2_000, () => !lock.held);
-    expect(lock.signal.aborted).toBe(true);
-    // The next unlock() tells how the release ended; after that the holding is released like any other.
-    await lock.unlock();
-    await expect(lock.unlock()).rejects.toMatchObject({ code: "LOCK_RELEASED" });
-    await taken.unlock();
-    // The session's own next lock() of the name is not held up by the old holding's local turn.
-    const again = await within(5_000, "the session locks the name again", session.mutex(name).lock());
-    expect(again.revision).toBeGreaterThan(lock.revision);
-    await again.unlock();
-    await Promise.all([session.close(), contender.close()]);
-    await fetch.close();
-    await own.close();
-  });
+  it(
+    "a failed unlock() goes on in the background: " + "once etcd answers the key goes and a waiter takes the lock",
+    async () => {
+      const name = uniqueName("liveness");
+      // A relay and a pool of its own: the connections silenced here stay silent, and must not serve other tests.
+      const own = await startFaultProxy(sharedEndpoint());
+      const fetch = createNodeFetch();
+      const session = await client({ endpoints: [own.url], timeout: 5_000, fetch }).session({ ttl: 30 });
+      const lock = await session.mutex(name).lock();
+      const contender = await etcd.session({ ttl: 30 });
+      const waiting = contender.mutex(name).lock({ timeout: 15_000 });
+      await within(
+        5_000,
+        "the contender is in line",
+        (async () => {
+          while ((await keysUnder(etcd, name)).length < 2) await sleep(20);
+        })(),
+      );
+      own.silence({ drop: true });
+      const failure = await rejection(lock.unlock({ timeout: 600 }));
+      expect(failure.code).toBe("TIMEOUT");
+      expect(lock.held).toBe(true);
+      own.resume();
+      // No second unlock(): the background resend removes the key.
+      const taken = await within(8_000, "the waiter takes the lock without a second unlock()", waiting);
+      expect(taken.held).toBe(true);
+      // The delete's answer reaches the holder about when its event reaches the waiter.
+      await until("the old holding ends", 2_000, () => !lock.held);
+      expect(lock.signal.aborted).toBe(true);
+      // The next unlock() tells how the release ended; after that the holding is released like any other.
+      await lock.unlock();
+      await expect(lock.unlock()).rejects.toMatchObject({ code: "LOCK_RELEASED" });
+      await taken.unlock();
+      // The session's own next lock() of the name is not held up by the old holding's local turn.
+      const again = await within(5_000, "the session locks the name again", session.mutex(name).lock());
+      expect(again.revision).toBeGreaterThan(lock.revision);
+      await again.unlock();
+      await Promise.all([session.close(), contender.close()]);
+      await fetch.close();
+      await own.close();
+    },
+  );
 
   // Before: the resend found the key gone and threw LOCK_LOST ("the work was not protected"), which is false.
   it("a delete that was applied but whose answer was lost is a successful unlock", async () => {

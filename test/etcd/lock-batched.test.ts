@@ -15,57 +15,69 @@ describe("locks started together on one client", () => {
   const etcd = client({ fetch });
   const open = useSessions(etcd, { ttl: 30 });
 
-  it("on distinct names: fewer requests than locks; each round's tokens rise per name; every lock exclusive", async () => {
-    const base = uniqueName("batch");
-    const names = Array.from({ length: 24 }, (_, i) => `${base}/n${i}`);
-    const sessions = await Promise.all(names.map(() => open()));
-    const last = new Map<string, number>();
-    const start = fetch.calls.length;
-    for (let round = 0; round < 5; round++) {
-      const locks = await Promise.all(names.map((name, i) => sessions[i]!.mutex(name).lock({ timeout: 10_000 })));
-      for (const [i, lock] of locks.entries()) {
-        const name = names[i]!;
-        expect(lock.revision).toBeGreaterThan(last.get(name) ?? 0);
-        last.set(name, lock.revision);
-        // Exclusive: the lock's key is its line's only key, at the token's revision.
-        const { kvs } = await etcd.range({ prefix: `${name}/` });
-        expect(kvs.map((kv) => [kv.key, kv.createRevision])).toEqual([[lock.key, lock.revision]]);
+  it(
+    "on distinct names: fewer requests than locks; " + "each round's tokens rise per name; every lock exclusive",
+    async () => {
+      const base = uniqueName("batch");
+      const names = Array.from({ length: 24 }, (_, i) => `${base}/n${i}`);
+      const sessions = await Promise.all(names.map(() => open()));
+      const last = new Map<string, number>();
+      const start = fetch.calls.length;
+      for (let round = 0; round < 5; round++) {
+        const locks = await Promise.all(names.map((name, i) => sessions[i]!.mutex(name).lock({ timeout: 10_000 })));
+        for (const [i, lock] of locks.entries()) {
+          const name = names[i]!;
+          expect(lock.revision).toBeGreaterThan(last.get(name) ?? 0);
+          last.set(name, lock.revision);
+          // Exclusive: the lock's key is its line's only key, at the token's revision.
+          const { kvs } = await etcd.range({ prefix: `${name}/` });
+          expect(kvs.map((kv) => [kv.key, kv.createRevision])).toEqual([[lock.key, lock.revision]]);
+        }
+        await Promise.all(locks.map((l) => l.unlock()));
+        for (const name of names) expect(await keysUnder(etcd, name)).toEqual([]);
       }
-      await Promise.all(locks.map((l) => l.unlock()));
-      for (const name of names) expect(await keysUnder(etcd, name)).toEqual([]);
-    }
-    const txns = fetch.calls.slice(start).filter((c) => c.path === "/v3/kv/txn");
-    // 5 rounds × 24 locks × (join + release) = 240 transactions, in far fewer requests.
-    expect(txns.some((c) => batched(c.body))).toBe(true);
-    expect(txns.length).toBeLessThan(120);
-  });
+      const txns = fetch.calls.slice(start).filter((c) => c.path === "/v3/kv/txn");
+      // 5 rounds × 24 locks × (join + release) = 240 transactions, in far fewer requests.
+      expect(txns.some((c) => batched(c.body))).toBe(true);
+      expect(txns.length).toBeLessThan(120);
+    },
+  );
 
-  it("one name from two sessions in the same turn: requests of their own, two tokens, the later waits for the earlier", async () => {
-    const name = uniqueName("batch-same");
-    const [a, b] = await Promise.all([open(), open()]);
-    const others = await Promise.all([0, 1, 2].map(() => open()));
-    const start = fetch.calls.length;
-    // Two requests on their way at once: either may reach etcd first.
-    const both = [a.mutex(name).lock(), b.mutex(name).lock()];
-    const rest = others.map((s, i) => s.mutex(`${name}-other${i}`).lock());
-    const held = await Promise.race(both);
-    const later = both[(await Promise.race(both.map((p, i) => p.then(() => i)))) === 0 ? 1 : 0]!;
-    const outcome = await Promise.race([later.then(() => "taken"), new Promise((r) => setTimeout(r, 300, "waiting"))]);
-    expect(outcome).toBe("waiting");
-    expect((await keysUnder(etcd, name)).length).toBe(2);
-    // The name's joins never shared a request: each session's put alone went in one of its own (the other
-    // names may share it), and the later one's full join in another; each request carries one session's key.
-    const joins = fetch.calls.slice(start).filter((c) => c.path === "/v3/kv/txn" && c.body?.includes(btoa(`${name}/`)));
-    expect(joins).toHaveLength(3);
-    const keysOf = (body: string | undefined) =>
-      [a, b].filter((s) => body?.includes(btoa(`${name}/${s.leaseHex}`))).length;
-    expect(joins.map((c) => keysOf(c.body))).toEqual([1, 1, 1]);
-    await held.unlock();
-    const next = await later;
-    expect(next.revision).toBeGreaterThan(held.revision);
-    await next.unlock();
-    await Promise.all((await Promise.all(rest)).map((l) => l.unlock()));
-  });
+  it(
+    "one name from two sessions in the same turn: requests of their own, " +
+      "two tokens, the later waits for the earlier",
+    async () => {
+      const name = uniqueName("batch-same");
+      const [a, b] = await Promise.all([open(), open()]);
+      const others = await Promise.all([0, 1, 2].map(() => open()));
+      const start = fetch.calls.length;
+      // Two requests on their way at once: either may reach etcd first.
+      const both = [a.mutex(name).lock(), b.mutex(name).lock()];
+      const rest = others.map((s, i) => s.mutex(`${name}-other${i}`).lock());
+      const held = await Promise.race(both);
+      const later = both[(await Promise.race(both.map((p, i) => p.then(() => i)))) === 0 ? 1 : 0]!;
+      const outcome = await Promise.race([
+        later.then(() => "taken"),
+        new Promise((r) => setTimeout(r, 300, "waiting")),
+      ]);
+      expect(outcome).toBe("waiting");
+      expect((await keysUnder(etcd, name)).length).toBe(2);
+      // The name's joins never shared a request: each session's put alone went in one of its own (the other
+      // names may share it), and the later one's full join in another; each request carries one session's key.
+      const joins = fetch.calls
+        .slice(start)
+        .filter((c) => c.path === "/v3/kv/txn" && c.body?.includes(btoa(`${name}/`)));
+      expect(joins).toHaveLength(3);
+      const keysOf = (body: string | undefined) =>
+        [a, b].filter((s) => body?.includes(btoa(`${name}/${s.leaseHex}`))).length;
+      expect(joins.map((c) => keysOf(c.body))).toEqual([1, 1, 1]);
+      await held.unlock();
+      const next = await later;
+      expect(next.revision).toBeGreaterThan(held.revision);
+      await next.unlock();
+      await Promise.all((await Promise.all(rest)).map((l) => l.unlock()));
+    },
+  );
 
   it("a batch etcd refuses (one session's lease revoked) is sent again call by call: the live one locks", async () => {
     const name = uniqueName("batch-refused");

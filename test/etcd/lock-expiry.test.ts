@@ -32,28 +32,30 @@ function aborted(signal: AbortSignal): Promise<void> {
 }
 
 describe.concurrent("a waiter that gives up", () => {
-  it("(a) a waiter whose own manual ttl-2 session is never renewed fails with SESSION_EXPIRED well before its 30 s timeout", async ({
-    expect,
-  }) => {
-    const { name, lock } = await heldLock();
-    const waiter = await newSession({ ttl: 2, keepAlive: "manual" });
-    const started = performance.now();
-    // Bounded at 12 s so a regression fails fast instead of waiting out the 30 s timeout.
-    const error = await within(
-      12_000,
-      "waiter of an expired session",
-      rejection(waiter.mutex(name).lock({ timeout: 30_000 })),
-    );
-    const elapsed = performance.now() - started;
-    expect(error.code).toBe("SESSION_EXPIRED");
-    expect(elapsed).toBeLessThan(10_000);
-    expect(elapsed).toBeGreaterThan(1_000);
-    expect(waiter.alive).toBe(false);
-    // Its key goes (deleted on the way out, or with the lease); the holder is untouched.
-    await until("waiter key gone", 10_000, async () => (await keysUnder(etcd, name)).length === 1);
-    expect(await keysUnder(etcd, name)).toEqual([lock.key]);
-    expect(lock.held).toBe(true);
-  });
+  it(
+    "(a) a waiter whose own manual ttl-2 session is " +
+      "never renewed fails with SESSION_EXPIRED well before its 30 s timeout",
+    async ({ expect }) => {
+      const { name, lock } = await heldLock();
+      const waiter = await newSession({ ttl: 2, keepAlive: "manual" });
+      const started = performance.now();
+      // Bounded at 12 s so a regression fails fast instead of waiting out the 30 s timeout.
+      const error = await within(
+        12_000,
+        "waiter of an expired session",
+        rejection(waiter.mutex(name).lock({ timeout: 30_000 })),
+      );
+      const elapsed = performance.now() - started;
+      expect(error.code).toBe("SESSION_EXPIRED");
+      expect(elapsed).toBeLessThan(10_000);
+      expect(elapsed).toBeGreaterThan(1_000);
+      expect(waiter.alive).toBe(false);
+      // Its key goes (deleted on the way out, or with the lease); the holder is untouched.
+      await until("waiter key gone", 10_000, async () => (await keysUnder(etcd, name)).length === 1);
+      expect(await keysUnder(etcd, name)).toEqual([lock.key]);
+      expect(lock.held).toBe(true);
+    },
+  );
 
   it("(b) an aborted waiter fails with ABORTED and leaves only the holder's key", async ({ expect }) => {
     const { name, lock } = await heldLock();
@@ -126,45 +128,47 @@ describe.concurrent("a waiter that gives up", () => {
 });
 
 describe.concurrent("a holder whose lease runs out", () => {
-  it("(e) manual ttl 2, never renewed: loses the lock, its fenced write fails, the next waiter acquires, unlock is LOCK_LOST", async ({
-    expect,
-  }) => {
-    const name = uniqueName();
-    const fenced = `${name}-data`;
-    const session = await newSession({ ttl: 2, keepAlive: "manual" });
-    const acquiredAt = performance.now();
-    const lock = await session.mutex(name).lock();
-    expect(lock.held).toBe(true);
-    const ok = await etcd.txn().if(lock.ifHeld()).then(op.put(fenced, "first")).commit();
-    expect(ok.succeeded).toBe(true);
+  it(
+    "(e) manual ttl 2, never renewed: loses the lock, " +
+      "its fenced write fails, the next waiter acquires, unlock is LOCK_LOST",
+    async ({ expect }) => {
+      const name = uniqueName();
+      const fenced = `${name}-data`;
+      const session = await newSession({ ttl: 2, keepAlive: "manual" });
+      const acquiredAt = performance.now();
+      const lock = await session.mutex(name).lock();
+      expect(lock.held).toBe(true);
+      const ok = await etcd.txn().if(lock.ifHeld()).then(op.put(fenced, "first")).commit();
+      expect(ok.succeeded).toBe(true);
 
-    const next = await newSession({ ttl: 20 });
-    const pending = next.mutex(name).lock({ timeout: 30_000 });
+      const next = await newSession({ ttl: 20 });
+      const pending = next.mutex(name).lock({ timeout: 30_000 });
 
-    // Locally: the lock's signal aborts with LOCK_LOST once the lease's deadline passes.
-    await within(6_000, "lock.signal abort", aborted(lock.signal));
-    const lostAfter = performance.now() - acquiredAt;
-    expect(lostAfter).toBeLessThan(4_000);
-    expect(lock.held).toBe(false);
-    expect(lock.signal.reason).toBeInstanceOf(EtcdError);
-    expect((lock.signal.reason as EtcdError).code).toBe("LOCK_LOST");
-    expect(session.alive).toBe(false);
+      // Locally: the lock's signal aborts with LOCK_LOST once the lease's deadline passes.
+      await within(6_000, "lock.signal abort", aborted(lock.signal));
+      const lostAfter = performance.now() - acquiredAt;
+      expect(lostAfter).toBeLessThan(4_000);
+      expect(lock.held).toBe(false);
+      expect(lock.signal.reason).toBeInstanceOf(EtcdError);
+      expect((lock.signal.reason as EtcdError).code).toBe("LOCK_LOST");
+      expect(session.alive).toBe(false);
 
-    // On the server: once the lease has expired, the fence refuses the stale holder.
-    await until("server expired the lease", 10_000, async () => !(await leaseExists(lock.leaseId)), 100);
-    const stale = await etcd.txn().if(lock.ifHeld()).then(op.put(fenced, "stale")).commit();
-    expect(stale.succeeded).toBe(false);
-    expect((await etcd.get(fenced))?.value).toBe("first");
+      // On the server: once the lease has expired, the fence refuses the stale holder.
+      await until("server expired the lease", 10_000, async () => !(await leaseExists(lock.leaseId)), 100);
+      const stale = await etcd.txn().if(lock.ifHeld()).then(op.put(fenced, "stale")).commit();
+      expect(stale.succeeded).toBe(false);
+      expect((await etcd.get(fenced))?.value).toBe("first");
 
-    const successor = await within(5_000, "successor acquisition", pending);
-    expect(successor.revision).toBeGreaterThan(lock.revision);
-    expect((await etcd.txn().if(successor.ifHeld()).then(op.put(fenced, "second")).commit()).succeeded).toBe(true);
+      const successor = await within(5_000, "successor acquisition", pending);
+      expect(successor.revision).toBeGreaterThan(lock.revision);
+      expect((await etcd.txn().if(successor.ifHeld()).then(op.put(fenced, "second")).commit()).succeeded).toBe(true);
 
-    expect((await rejection(lock.unlock())).code).toBe("LOCK_LOST");
-    // The stale unlock did not touch the successor's key.
-    expect((await etcd.inspectLock(name)).holder?.key).toBe(successor.key);
-    await successor.unlock();
-  });
+      expect((await rejection(lock.unlock())).code).toBe("LOCK_LOST");
+      // The stale unlock did not touch the successor's key.
+      expect((await etcd.inspectLock(name)).holder?.key).toBe(successor.key);
+      await successor.unlock();
+    },
+  );
 
   it("(e') the lease deadline alone aborts every lock's signal: nobody has to read `held` or `alive`", async ({
     expect,

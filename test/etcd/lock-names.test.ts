@@ -11,23 +11,26 @@ const etcd = client();
 describe("lock-name conflicts", () => {
   // Before: the README's first example wrote `jobs/nightly/last-run` under lock `jobs/nightly`; from its second
   // run on that key was the holder forever and every withLock timed out.
-  it("data stored under the lock's name: withLock fails at once, naming the key, and leaves no key of its own", async () => {
-    const name = uniqueName("jobs");
-    await etcd.put(`${name}/last-run`, "yesterday");
-    const error = await within(
-      3_000,
-      "withLock on a name with data under it",
-      rejection(etcd.withLock(name, () => "ran", { ttl: 5, timeout: 10_000 })),
-    );
-    expect(error.code).toBe("LOCK_NAME_CONFLICT");
-    expect(error.message).toContain(`${name}/last-run`);
-    expect(await keysUnder(etcd, name)).toEqual([`${name}/last-run`]);
-    await expect(etcd.inspectLock(name)).rejects.toMatchObject({ code: "LOCK_NAME_CONFLICT" });
-    // Data beside the lock's prefix is fine.
-    await etcd.delete(`${name}/last-run`);
-    await etcd.put(`${name}-last-run`, "today");
-    expect(await etcd.withLock(name, () => "ran", { ttl: 5 })).toBe("ran");
-  });
+  it(
+    "data stored under the lock's name: withLock fails at once, " + "naming the key, and leaves no key of its own",
+    async () => {
+      const name = uniqueName("jobs");
+      await etcd.put(`${name}/last-run`, "yesterday");
+      const error = await within(
+        3_000,
+        "withLock on a name with data under it",
+        rejection(etcd.withLock(name, () => "ran", { ttl: 5, timeout: 10_000 })),
+      );
+      expect(error.code).toBe("LOCK_NAME_CONFLICT");
+      expect(error.message).toContain(`${name}/last-run`);
+      expect(await keysUnder(etcd, name)).toEqual([`${name}/last-run`]);
+      await expect(etcd.inspectLock(name)).rejects.toMatchObject({ code: "LOCK_NAME_CONFLICT" });
+      // Data beside the lock's prefix is fine.
+      await etcd.delete(`${name}/last-run`);
+      await etcd.put(`${name}-last-run`, "today");
+      expect(await etcd.withLock(name, () => "ran", { ttl: 5 })).toBe("ran");
+    },
+  );
 
   it("holding lock a/b blocks neither: lock a refuses to wait behind a/b's key", async () => {
     const name = uniqueName("nested");
@@ -71,19 +74,22 @@ describe("lock-name conflicts", () => {
     await Promise.all([holderSession.close(), waiterSession.close(), etcd.delete(`${name}/stray`)]);
   });
 
-  it("keys written by contenders of any client stay contenders: a fenced write under the lock still works", async () => {
-    const name = uniqueName("ok");
-    const session = await etcd.session({ ttl: 10 });
-    const lock = await session.mutex(name).lock();
-    const write = await etcd
-      .txn()
-      .if(lock.ifHeld())
-      .then(op.put(`${name}.data`, "v"))
-      .commit();
-    expect(write.succeeded).toBe(true);
-    const info = await etcd.inspectLock(name);
-    expect(info.holder?.key).toBe(lock.key);
-    await lock.unlock();
-    await session.close();
-  });
+  it(
+    "keys written by contenders of any client stay contenders: " + "a fenced write under the lock still works",
+    async () => {
+      const name = uniqueName("ok");
+      const session = await etcd.session({ ttl: 10 });
+      const lock = await session.mutex(name).lock();
+      const write = await etcd
+        .txn()
+        .if(lock.ifHeld())
+        .then(op.put(`${name}.data`, "v"))
+        .commit();
+      expect(write.succeeded).toBe(true);
+      const info = await etcd.inspectLock(name);
+      expect(info.holder?.key).toBe(lock.key);
+      await lock.unlock();
+      await session.close();
+    },
+  );
 });

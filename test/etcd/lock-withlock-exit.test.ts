@@ -27,57 +27,63 @@ async function leaseGone(leaseId: string): Promise<boolean> {
 }
 
 describe("withLock in-process", () => {
-  it("per-call lease: returns fn's value, runs fn holding the lock, and releases it (lease revoked, no key left)", async () => {
-    const name = uniqueName();
-    let seen: { key: string; revision: number; leaseId: string } | undefined;
-    const value = await etcd.withLock(
-      name,
-      async (lock: Lock) => {
-        seen = { key: lock.key, revision: lock.revision, leaseId: lock.leaseId };
-        expect(lock.held).toBe(true);
-        const info = await etcd.inspectLock(name);
-        expect(info.holder?.key).toBe(lock.key);
-        const write = await etcd
-          .txn()
-          .if(lock.ifHeld())
-          .then(op.put(`${name}-data`, "x"))
-          .commit();
-        expect(write.succeeded).toBe(true);
-        return { answer: 42 };
-      },
-      { ttl: 10, lease: "per-call" },
-    );
-    expect(value).toEqual({ answer: 42 });
-    expect(seen).toBeDefined();
-    expect((await etcd.inspectLock(name)).holder).toBeUndefined();
-    expect(await keysUnder(etcd, name)).toEqual([]);
-    expect(await leaseGone(seen!.leaseId)).toBe(true);
-  });
+  it(
+    "per-call lease: returns fn's value, runs fn holding the lock, " + "and releases it (lease revoked, no key left)",
+    async () => {
+      const name = uniqueName();
+      let seen: { key: string; revision: number; leaseId: string } | undefined;
+      const value = await etcd.withLock(
+        name,
+        async (lock: Lock) => {
+          seen = { key: lock.key, revision: lock.revision, leaseId: lock.leaseId };
+          expect(lock.held).toBe(true);
+          const info = await etcd.inspectLock(name);
+          expect(info.holder?.key).toBe(lock.key);
+          const write = await etcd
+            .txn()
+            .if(lock.ifHeld())
+            .then(op.put(`${name}-data`, "x"))
+            .commit();
+          expect(write.succeeded).toBe(true);
+          return { answer: 42 };
+        },
+        { ttl: 10, lease: "per-call" },
+      );
+      expect(value).toEqual({ answer: 42 });
+      expect(seen).toBeDefined();
+      expect((await etcd.inspectLock(name)).holder).toBeUndefined();
+      expect(await keysUnder(etcd, name)).toEqual([]);
+      expect(await leaseGone(seen!.leaseId)).toBe(true);
+    },
+  );
 
   it("a synchronous fn's value is returned too", async () => {
     expect(await etcd.withLock(uniqueName(), () => "sync", { ttl: 10, keepAlive: "manual" })).toBe("sync");
   });
 
-  it("per-call lease: rethrows fn's error (the same object) after releasing the lock and revoking the lease", async () => {
-    const name = uniqueName();
-    const boom = new Error("boom");
-    let leaseId: string | undefined;
-    let heldWhenThrown = false;
-    await expect(
-      etcd.withLock(
-        name,
-        (lock) => {
-          leaseId = lock.leaseId;
-          heldWhenThrown = lock.held;
-          throw boom;
-        },
-        { ttl: 10, lease: "per-call" },
-      ),
-    ).rejects.toBe(boom);
-    expect(heldWhenThrown).toBe(true);
-    expect((await etcd.inspectLock(name)).holder).toBeUndefined();
-    expect(await leaseGone(leaseId!)).toBe(true);
-  });
+  it(
+    "per-call lease: rethrows fn's error (the same object) " + "after releasing the lock and revoking the lease",
+    async () => {
+      const name = uniqueName();
+      const boom = new Error("boom");
+      let leaseId: string | undefined;
+      let heldWhenThrown = false;
+      await expect(
+        etcd.withLock(
+          name,
+          (lock) => {
+            leaseId = lock.leaseId;
+            heldWhenThrown = lock.held;
+            throw boom;
+          },
+          { ttl: 10, lease: "per-call" },
+        ),
+      ).rejects.toBe(boom);
+      expect(heldWhenThrown).toBe(true);
+      expect((await etcd.inspectLock(name)).holder).toBeUndefined();
+      expect(await leaseGone(leaseId!)).toBe(true);
+    },
+  );
 
   it("serialises concurrent withLock calls on one name", async () => {
     const name = uniqueName();
@@ -103,30 +109,33 @@ describe("withLock in-process", () => {
     expect(order.sort()).toEqual([0, 1, 2, 3, 4]);
   });
 
-  it("per-call lease: a contended withLock that times out throws TIMEOUT and leaves neither key nor lease", async () => {
-    const name = uniqueName();
-    const holder = await etcd.session({ ttl: 10 });
-    const lock = await holder.mutex(name).lock();
-    // Learn the lease withLock grants from the gateway's answer.
-    const granted: string[] = [];
-    const spying = client({
-      fetch: async (url, init) => {
-        const response = await globalThis.fetch(url, init);
-        if (url.endsWith("/v3/lease/grant")) granted.push(((await response.clone().json()) as { ID: string }).ID);
-        return response;
-      },
-    });
-    let ran = false;
-    const error = await rejection(
-      spying.withLock(name, () => (ran = true), { ttl: 10, timeout: 400, lease: "per-call" }),
-    );
-    expect(error.code).toBe("TIMEOUT");
-    expect(ran).toBe(false);
-    expect(await keysUnder(etcd, name)).toEqual([lock.key]);
-    expect(granted).toHaveLength(1);
-    expect(await leaseGone(granted[0]!)).toBe(true);
-    await holder.close();
-  });
+  it(
+    "per-call lease: a contended withLock that times " + "out throws TIMEOUT and leaves neither key nor lease",
+    async () => {
+      const name = uniqueName();
+      const holder = await etcd.session({ ttl: 10 });
+      const lock = await holder.mutex(name).lock();
+      // Learn the lease withLock grants from the gateway's answer.
+      const granted: string[] = [];
+      const spying = client({
+        fetch: async (url, init) => {
+          const response = await globalThis.fetch(url, init);
+          if (url.endsWith("/v3/lease/grant")) granted.push(((await response.clone().json()) as { ID: string }).ID);
+          return response;
+        },
+      });
+      let ran = false;
+      const error = await rejection(
+        spying.withLock(name, () => (ran = true), { ttl: 10, timeout: 400, lease: "per-call" }),
+      );
+      expect(error.code).toBe("TIMEOUT");
+      expect(ran).toBe(false);
+      expect(await keysUnder(etcd, name)).toEqual([lock.key]);
+      expect(granted).toHaveLength(1);
+      expect(await leaseGone(granted[0]!)).toBe(true);
+      await holder.close();
+    },
+  );
 
   it("shared lease (default): a warm call costs two requests, take and release, and leaves no key", async () => {
     const fetch = recordingFetch();
@@ -157,27 +166,31 @@ describe("withLock in-process", () => {
     expect(await leaseGone(first)).toBe(true);
   });
 
-  it("shared lease: one that ended behind the client's back (a frozen process) costs one extra grant, never a wrong lock", async () => {
-    const fetch = recordingFetch();
-    const warm = client({ fetch });
-    const name = uniqueName();
-    const first = await warm.withLock(name, (lock) => lock.leaseId, { ttl: 30 });
-    // The client still trusts its deadline; only the server knows the lease is gone.
-    await etcd.lease.revoke(first);
-    const mark = fetch.mark();
-    const second = await warm.withLock(
-      name,
-      async (lock) => {
-        expect(lock.held).toBe(true);
-        return lock.leaseId;
-      },
-      { ttl: 30 },
-    );
-    expect(second).not.toBe(first);
-    expect(fetch.since(mark)).toEqual(["/v3/kv/txn", "/v3/lease/grant", "/v3/kv/txn", "/v3/kv/txn"]);
-    expect(await keysUnder(etcd, name)).toEqual([]);
-    await warm.close();
-  });
+  it(
+    "shared lease: one that ended behind the client's " +
+      "back (a frozen process) costs one extra grant, never a wrong lock",
+    async () => {
+      const fetch = recordingFetch();
+      const warm = client({ fetch });
+      const name = uniqueName();
+      const first = await warm.withLock(name, (lock) => lock.leaseId, { ttl: 30 });
+      // The client still trusts its deadline; only the server knows the lease is gone.
+      await etcd.lease.revoke(first);
+      const mark = fetch.mark();
+      const second = await warm.withLock(
+        name,
+        async (lock) => {
+          expect(lock.held).toBe(true);
+          return lock.leaseId;
+        },
+        { ttl: 30 },
+      );
+      expect(second).not.toBe(first);
+      expect(fetch.since(mark)).toEqual(["/v3/kv/txn", "/v3/lease/grant", "/v3/kv/txn", "/v3/kv/txn"]);
+      expect(await keysUnder(etcd, name)).toEqual([]);
+      await warm.close();
+    },
+  );
 
   it("shared lease: a contended call that times out leaves no key, and the lease serves the next call", async () => {
     const name = uniqueName();
@@ -298,7 +311,8 @@ describe("withLock leaves the process free to exit", () => {
       const name = uniqueName();
       const run = await runFixture(name, scenario, holdMs);
       console.info(
-        `withlock-exit ${scenario}/${holdMs}: exited ${run.lingered === undefined ? "?" : Math.round(run.lingered)} ms after done`,
+        `withlock-exit ${scenario}/${holdMs}: ` +
+          `exited ${run.lingered === undefined ? "?" : Math.round(run.lingered)} ms after done`,
       );
       expect(run.stderr).toBe("");
       expect(run.code).toBe(0);

@@ -155,7 +155,10 @@ class Differential {
   private readonly leases: Record<Side, string>[] = [];
   private readonly toMock = new Map<string, string>();
   private readonly toReal = new Map<string, string>();
-  /** Leases granted by /v3/lease/grant with ID 0 (long TTLs); any other non-explicit lease is a lock's or campaign's session. */
+  /**
+   * Leases granted by /v3/lease/grant with ID 0 (long TTLs); any other non-explicit lease is
+   * a lock's or campaign's session.
+   */
   private readonly granted = new Set<string>();
   private readonly lockKeys: Record<Side, string>[] = [];
   private readonly leaders: Record<Side, Json>[] = [];
@@ -164,7 +167,10 @@ class Differential {
   compared = 0;
   /** Answers per path and status, for the run's summary. */
   readonly seen = new Map<string, number>();
-  /** etcd's internal watchers seen stalling: waiters left on an empty line (see settle), observers stopped short (see observerBehind). */
+  /**
+   * etcd's internal watchers seen stalling: waiters left on an empty line (see settle), observers
+   * stopped short (see observerBehind).
+   */
   readonly stalled: string[] = [];
   /** Pairs of leases listed in the other order than the mock's (see sameLeases). */
   readonly swapped = new Set<string>();
@@ -394,7 +400,9 @@ class Differential {
         );
       };
       throw new Error(
-        `mock ≠ etcd at seed ${this.seed} step ${step}: ${op.path} ${JSON.stringify(request).slice(0, 1_000)}\n  ${err.message}\n  etcd: ${show(real)}\n  mock: ${show(mock)}`,
+        `mock ≠ etcd at seed ${this.seed} ` +
+          `step ${step}: ${op.path} ${JSON.stringify(request).slice(0, 1_000)}\n  ${err.message}\n  ` +
+          `etcd: ${show(real)}\n  mock: ${show(mock)}`,
       );
     }
   }
@@ -533,7 +541,8 @@ class Differential {
       await Promise.race([mock, sleep(OTHER_SIDE_MS)]);
       if (!p.answers.mock)
         throw new Error(
-          `seed ${this.seed} step ${step}: ${op.path} ${text.real} answered on etcd only: ${JSON.stringify(p.answers.real)}`,
+          `seed ${this.seed} step ${step}: ${op.path} ${text.real} ` +
+            `answered on etcd only: ${JSON.stringify(p.answers.real)}`,
         );
       return this.finish(p, false);
     }
@@ -577,7 +586,10 @@ class Differential {
     while (collectors.real.lines.length < collectors.mock.lines.length && Date.now() < deadline) await sleep(5);
   }
 
-  /** After each request: waiting locks and campaigns that answered on one side get time to answer on the other; streams catch up. */
+  /**
+   * After each request: waiting locks and campaigns that answered on one side get time to answer
+   * on the other; streams catch up.
+   */
   private async settle(lineMoved: boolean): Promise<void> {
     // A line moved: a waiter may be served. The mock answers it within a few ms if so.
     const deadline = Date.now() + 20;
@@ -596,8 +608,10 @@ class Differential {
       if (!p.answers.real || !p.answers.mock) {
         const answer = JSON.stringify(p.answers.real ?? p.answers.mock);
         throw new Error(
-          `seed ${this.seed} step ${p.step}: ${p.op.path} ${p.text.real} answered on ${p.answers.real ? "etcd" : "the mock"} only (${OTHER_SIDE_MS} ms later): ${answer}\n` +
-            `  joined at ${p.joinedAt}; its line (key@create_revision) on etcd: ${await this.line("real", p)}; on the mock: ${await this.line("mock", p)}`,
+          `seed ${this.seed} step ${p.step}: ${p.op.path} ${p.text.real} ` +
+            `answered on ${p.answers.real ? "etcd" : "the mock"} only (${OTHER_SIDE_MS} ms later): ${answer}\n` +
+            `  joined at ${p.joinedAt}; its line (key@create_revision) on etcd: ${await this.line("real", p)}; ` +
+            `on the mock: ${await this.line("mock", p)}`,
         );
       }
       this.finish(p, true);
@@ -640,7 +654,8 @@ class Differential {
         const behind = await this.observerBehind(s);
         if (behind) {
           this.stalled.push(
-            `seed ${this.seed} step ${s.step}: ${s.op.path} ${s.text.real} stopped at ${leaders(realLines.slice(-1))}; the mock went on to ${leaders(behind.beyond)}`,
+            `seed ${this.seed} step ${s.step}: ${s.op.path} ${s.text.real} ` +
+              `stopped at ${leaders(realLines.slice(-1))}; the mock went on to ${leaders(behind.beyond)}`,
           );
           mockLines = behind.upToEtcd;
         }
@@ -655,7 +670,8 @@ class Differential {
         // The answers above are cut at 2,000 characters; an observer's whole story fits in a line each.
         if (s.op.kind !== "observe") throw err;
         throw new Error(
-          `${(err as Error).message}\n  etcd's leaders: ${leaders(realLines)}\n  mock's leaders: ${leaders(s.collectors.mock.lines)}`,
+          `${(err as Error).message}\n  etcd's leaders: ${leaders(realLines)}\n  ` +
+            `mock's leaders: ${leaders(s.collectors.mock.lines)}`,
         );
       }
     }
@@ -767,7 +783,8 @@ class Differential {
     );
     if (!same(without)) return mockLines;
     this.unanswered.push(
-      `seed ${this.seed} step ${s.step}: ${s.op.path} ${s.text.real}: etcd never answered the last create (the mock: ${canonical(answer)})`,
+      `seed ${this.seed} step ${s.step}: ${s.op.path} ${s.text.real}: ` +
+        `etcd never answered the last create (the mock: ${canonical(answer)})`,
     );
     return without;
   }
@@ -818,7 +835,8 @@ async function openLane(seed: number, projectVersion: string): Promise<Lane> {
     const own = await etcdVersion(member.clientUrl);
     if (own.split(".").slice(0, 2).join(".") !== projectVersion.split(".").slice(0, 2).join(".")) {
       throw new Error(
-        `the differential's member runs etcd ${own}, but this project tests ${projectVersion}: startEtcd() must start the project's version`,
+        `the differential's member runs etcd ${own}, ` +
+          `but this project tests ${projectVersion}: startEtcd() must start the project's version`,
       );
     }
     // The mock copies the member's identity: headers match, and lease IDs share their prefix.
@@ -858,7 +876,8 @@ afterAll(async () => {
   );
 });
 
-it(`random requests over HTTP: the mock answers as etcd does (seed ${SEED}, ${OPS} requests in ${LANES} lanes)`, async () => {
+it(`random requests over HTTP: ` +
+  `the mock answers as etcd does (seed ${SEED}, ${OPS} requests in ${LANES} lanes)`, async () => {
   const started = performance.now();
   const perLane = Math.ceil(OPS / LANES);
   const diffs = await Promise.all(
@@ -876,7 +895,8 @@ it(`random requests over HTTP: the mock answers as etcd does (seed ${SEED}, ${OP
   const stalled = diffs.flatMap((d) => d.stalled);
   if (stalled.length > 0)
     console.warn(
-      `etcd's own watcher stalled ${stalled.length} time(s) (a waiter on an empty line, or an observer short of the mock's leaders):\n  ${stalled.join("\n  ")}`,
+      `etcd's own watcher stalled ${stalled.length} time(s) (a waiter on an empty line, ` +
+        `or an observer short of the mock's leaders):\n  ${stalled.join("\n  ")}`,
     );
   const summary = [...seen]
     .sort()
@@ -884,7 +904,8 @@ it(`random requests over HTTP: the mock answers as etcd does (seed ${SEED}, ${OP
     .join("\n");
   const seconds = Math.round((performance.now() - started) / 1000);
   console.info(
-    `mock-vs-etcd ${version}: ${compared} answers compared, ${perLane * LANES} requests, seeds ${SEED}..${SEED + LANES - 1}, ${seconds} s\n${summary}`,
+    `mock-vs-etcd ${version}: ${compared} answers compared, ${perLane * LANES} requests, ` +
+      `seeds ${SEED}..${SEED + LANES - 1}, ${seconds} s\n${summary}`,
   );
   expect(compared).toBeGreaterThanOrEqual(perLane * LANES * 0.95);
   // Rare by nature: more than a couple means the mock answers waiters etcd rightly keeps waiting.
@@ -896,7 +917,8 @@ it(`random requests over HTTP: the mock answers as etcd does (seed ${SEED}, ${OP
   const swapped = diffs.flatMap((d) => [...d.swapped]);
   if (swapped.length > 0)
     console.warn(
-      `etcd listed ${swapped.length} pair(s) of leases in the other order (expiries within the sides' timing): ${swapped.join("; ")}`,
+      `etcd listed ${swapped.length} pair(s) of leases ` +
+        `in the other order (expiries within the sides' timing): ${swapped.join("; ")}`,
     );
   expect(swapped.length).toBeLessThanOrEqual(2);
 }, 900_000);

@@ -152,27 +152,30 @@ describe("closing", () => {
       20,
     );
 
-  it("aborting the signal ends the iteration promptly with ABORTED (reason as cause) and closes the connection", async () => {
-    const ns = uniquePrefix("watch-abort");
-    const viaProxy = client({ endpoints: proxy.url });
-    const controller = new AbortController();
-    const watch = open(viaProxy, { prefix: ns, signal: controller.signal });
-    const next = watch.next();
-    await eventually("watch connected", 5_000, async () => {
-      if (proxy.connections() < 1) throw new Error("not connected");
-    });
-    const reason = new Error("test is done watching");
-    const abortedAt = Date.now();
-    controller.abort(reason);
-    const error = await within(1_000, "aborted watch", next).then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    expect(Date.now() - abortedAt).toBeLessThan(1_000);
-    expect(error).toBeInstanceOf(EtcdError);
-    expect(error).toMatchObject({ code: "ABORTED", cause: reason });
-    await connectionsDropToZero();
-  });
+  it(
+    "aborting the signal ends the iteration promptly " + "with ABORTED (reason as cause) and closes the connection",
+    async () => {
+      const ns = uniquePrefix("watch-abort");
+      const viaProxy = client({ endpoints: proxy.url });
+      const controller = new AbortController();
+      const watch = open(viaProxy, { prefix: ns, signal: controller.signal });
+      const next = watch.next();
+      await eventually("watch connected", 5_000, async () => {
+        if (proxy.connections() < 1) throw new Error("not connected");
+      });
+      const reason = new Error("test is done watching");
+      const abortedAt = Date.now();
+      controller.abort(reason);
+      const error = await within(1_000, "aborted watch", next).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(Date.now() - abortedAt).toBeLessThan(1_000);
+      expect(error).toBeInstanceOf(EtcdError);
+      expect(error).toMatchObject({ code: "ABORTED", cause: reason });
+      await connectionsDropToZero();
+    },
+  );
 
   it("an already-aborted signal fails the first next() with ABORTED and opens nothing", async () => {
     const viaProxy = client({ endpoints: proxy.url });

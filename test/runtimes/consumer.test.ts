@@ -11,13 +11,16 @@ const dir = inject("runtimesProject");
 const work = mkdtempSync(join(dir, "consumer-"));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
-const CONSUMER = `import { Etcd, isEtcdError, op, type EtcdEvent, type Lock, type LockTicket, type Session } from "etcd-edge";
+const CONSUMER =
+  `import { Etcd, isEtcdError, op, type EtcdEvent, type Lock, type LockTicket, type Session } ` +
+  `from "etcd-edge";
 import { createMockEtcd } from "etcd-edge/testing";
 
 export async function run(): Promise<number> {
   const mock = createMockEtcd();
   const events: EtcdEvent[] = [];
-  const etcd = new Etcd({ endpoints: "http://etcd.test:2379", fetch: mock.fetch, onEvent: (event) => void events.push(event) });
+  const etcd = new Etcd({ endpoints: "http://etcd.test:2379", fetch: mock.fetch, ` +
+  `onEvent: (event) => void events.push(event) });
   const session: Session = await etcd.session({ ttl: 10 });
   await using lock: Lock<Session> = await session.mutex("jobs").lock({ timeout: 1_000 });
   const ticket: LockTicket = lock.toJSON();

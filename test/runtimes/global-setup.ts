@@ -1,6 +1,7 @@
-// globalSetup of the vitest `runtimes` project: starts one etcd member of every version the tests cover, then
-// packs the BUILT package once, the way it is published, and installs the tarball into a temp project outside
-// the repo, next to the scenario scripts (test/runtimes/scenario/). Every runtime then imports "etcd-edge" by name from there.
+// globalSetup of the vitest `runtimes` project: starts one etcd member of every version the tests cover,
+// then packs the BUILT package once, the way it is published, and installs the tarball into
+// a temp project outside the repo, next to the scenario scripts (test/runtimes/scenario/).
+// Every runtime then imports "etcd-edge" by name from there.
 /// <reference path="./provided.d.ts" />
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -45,7 +46,8 @@ async function npm(args: string[], cwd: string): Promise<string> {
   });
   if (result.code !== 0) {
     throw new Error(
-      `npm ${args.join(" ")} failed (exit ${result.code ?? result.signal}${result.timedOut ? ", timed out" : ""}):\n${result.stderr}`,
+      `npm ${args.join(" ")} failed ` +
+        `(exit ${result.code ?? result.signal}${result.timedOut ? ", timed out" : ""}):\n${result.stderr}`,
     );
   }
   return result.stdout;

@@ -25,7 +25,10 @@ export interface EtcdMember {
   restart(): Promise<void>;
   /** Directory of this member's etcd and etcdctl binaries. */
   readonly binDir: string;
-  /** `ETCDCTL_API=3 etcdctl --endpoints=<clientUrl> ...args` with this member's etcdctl; resolves stdout, rejects with stderr. */
+  /**
+   * `ETCDCTL_API=3 etcdctl --endpoints=<clientUrl> ...args` with this member's etcdctl;
+   * resolves stdout, rejects with stderr.
+   */
   etcdctl(...args: string[]): Promise<string>;
 }
 
@@ -371,7 +374,8 @@ class Member implements EtcdMember {
   async restart(): Promise<void> {
     if (this.removed) {
       throw new Error(
-        `etcd ${this.name} was stopped and its data dir removed; use kill() or stop({ keepDataDir: true }) before restart()`,
+        `etcd ${this.name} was stopped and its data dir removed; ` +
+          `use kill() or stop({ keepDataDir: true }) before restart()`,
       );
     }
     await this.kill();

@@ -71,7 +71,10 @@ function reportedRelease(binDir: string): string {
 
 const found = new Map<EtcdVersion, EtcdBinaries>();
 
-/** The binaries of `version`: ETCD_<NN>_BIN_DIR when set, else found as above. Checked, never guessed; once per process. */
+/**
+ * The binaries of `version`: ETCD_<NN>_BIN_DIR when set, else found as above. Checked,
+ * never guessed; once per process.
+ */
 export function etcdBinaries(version: EtcdVersion): EtcdBinaries {
   const known = found.get(version);
   if (known !== undefined) return known;

@@ -1,5 +1,6 @@
-// A fake etcd gRPC-gateway for the unit project's client tests: one msw server per test file, handlers that record what the
-// client sent, and response builders that reproduce the real gateway's bytes (see wire.ts for bodies).
+// A fake etcd gRPC-gateway for the unit project's client tests: one msw server per test file,
+// handlers that record what the client sent, and response builders that reproduce the real gateway's
+// bytes (see wire.ts for bodies).
 import { getResponse, http, HttpResponse } from "msw";
 import { setupServer, type SetupServer } from "msw/node";
 import { afterAll, afterEach, beforeAll, expect } from "vitest";

@@ -259,7 +259,10 @@ export async function runCliScenario(
     env: cleanEnv(options.env),
     timeoutMs: RUN_TIMEOUT_MS,
   });
-  const context = `${runtime}: exit ${result.code ?? result.signal}${result.timedOut ? ` (killed after ${RUN_TIMEOUT_MS} ms: the process did not exit by itself)` : ""}\nstderr:\n${tail(result.stderr)}`;
+  const context =
+    `${runtime}: exit ${result.code ?? result.signal}` +
+    `${result.timedOut ? ` (killed after ${RUN_TIMEOUT_MS} ms: the process did not exit by itself)` : ""}` +
+    `\nstderr:\n${tail(result.stderr)}`;
   const report = parseReport(result.stdout, context);
   expect(report.error, context).toBeUndefined();
   expect(result.timedOut, context).toBe(false);
@@ -381,7 +384,10 @@ export async function gatewayLeaseTtl(endpoint: string, leaseId: string): Promis
 // ---------------------------------------------------------------------------------------------
 // workerd
 
-/** Builds a module Worker (scenario/worker.mjs by default) in the temp project, resolving "etcd-edge" from its node_modules. */
+/**
+ * Builds a module Worker (scenario/worker.mjs by default) in the temp project, resolving
+ * "etcd-edge" from its node_modules.
+ */
 export async function bundleWorker(outDir: string, entry = "worker.mjs"): Promise<{ file: string; inputs: string[] }> {
   const { build } = await import("esbuild");
   const file = join(outDir, "worker.js");

@@ -93,7 +93,10 @@ export function streamErrorLine(version: EtcdVersion, code: number, message: str
   const m = JSON.stringify(message);
   if (version === "3.6") return `{"error":{"code":${code},"message":${m}}}\n`;
   const http = HTTP_FOR_GRPC[code] ?? 500;
-  return `{"error":{"grpc_code":${code},"http_code":${http},"message":${m},"http_status":${JSON.stringify(STATUS_TEXT[http] ?? "Error")}}}\n`;
+  return (
+    `{"error":{"grpc_code":${code},"http_code":${http},` +
+    `"message":${m},"http_status":${JSON.stringify(STATUS_TEXT[http] ?? "Error")}}}\n`
+  );
 }
 
 /** One NDJSON line of a stream's result. */

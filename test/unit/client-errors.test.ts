@@ -245,10 +245,13 @@ describe("answers that are not the gateway's JSON → BAD_RESPONSE", () => {
     expect(error.status).toBe(500);
   });
 
-  it("a connection closed with no reply (upstream 3.4.23 on any gateway error) is an error, not a success", async () => {
-    route(server, "/v3/kv/put", () => HttpResponse.error());
-    await expectCode(client().put("k", "v"), "UNAVAILABLE");
-  });
+  it(
+    "a connection closed with no reply (upstream 3.4.23 on any gateway error) is an error, " + "not a success",
+    async () => {
+      route(server, "/v3/kv/put", () => HttpResponse.error());
+      await expectCode(client().put("k", "v"), "UNAVAILABLE");
+    },
+  );
 
   it("wrong-method answers (405 text of 3.4) never happen: the client always POSTs", async () => {
     const seen = route(server, "/v3/kv/range", () => jsonText(`{"header":${JSON.stringify(header(1))}}`));

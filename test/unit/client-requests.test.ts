@@ -281,7 +281,8 @@ describe("namespace", () => {
   it("applies to watch requests and strips it from watch events", async () => {
     const stream = controlledStream([
       createdLine(10),
-      `{"result":{"header":${JSON.stringify(header(11))},"events":[{"kv":${JSON.stringify(kv({ key: "app/jobs/1", value: "v", create: 11, mod: 11, version: 1 }))}}]}}\n`,
+      `{"result":{"header":${JSON.stringify(header(11))},"events":[{"kv":` +
+        `${JSON.stringify(kv({ key: "app/jobs/1", value: "v", create: 11, mod: 11, version: 1 }))}}]}}\n`,
     ]);
     const seen = route(server, "/v3/watch", () => streamResponse(stream));
     const abort = new AbortController();
@@ -333,36 +334,43 @@ describe("HTTP request", () => {
     expect(prefixed[0]!.url).toBe("http://proxy.test/etcd/v3/kv/range");
   });
 
-  it("the injected fetch gets exactly { method, headers, body, signal, redirect } (no `cache`, which workerd rejects)", async () => {
-    route(server, "/v3/kv/range", () => json({ header: header(2) }));
-    const inits: Array<Record<string, unknown>> = [];
-    const fetch = async (input: string, init: any) => {
-      inits.push(init);
-      return globalThis.fetch(input, init);
-    };
-    await client({ fetch }).get("k");
-    expect(inits).toHaveLength(1);
-    const init = inits[0]!;
-    expect(Object.keys(init).sort()).toEqual(["body", "headers", "method", "redirect", "signal"]);
-    expect(init.redirect).toBe("manual");
-    expect("cache" in init).toBe(false);
-    expect(init.method).toBe("POST");
-    expect(typeof init.body).toBe("string");
-    expect(init.signal).toBeInstanceOf(AbortSignal);
-  });
+  it(
+    "the injected fetch gets exactly { method, headers, " +
+      "body, signal, redirect } (no `cache`, which workerd rejects)",
+    async () => {
+      route(server, "/v3/kv/range", () => json({ header: header(2) }));
+      const inits: Array<Record<string, unknown>> = [];
+      const fetch = async (input: string, init: any) => {
+        inits.push(init);
+        return globalThis.fetch(input, init);
+      };
+      await client({ fetch }).get("k");
+      expect(inits).toHaveLength(1);
+      const init = inits[0]!;
+      expect(Object.keys(init).sort()).toEqual(["body", "headers", "method", "redirect", "signal"]);
+      expect(init.redirect).toBe("manual");
+      expect("cache" in init).toBe(false);
+      expect(init.method).toBe("POST");
+      expect(typeof init.body).toBe("string");
+      expect(init.signal).toBeInstanceOf(AbortSignal);
+    },
+  );
 
-  it("the injected fetch is called without a receiver (`this` undefined: workerd throws on a foreign `this`)", async () => {
-    route(server, "/v3/kv/range", () => json({ header: header(2) }));
-    const receivers: unknown[] = [];
-    const fetch = function (this: unknown, input: string, init: any) {
-      receivers.push(this);
-      return globalThis.fetch(input, init);
-    };
-    const etcd = client({ fetch });
-    await etcd.get("k");
-    await etcd.range({ prefix: "p" });
-    expect(receivers).toEqual([undefined, undefined]);
-  });
+  it(
+    "the injected fetch is called without a receiver (`this` undefined: " + "workerd throws on a foreign `this`)",
+    async () => {
+      route(server, "/v3/kv/range", () => json({ header: header(2) }));
+      const receivers: unknown[] = [];
+      const fetch = function (this: unknown, input: string, init: any) {
+        receivers.push(this);
+        return globalThis.fetch(input, init);
+      };
+      const etcd = client({ fetch });
+      await etcd.get("k");
+      await etcd.range({ prefix: "p" });
+      expect(receivers).toEqual([undefined, undefined]);
+    },
+  );
 
   it("the global fetch is looked up on every call, not captured at construction", async () => {
     route(server, "/v3/kv/range", () => json({ header: header(2) }));
@@ -381,35 +389,38 @@ describe("HTTP request", () => {
 });
 
 describe("a mutex's release", () => {
-  it("is its key's delete guarded by the acquisition's own revision, the same request but for that revision", async () => {
-    const mock = createMockEtcd();
-    const txns: string[] = [];
-    const fetch = ((url: string, init: RequestInit) => {
-      if (url.endsWith("/v3/kv/txn")) txns.push(String(init.body));
-      return mock.fetch(url, init as never);
-    }) as never;
-    const session = await new Etcd({ endpoints: [A], fetch }).session({ ttl: 30, keepAlive: "manual" });
-    const mutex = session.mutex("m");
-    const releases: Array<{ revision: number; body: unknown }> = [];
-    for (let i = 0; i < 3; i++) {
-      await mock.fetch(`${A}/v3/kv/put`, {
-        method: "POST",
-        body: JSON.stringify({ key: b64("other"), value: b64(String(i)) }),
-      } as never);
-      const lock = await mutex.lock();
-      const before = txns.length;
-      await lock.unlock();
-      releases.push({ revision: lock.revision, body: JSON.parse(txns[before]!) });
-    }
-    expect(new Set(releases.map((r) => r.revision)).size).toBe(3);
-    for (const { revision, body } of releases) {
-      expect(body).toEqual({
-        compare: [{ key: b64(mutex.key), target: "MOD", mod_revision: String(revision) }],
-        success: [{ request_delete_range: { key: b64(mutex.key) } }],
-      });
-    }
-    await session.close();
-  });
+  it(
+    "is its key's delete guarded by the acquisition's own revision, " + "the same request but for that revision",
+    async () => {
+      const mock = createMockEtcd();
+      const txns: string[] = [];
+      const fetch = ((url: string, init: RequestInit) => {
+        if (url.endsWith("/v3/kv/txn")) txns.push(String(init.body));
+        return mock.fetch(url, init as never);
+      }) as never;
+      const session = await new Etcd({ endpoints: [A], fetch }).session({ ttl: 30, keepAlive: "manual" });
+      const mutex = session.mutex("m");
+      const releases: Array<{ revision: number; body: unknown }> = [];
+      for (let i = 0; i < 3; i++) {
+        await mock.fetch(`${A}/v3/kv/put`, {
+          method: "POST",
+          body: JSON.stringify({ key: b64("other"), value: b64(String(i)) }),
+        } as never);
+        const lock = await mutex.lock();
+        const before = txns.length;
+        await lock.unlock();
+        releases.push({ revision: lock.revision, body: JSON.parse(txns[before]!) });
+      }
+      expect(new Set(releases.map((r) => r.revision)).size).toBe(3);
+      for (const { revision, body } of releases) {
+        expect(body).toEqual({
+          compare: [{ key: b64(mutex.key), target: "MOD", mod_revision: String(revision) }],
+          success: [{ request_delete_range: { key: b64(mutex.key) } }],
+        });
+      }
+      await session.close();
+    },
+  );
 });
 
 describe("a session's mutexes", () => {
@@ -430,71 +441,77 @@ describe("a session's mutexes", () => {
     await session.close();
   });
 
-  it("join an empty line with one put under a compare that the line is empty, and behind a holder read the holder and the two newest keys without values", async () => {
-    const mock = createMockEtcd();
-    const exchanges: Array<{ body: string; answer: string }> = [];
-    const fetch = (async (url: string, init: RequestInit) => {
-      const response = await mock.fetch(url, init as never);
-      if (!url.endsWith("/v3/kv/txn")) return response;
-      const answer = await response.text();
-      exchanges.push({ body: String(init.body), answer });
-      return new Response(answer, { status: response.status });
-    }) as never;
-    const etcd = new Etcd({ endpoints: [A], fetch });
-    const [first, second] = await Promise.all([
-      etcd.session({ ttl: 30, keepAlive: "manual" }),
-      etcd.session({ ttl: 30, keepAlive: "manual" }),
-    ]);
-    const prefix = { key: b64("m/"), range_end: b64("m0") };
+  it(
+    "join an empty line with one put under a compare that the line is empty, " +
+      "and behind a holder read the holder and the two newest keys without values",
+    async () => {
+      const mock = createMockEtcd();
+      const exchanges: Array<{ body: string; answer: string }> = [];
+      const fetch = (async (url: string, init: RequestInit) => {
+        const response = await mock.fetch(url, init as never);
+        if (!url.endsWith("/v3/kv/txn")) return response;
+        const answer = await response.text();
+        exchanges.push({ body: String(init.body), answer });
+        return new Response(answer, { status: response.status });
+      }) as never;
+      const etcd = new Etcd({ endpoints: [A], fetch });
+      const [first, second] = await Promise.all([
+        etcd.session({ ttl: 30, keepAlive: "manual" }),
+        etcd.session({ ttl: 30, keepAlive: "manual" }),
+      ]);
+      const prefix = { key: b64("m/"), range_end: b64("m0") };
 
-    const held = await first.mutex("m").lock();
-    expect(exchanges).toHaveLength(1);
-    const empty = JSON.parse(exchanges[0]!.body) as {
-      compare: unknown[];
-      success: Array<Record<string, unknown>>;
-      failure?: unknown[];
-    };
-    // "No key under the prefix": the compare's target, result and operand are all zero values, left out.
-    expect(empty.compare).toEqual([prefix]);
-    expect(empty.success.map((o) => Object.keys(o))).toEqual([["request_put"]]);
-    // A new mutex guesses an empty line: the put alone, with nothing for a busy line.
-    expect(empty.failure ?? []).toEqual([]);
-    // The answer is the put's revision alone: no key-value to read, and the lock is held at that revision.
-    const answer = JSON.parse(exchanges[0]!.answer) as {
-      succeeded: boolean;
-      header: { revision: string };
-      responses: unknown[];
-    };
-    expect(answer.succeeded).toBe(true);
-    expect(answer.responses).toEqual([{ response_put: { header: { revision: answer.header.revision } } }]);
-    expect(held.revision).toBe(Number(answer.header.revision));
+      const held = await first.mutex("m").lock();
+      expect(exchanges).toHaveLength(1);
+      const empty = JSON.parse(exchanges[0]!.body) as {
+        compare: unknown[];
+        success: Array<Record<string, unknown>>;
+        failure?: unknown[];
+      };
+      // "No key under the prefix": the compare's target, result and operand are all zero values, left out.
+      expect(empty.compare).toEqual([prefix]);
+      expect(empty.success.map((o) => Object.keys(o))).toEqual([["request_put"]]);
+      // A new mutex guesses an empty line: the put alone, with nothing for a busy line.
+      expect(empty.failure ?? []).toEqual([]);
+      // The answer is the put's revision alone: no key-value to read, and the lock is held at that revision.
+      const answer = JSON.parse(exchanges[0]!.answer) as {
+        succeeded: boolean;
+        header: { revision: string };
+        responses: unknown[];
+      };
+      expect(answer.succeeded).toBe(true);
+      expect(answer.responses).toEqual([{ response_put: { header: { revision: answer.header.revision } } }]);
+      expect(held.revision).toBe(Number(answer.header.revision));
 
-    const waiting = second.mutex("m").lock();
-    // The put alone, refused (the line is busy), then the full join: the same compare, and a busy line's branch.
-    await until("the second join", 5_000, () => exchanges.length === 3);
-    const guessed = JSON.parse(exchanges[1]!.body) as {
-      compare: unknown[];
-      success: Array<{ request_put?: { key: string } }>;
-      failure?: unknown[];
-    };
-    expect(guessed.compare).toEqual(empty.compare);
-    expect(guessed.success.map((o) => o.request_put?.key)).toEqual([b64(`m/${second.leaseHex}`)]);
-    expect(guessed.failure ?? []).toEqual([]);
-    expect((JSON.parse(exchanges[1]!.answer) as { succeeded?: boolean }).succeeded ?? false).toBe(false);
-    const behind = JSON.parse(exchanges[2]!.body) as {
-      compare: unknown[];
-      success: Array<Record<string, unknown>>;
-      failure: Array<{ request_txn: { success: Array<{ request_range?: { limit?: string; keys_only?: boolean } }> } }>;
-    };
-    expect(behind.compare).toEqual(empty.compare);
-    expect(behind.success.map((o) => Object.keys(o))).toEqual([["request_put"]]);
-    const reads = behind.failure[0]!.request_txn.success.flatMap((o) => (o.request_range ? [o.request_range] : []));
-    expect(reads.map((r) => [r.limit, r.keys_only])).toEqual([
-      ["1", true],
-      ["2", true],
-    ]);
-    await held.unlock();
-    await (await waiting).unlock();
-    await Promise.all([first.close(), second.close()]);
-  });
+      const waiting = second.mutex("m").lock();
+      // The put alone, refused (the line is busy), then the full join: the same compare, and a busy line's branch.
+      await until("the second join", 5_000, () => exchanges.length === 3);
+      const guessed = JSON.parse(exchanges[1]!.body) as {
+        compare: unknown[];
+        success: Array<{ request_put?: { key: string } }>;
+        failure?: unknown[];
+      };
+      expect(guessed.compare).toEqual(empty.compare);
+      expect(guessed.success.map((o) => o.request_put?.key)).toEqual([b64(`m/${second.leaseHex}`)]);
+      expect(guessed.failure ?? []).toEqual([]);
+      expect((JSON.parse(exchanges[1]!.answer) as { succeeded?: boolean }).succeeded ?? false).toBe(false);
+      const behind = JSON.parse(exchanges[2]!.body) as {
+        compare: unknown[];
+        success: Array<Record<string, unknown>>;
+        failure: Array<{
+          request_txn: { success: Array<{ request_range?: { limit?: string; keys_only?: boolean } }> };
+        }>;
+      };
+      expect(behind.compare).toEqual(empty.compare);
+      expect(behind.success.map((o) => Object.keys(o))).toEqual([["request_put"]]);
+      const reads = behind.failure[0]!.request_txn.success.flatMap((o) => (o.request_range ? [o.request_range] : []));
+      expect(reads.map((r) => [r.limit, r.keys_only])).toEqual([
+        ["1", true],
+        ["2", true],
+      ]);
+      await held.unlock();
+      await (await waiting).unlock();
+      await Promise.all([first.close(), second.close()]);
+    },
+  );
 });

@@ -60,7 +60,8 @@ const STREAM_TEXT =
   createdLine(10) +
   "\n" +
   eventsLine(11, [putEvent("k/é", "✓ value", 11)]) +
-  `{"result":{"header":${JSON.stringify(header(12))},"events":[{"type":"DELETE","kv":${JSON.stringify(kv({ key: "k/é", mod: 12 }))}}],"note":"clé ✓ 🎉"}}\r\n` +
+  `{"result":{"header":${JSON.stringify(header(12))},` +
+  `"events":[{"type":"DELETE","kv":${JSON.stringify(kv({ key: "k/é", mod: 12 }))}}],"note":"clé ✓ 🎉"}}\r\n` +
   "\n\n" +
   eventsLine(13, [putEvent("k/a", "1", 13), putEvent("k/b", "2", 13)]);
 
@@ -123,7 +124,10 @@ describe("NDJSON framing", () => {
   });
 
   it("a PUT event has no `type` on the wire; DELETE is named; prev_kv is decoded", async () => {
-    const line = `{"result":{"header":${JSON.stringify(header(21))},"events":[{"kv":${JSON.stringify(kv({ key: "x", value: "2", create: 20, mod: 21, version: 2 }))},"prev_kv":${JSON.stringify(kv({ key: "x", value: "1", create: 20, mod: 20, version: 1 }))}}]}}\n`;
+    const line =
+      `{"result":{"header":${JSON.stringify(header(21))},` +
+      `"events":[{"kv":${JSON.stringify(kv({ key: "x", value: "2", create: 20, mod: 21, version: 2 }))},` +
+      `"prev_kv":${JSON.stringify(kv({ key: "x", value: "1", create: 20, mod: 20, version: 1 }))}}]}}\n`;
     route(server, "/v3/watch", () => streamResponse(controlledStream([createdLine(20), line])));
     const [batch] = await take(new Etcd({ endpoints: [A] }).watch({ key: "x", prevKv: true }), 1);
     expect(batch!.events[0]).toMatchObject({
@@ -230,20 +234,23 @@ describe("reconnection", () => {
 });
 
 describe("cancellation by the server", () => {
-  it("canceled with compact_revision → EtcdCompactedError carrying compactRevision; the open stream is dropped", async () => {
-    const stream = controlledStream([
-      createdLine(50),
-      resultLine({ header: header(50), canceled: true, compact_revision: "40" }),
-    ]); // and the gateway keeps the HTTP stream open
-    const seen = route(server, "/v3/watch", () => streamResponse(stream));
-    const error = await rejection(take(new Etcd({ endpoints: [A] }).watch({ key: "k", startRevision: 5 }), 1));
-    expect(error).toBeInstanceOf(EtcdCompactedError);
-    expect(error).toBeInstanceOf(EtcdError);
-    expect(error.code).toBe("COMPACTED");
-    expect(error).toMatchObject({ compactRevision: 40 });
-    expect(seen).toHaveLength(1);
-    await expect(Promise.race([stream.cancelled.then(() => true), sleep(500).then(() => false)])).resolves.toBe(true);
-  });
+  it(
+    "canceled with compact_revision → EtcdCompactedError carrying compactRevision; " + "the open stream is dropped",
+    async () => {
+      const stream = controlledStream([
+        createdLine(50),
+        resultLine({ header: header(50), canceled: true, compact_revision: "40" }),
+      ]); // and the gateway keeps the HTTP stream open
+      const seen = route(server, "/v3/watch", () => streamResponse(stream));
+      const error = await rejection(take(new Etcd({ endpoints: [A] }).watch({ key: "k", startRevision: 5 }), 1));
+      expect(error).toBeInstanceOf(EtcdCompactedError);
+      expect(error).toBeInstanceOf(EtcdError);
+      expect(error.code).toBe("COMPACTED");
+      expect(error).toMatchObject({ compactRevision: 40 });
+      expect(seen).toHaveLength(1);
+      await expect(Promise.race([stream.cancelled.then(() => true), sleep(500).then(() => false)])).resolves.toBe(true);
+    },
+  );
 
   it("a permission-denied cancel → PERMISSION_DENIED, not retried", async () => {
     const seen = route(server, "/v3/watch", () =>

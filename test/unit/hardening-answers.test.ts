@@ -70,25 +70,30 @@ describe("item 2: redirects", () => {
 });
 
 describe("item 3: bounded buffering", () => {
-  it("a unary body past maxResponseBytes is RESOURCE_EXHAUSTED and cancelled (old: read whole, whatever its size)", async () => {
-    const { stream, state } = endless(
-      encoder.encode("x".repeat(64 * 1024)),
-      encoder.encode(`{"header":${JSON.stringify(HEADER)},"kvs":[`),
-    );
-    const fetch = stubFetch(() => new Response(stream, { status: 200 }));
-    const error = await within(
-      5_000,
-      "capped read",
-      typedError(() => client(fetch, { maxResponseBytes: 1024 * 1024 }).get("k")),
-    );
-    expect(error.code).toBe("RESOURCE_EXHAUSTED");
-    expect(error.message).toMatch(/maxResponseBytes \(1048576 bytes\)/);
-    expect(state.cancelled).toBe(true);
-    expect(state.pulled).toBeLessThan(2 * 1024 * 1024);
-  });
+  it(
+    "a unary body past maxResponseBytes is RESOURCE_EXHAUSTED and cancelled (old: " + "read whole, whatever its size)",
+    async () => {
+      const { stream, state } = endless(
+        encoder.encode("x".repeat(64 * 1024)),
+        encoder.encode(`{"header":${JSON.stringify(HEADER)},"kvs":[`),
+      );
+      const fetch = stubFetch(() => new Response(stream, { status: 200 }));
+      const error = await within(
+        5_000,
+        "capped read",
+        typedError(() => client(fetch, { maxResponseBytes: 1024 * 1024 }).get("k")),
+      );
+      expect(error.code).toBe("RESOURCE_EXHAUSTED");
+      expect(error.message).toMatch(/maxResponseBytes \(1048576 bytes\)/);
+      expect(state.cancelled).toBe(true);
+      expect(state.pulled).toBeLessThan(2 * 1024 * 1024);
+    },
+  );
 
   it("a body cut inside a UTF-8 character, over many chunks, decodes whole", async () => {
-    const text = `{"header":${JSON.stringify(HEADER)},"kvs":[{"key":"aw==","mod_revision":"6","value":"dg=="}],"count":"1","note":"clé ✓ 🎉"}`;
+    const text =
+      `{"header":${JSON.stringify(HEADER)},"kvs":[{"key":"aw==",` +
+      `"mod_revision":"6","value":"dg=="}],"count":"1","note":"clé ✓ 🎉"}`;
     const bytes = encoder.encode(text);
     const fetch = stubFetch(
       () =>
@@ -154,55 +159,65 @@ describe("item 3: bounded buffering", () => {
     expect(state.cancelled).toBe(true);
   });
 
-  it("lines() ends a line longer than its cap with RESOURCE_EXHAUSTED and cancels the body (old: buffered until abort)", async () => {
-    const { stream, state } = endless(encoder.encode("z".repeat(1000)), encoder.encode('{"result":{}}\n{"result":'));
-    const seen: string[] = [];
-    const error = await typedError(async () => {
-      for await (const line of lines(stream, 10_000)) seen.push(line);
-    });
-    expect(error.code).toBe("RESOURCE_EXHAUSTED");
-    expect(seen).toEqual(['{"result":{}}']);
-    expect(state.cancelled).toBe(true);
-    expect(state.pulled).toBeLessThan(12_000 + 20);
-  });
-
-  it("lines() counts bytes exactly across chunks: a line of exactly the cap passes, one byte more does not", async () => {
-    const collect = async (chunks: string[], max: number) => {
-      const stream = new ReadableStream<Uint8Array>({
-        start(controller) {
-          for (const chunk of chunks) controller.enqueue(encoder.encode(chunk));
-          controller.close();
-        },
+  it(
+    "lines() ends a line longer than its cap with RESOURCE_EXHAUSTED " +
+      "and cancels the body (old: buffered until abort)",
+    async () => {
+      const { stream, state } = endless(encoder.encode("z".repeat(1000)), encoder.encode('{"result":{}}\n{"result":'));
+      const seen: string[] = [];
+      const error = await typedError(async () => {
+        for await (const line of lines(stream, 10_000)) seen.push(line);
       });
-      const out: string[] = [];
-      for await (const line of lines(stream, max)) out.push(line);
-      return out;
-    };
-    expect(await collect(["aaaa", "a\nbb", "bbb\n"], 5)).toEqual(["aaaaa", "bbbbb"]);
-    expect((await typedError(() => collect(["aaaa", "aa\nb\n"], 5))).code).toBe("RESOURCE_EXHAUSTED");
-    expect((await typedError(() => collect(["a\naaaaaa\nb\n"], 5))).code).toBe("RESOURCE_EXHAUSTED");
-    // Multi-byte characters count as their UTF-8 bytes.
-    expect((await typedError(() => collect(["ééé\n"], 5))).code).toBe("RESOURCE_EXHAUSTED");
-  });
+      expect(error.code).toBe("RESOURCE_EXHAUSTED");
+      expect(seen).toEqual(['{"result":{}}']);
+      expect(state.cancelled).toBe(true);
+      expect(state.pulled).toBeLessThan(12_000 + 20);
+    },
+  );
 
-  it("a watch message without a newline ends the watch at the default cap (old: buffered until the caller aborted)", async () => {
-    const created = encoder.encode(
-      `{"result":{"header":${JSON.stringify(HEADER)},"created":true}}\n{"result":{"events":[`,
-    );
-    const { stream, state } = endless(encoder.encode("w".repeat(1024 * 1024)), created);
-    const fetch = stubFetch(() => new Response(stream, { status: 200 }));
-    const error = await within(
-      10_000,
-      "watch line cap",
-      typedError(async () => {
-        for await (const _ of client(fetch).watch({ key: "k", retries: 0 })) {
-          // nothing arrives
-        }
-      }),
-    );
-    expect(error.code).toBe("RESOURCE_EXHAUSTED");
-    expect(state.cancelled).toBe(true);
-  });
+  it(
+    "lines() counts bytes exactly across chunks: " + "a line of exactly the cap passes, one byte more does not",
+    async () => {
+      const collect = async (chunks: string[], max: number) => {
+        const stream = new ReadableStream<Uint8Array>({
+          start(controller) {
+            for (const chunk of chunks) controller.enqueue(encoder.encode(chunk));
+            controller.close();
+          },
+        });
+        const out: string[] = [];
+        for await (const line of lines(stream, max)) out.push(line);
+        return out;
+      };
+      expect(await collect(["aaaa", "a\nbb", "bbb\n"], 5)).toEqual(["aaaaa", "bbbbb"]);
+      expect((await typedError(() => collect(["aaaa", "aa\nb\n"], 5))).code).toBe("RESOURCE_EXHAUSTED");
+      expect((await typedError(() => collect(["a\naaaaaa\nb\n"], 5))).code).toBe("RESOURCE_EXHAUSTED");
+      // Multi-byte characters count as their UTF-8 bytes.
+      expect((await typedError(() => collect(["ééé\n"], 5))).code).toBe("RESOURCE_EXHAUSTED");
+    },
+  );
+
+  it(
+    "a watch message without a newline ends the watch at the default cap (old: " + "buffered until the caller aborted)",
+    async () => {
+      const created = encoder.encode(
+        `{"result":{"header":${JSON.stringify(HEADER)},"created":true}}\n{"result":{"events":[`,
+      );
+      const { stream, state } = endless(encoder.encode("w".repeat(1024 * 1024)), created);
+      const fetch = stubFetch(() => new Response(stream, { status: 200 }));
+      const error = await within(
+        10_000,
+        "watch line cap",
+        typedError(async () => {
+          for await (const _ of client(fetch).watch({ key: "k", retries: 0 })) {
+            // nothing arrives
+          }
+        }),
+      );
+      expect(error.code).toBe("RESOURCE_EXHAUSTED");
+      expect(state.cancelled).toBe(true);
+    },
+  );
 });
 
 describe("item 8: answers are checked for what must be there", () => {
@@ -234,17 +249,23 @@ describe("item 8: answers are checked for what must be there", () => {
     expect(error.code).toBe("BAD_RESPONSE");
   });
 
-  it("a revision as a JSON number within 2^53 is accepted: the proto3 JSON mapping allows numbers for int64", async () => {
-    const result = await answering({ header: { ...HEADER, revision: 42 }, count: 0 }).range({ prefix: "k" });
-    expect(result.header.revision).toBe(42);
-  });
+  it(
+    "a revision as a JSON number within 2^53 is accepted: " + "the proto3 JSON mapping allows numbers for int64",
+    async () => {
+      const result = await answering({ header: { ...HEADER, revision: 42 }, count: 0 }).range({ prefix: "k" });
+      expect(result.header.revision).toBe(42);
+    },
+  );
 
-  it("a lease ID as a JSON number past 2^53 is refused, never rounded (old: 7587899071857085703 became ...5700)", async () => {
-    const text = `{"header":${JSON.stringify(HEADER)},"ID":7587899071857085703,"TTL":"30"}`;
-    const error = await typedError(() => client(stubFetch(() => jsonResponse(text))).lease.grant(30));
-    expect(error.code).toBe("BAD_RESPONSE");
-    expect(error.message).toMatch(/ID/);
-  });
+  it(
+    "a lease ID as a JSON number past 2^53 is refused, " + "never rounded (old: 7587899071857085703 became ...5700)",
+    async () => {
+      const text = `{"header":${JSON.stringify(HEADER)},"ID":7587899071857085703,"TTL":"30"}`;
+      const error = await typedError(() => client(stubFetch(() => jsonResponse(text))).lease.grant(30));
+      expect(error.code).toBe("BAD_RESPONSE");
+      expect(error.message).toMatch(/ID/);
+    },
+  );
 
   it.each([
     ['no ID (old: lease "0", whose keys never expire)', { header: HEADER, TTL: "30" }],
@@ -295,40 +316,49 @@ describe("item 8: answers are checked for what must be there", () => {
     ).toBe("BAD_RESPONSE");
   });
 
-  it("bad base64 inside a watch ends the watch with BAD_RESPONSE (old: a plain Error, reconnecting forever)", async () => {
-    const fetch = stubFetch(() =>
-      jsonResponse(
-        `{"result":{"header":${JSON.stringify(HEADER)},"created":true}}\n` +
-          `{"result":{"header":${JSON.stringify({ ...HEADER, revision: "43" })},"events":[{"kv":{"key":"%%%%","mod_revision":"43"}}]}}\n`,
-      ),
-    );
-    const error = await within(
-      3_000,
-      "watch ends",
-      typedError(async () => {
-        for await (const _ of client(fetch).watch({ key: "k", retries: 1_000 })) {
-          // no batch is valid
-        }
-      }),
-    );
-    expect(error.code).toBe("BAD_RESPONSE");
-    expect(fetch.calls).toHaveLength(1);
-  });
+  it(
+    "bad base64 inside a watch ends the watch with BAD_RESPONSE (old: " + "a plain Error, reconnecting forever)",
+    async () => {
+      const fetch = stubFetch(() =>
+        jsonResponse(
+          `{"result":{"header":${JSON.stringify(HEADER)},"created":true}}\n` +
+            `{"result":{"header":${JSON.stringify({ ...HEADER, revision: "43" })},` +
+            `"events":[{"kv":{"key":"%%%%","mod_revision":"43"}}]}}\n`,
+        ),
+      );
+      const error = await within(
+        3_000,
+        "watch ends",
+        typedError(async () => {
+          for await (const _ of client(fetch).watch({ key: "k", retries: 1_000 })) {
+            // no batch is valid
+          }
+        }),
+      );
+      expect(error.code).toBe("BAD_RESPONSE");
+      expect(fetch.calls).toHaveLength(1);
+    },
+  );
 
-  it("a watch's created message without a revision is BAD_RESPONSE (old: the watch restarted from revision 1)", async () => {
-    const { revision: _revision, ...noRevision } = HEADER;
-    const fetch = stubFetch(() => jsonResponse(`{"result":{"header":${JSON.stringify(noRevision)},"created":true}}\n`));
-    const error = await within(
-      3_000,
-      "watch ends",
-      typedError(async () => {
-        for await (const _ of client(fetch).watch({ key: "k" })) {
-          // nothing
-        }
-      }),
-    );
-    expect(error.code).toBe("BAD_RESPONSE");
-  });
+  it(
+    "a watch's created message without a revision is BAD_RESPONSE (old: " + "the watch restarted from revision 1)",
+    async () => {
+      const { revision: _revision, ...noRevision } = HEADER;
+      const fetch = stubFetch(() =>
+        jsonResponse(`{"result":{"header":${JSON.stringify(noRevision)},"created":true}}\n`),
+      );
+      const error = await within(
+        3_000,
+        "watch ends",
+        typedError(async () => {
+          for await (const _ of client(fetch).watch({ key: "k" })) {
+            // nothing
+          }
+        }),
+      );
+      expect(error.code).toBe("BAD_RESPONSE");
+    },
+  );
 
   it("a txn's sub-responses may carry partial headers, as etcd sends them", async () => {
     const body = {

@@ -316,25 +316,30 @@ describe.each(fetches)("through %s", (_name, makeFetch) => {
     expect(growth).toBeLessThan(8 * 16 * MiB);
   });
 
-  it("an answer in small chunks, a character split between two, a keepalive's newline in a late chunk: read whole", async () => {
-    const text = `{"header":${JSON.stringify(HEADER)},"kvs":[{"key":"aw==","mod_revision":"6","value":"dg=="}],"count":"1","note":"clé ✓"}`;
-    const bytes = Buffer.from(text);
-    const line = Buffer.from(`{"result":{"header":${JSON.stringify(HEADER)},"ID":"7","TTL":"30"}}\n{"result":`);
-    gateway.handle((request, response) => {
-      const body = request.url === "/v3/lease/keepalive" ? line : bytes;
-      response.writeHead(200, { "content-type": "application/json" });
-      let at = 0;
-      const next = () => {
-        if (response.destroyed) return;
-        if (at >= body.length) return void response.end();
-        response.write(body.subarray(at, (at += 7)));
-        setTimeout(next, 1);
-      };
-      next();
-    });
-    expect((await client().get("k"))?.value).toBe("v");
-    expect((await client().lease.keepAliveOnce("7")).ttl).toBe(30);
-  });
+  it(
+    "an answer in small chunks, a character split between two, " + "a keepalive's newline in a late chunk: read whole",
+    async () => {
+      const text =
+        `{"header":${JSON.stringify(HEADER)},"kvs":[{"key":"aw==",` +
+        `"mod_revision":"6","value":"dg=="}],"count":"1","note":"clé ✓"}`;
+      const bytes = Buffer.from(text);
+      const line = Buffer.from(`{"result":{"header":${JSON.stringify(HEADER)},"ID":"7","TTL":"30"}}\n{"result":`);
+      gateway.handle((request, response) => {
+        const body = request.url === "/v3/lease/keepalive" ? line : bytes;
+        response.writeHead(200, { "content-type": "application/json" });
+        let at = 0;
+        const next = () => {
+          if (response.destroyed) return;
+          if (at >= body.length) return void response.end();
+          response.write(body.subarray(at, (at += 7)));
+          setTimeout(next, 1);
+        };
+        next();
+      });
+      expect((await client().get("k"))?.value).toBe("v");
+      expect((await client().lease.keepAliveOnce("7")).ttl).toBe(30);
+    },
+  );
 
   it("a connection closed without an answer is UNAVAILABLE", async () => {
     gateway.handle((request) => request.socket.destroy());

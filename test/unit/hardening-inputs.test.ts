@@ -11,19 +11,22 @@ afterEach(() => {
 });
 
 describe("item 4: numbers that drive timers", () => {
-  it("a session with a 7e6 s TTL renews on a clamped timer, not every millisecond (old: 539 keepalives/s)", async () => {
-    const { etcd, calls } = counted();
-    const session = await etcd.session({ ttl: 7_000_000 });
-    try {
-      calls.length = 0;
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      // ttl/3 = 2.3e9 ms is past 2^31-1: unclamped, the timer fired after 1 ms and renewed in a loop.
-      expect(calls.filter((path) => path === "/v3/lease/keepalive")).toEqual([]);
-      expect(session.alive).toBe(true);
-    } finally {
-      await session.close();
-    }
-  });
+  it(
+    "a session with a 7e6 s TTL renews on a clamped timer, " + "not every millisecond (old: 539 keepalives/s)",
+    async () => {
+      const { etcd, calls } = counted();
+      const session = await etcd.session({ ttl: 7_000_000 });
+      try {
+        calls.length = 0;
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        // ttl/3 = 2.3e9 ms is past 2^31-1: unclamped, the timer fired after 1 ms and renewed in a loop.
+        expect(calls.filter((path) => path === "/v3/lease/keepalive")).toEqual([]);
+        expect(session.alive).toBe(true);
+      } finally {
+        await session.close();
+      }
+    },
+  );
 
   it("the renewal timer is armed at 2^31-1 ms at most", async () => {
     vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
@@ -79,27 +82,30 @@ describe("item 4: numbers that drive timers", () => {
     },
   );
 
-  it("the floor and the ceiling themselves are accepted; a poll waiter at the floor reads at most ~20 times/s", async () => {
-    const { etcd, calls, mock } = counted();
-    const holder = await etcd.session({ ttl: 10, keepAlive: "manual" });
-    const waiter = await etcd.session({ ttl: 10, keepAlive: "manual" });
-    const held = await holder.mutex("job").lock();
-    calls.length = 0;
-    const controller = new AbortController();
-    const waiting = waiter.mutex("job").lock({ wait: "poll", pollInterval: 50, signal: controller.signal });
-    await new Promise((resolve) => setTimeout(resolve, 500));
-    controller.abort();
-    await waiting.catch(() => {});
-    const reads = calls.filter((path) => path === "/v3/kv/range").length;
-    expect(reads).toBeGreaterThan(2);
-    expect(reads).toBeLessThanOrEqual(12);
-    const ceiling = await waiter.mutex("free").lock({ wait: "poll", pollInterval: 60_000 });
-    await ceiling.unlock();
-    await held.unlock();
-    await holder.close();
-    await waiter.close();
-    expect(mock.keys("job/")).toEqual([]);
-  });
+  it(
+    "the floor and the ceiling themselves are accepted; " + "a poll waiter at the floor reads at most ~20 times/s",
+    async () => {
+      const { etcd, calls, mock } = counted();
+      const holder = await etcd.session({ ttl: 10, keepAlive: "manual" });
+      const waiter = await etcd.session({ ttl: 10, keepAlive: "manual" });
+      const held = await holder.mutex("job").lock();
+      calls.length = 0;
+      const controller = new AbortController();
+      const waiting = waiter.mutex("job").lock({ wait: "poll", pollInterval: 50, signal: controller.signal });
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      controller.abort();
+      await waiting.catch(() => {});
+      const reads = calls.filter((path) => path === "/v3/kv/range").length;
+      expect(reads).toBeGreaterThan(2);
+      expect(reads).toBeLessThanOrEqual(12);
+      const ceiling = await waiter.mutex("free").lock({ wait: "poll", pollInterval: 60_000 });
+      await ceiling.unlock();
+      await held.unlock();
+      await holder.close();
+      await waiter.close();
+      expect(mock.keys("job/")).toEqual([]);
+    },
+  );
 });
 
 describe("item 5: lock, campaign and withLock timeouts are validated like the transport's", () => {
@@ -267,44 +273,52 @@ describe("item 9: option types, headers, UTF-16, namespace, redaction", () => {
     expect(calls).toEqual([]);
   });
 
-  it("strings with lone surrogates are refused as keys, values and names (old: x\\uD800 and x\\uDFFF were one lock)", async () => {
-    const { etcd, calls } = counted();
-    expect((await typedError(() => etcd.put("x\uD800", "v"))).code).toBe("INVALID_ARGUMENT");
-    expect((await typedError(() => etcd.put("k", "\uDFFFv"))).code).toBe("INVALID_ARGUMENT");
-    expect((await typedError(() => etcd.get("a\uDC00b"))).code).toBe("INVALID_ARGUMENT");
-    expect((await typedError(() => etcd.inspectLock("x\uDFFF"))).code).toBe("INVALID_ARGUMENT");
-    expect(() => new Etcd({ endpoints: [ENDPOINT], namespace: "ns\uD800/" })).toThrow(
-      expect.objectContaining({ code: "INVALID_ARGUMENT" }),
-    );
-    const session = await etcd.session({ ttl: 10, keepAlive: "manual" });
-    calls.length = 0;
-    expect((await typedError(() => session.mutex("x\uD800").lock())).code).toBe("INVALID_ARGUMENT");
-    expect((await typedError(() => session.mutex("x\uDFFF").lock())).code).toBe("INVALID_ARGUMENT");
-    expect(calls).toEqual([]);
-    // A well-formed pair is fine.
-    await etcd.put("x\uD83D\uDE00", "v");
-    expect((await etcd.get("x😀"))?.value).toBe("v");
-    await session.close();
-  });
+  it(
+    "strings with lone surrogates are refused as keys, " +
+      "values and names (old: x\\uD800 and x\\uDFFF were one lock)",
+    async () => {
+      const { etcd, calls } = counted();
+      expect((await typedError(() => etcd.put("x\uD800", "v"))).code).toBe("INVALID_ARGUMENT");
+      expect((await typedError(() => etcd.put("k", "\uDFFFv"))).code).toBe("INVALID_ARGUMENT");
+      expect((await typedError(() => etcd.get("a\uDC00b"))).code).toBe("INVALID_ARGUMENT");
+      expect((await typedError(() => etcd.inspectLock("x\uDFFF"))).code).toBe("INVALID_ARGUMENT");
+      expect(() => new Etcd({ endpoints: [ENDPOINT], namespace: "ns\uD800/" })).toThrow(
+        expect.objectContaining({ code: "INVALID_ARGUMENT" }),
+      );
+      const session = await etcd.session({ ttl: 10, keepAlive: "manual" });
+      calls.length = 0;
+      expect((await typedError(() => session.mutex("x\uD800").lock())).code).toBe("INVALID_ARGUMENT");
+      expect((await typedError(() => session.mutex("x\uDFFF").lock())).code).toBe("INVALID_ARGUMENT");
+      expect(calls).toEqual([]);
+      // A well-formed pair is fine.
+      await etcd.put("x\uD83D\uDE00", "v");
+      expect((await etcd.get("x😀"))?.value).toBe("v");
+      await session.close();
+    },
+  );
 
-  it("timeToLive({ keys: true }) shows only the namespace's keys, stripped (old: other namespaces' keys, unstripped)", async () => {
-    const { mock, fetch } = counted();
-    const raw = new Etcd({ endpoints: [ENDPOINT], fetch });
-    const scoped = new Etcd({ endpoints: [ENDPOINT], fetch, namespace: "tenant-a/" });
-    const { id } = await raw.lease.grant(30);
-    await raw.put("tenant-a/job", "1", { lease: id });
-    await raw.put("tenant-b/secret", "2", { lease: id });
-    await raw.put("tenant-ab", "3", { lease: id });
-    const seen = await scoped.lease.timeToLive(id, { keys: true });
-    expect(seen.keys).toEqual(["job"]);
-    expect(seen.keyBytes).toEqual([new TextEncoder().encode("job")]);
-    expect((await raw.lease.timeToLive(id, { keys: true })).keys.sort()).toEqual([
-      "tenant-a/job",
-      "tenant-ab",
-      "tenant-b/secret",
-    ]);
-    expect(mock.keys()).toHaveLength(3);
-  });
+  it(
+    "timeToLive({ keys: true }) shows only the namespace's keys, " +
+      "stripped (old: other namespaces' keys, unstripped)",
+    async () => {
+      const { mock, fetch } = counted();
+      const raw = new Etcd({ endpoints: [ENDPOINT], fetch });
+      const scoped = new Etcd({ endpoints: [ENDPOINT], fetch, namespace: "tenant-a/" });
+      const { id } = await raw.lease.grant(30);
+      await raw.put("tenant-a/job", "1", { lease: id });
+      await raw.put("tenant-b/secret", "2", { lease: id });
+      await raw.put("tenant-ab", "3", { lease: id });
+      const seen = await scoped.lease.timeToLive(id, { keys: true });
+      expect(seen.keys).toEqual(["job"]);
+      expect(seen.keyBytes).toEqual([new TextEncoder().encode("job")]);
+      expect((await raw.lease.timeToLive(id, { keys: true })).keys.sort()).toEqual([
+        "tenant-a/job",
+        "tenant-ab",
+        "tenant-b/secret",
+      ]);
+      expect(mock.keys()).toHaveLength(3);
+    },
+  );
 
   it("a Uint8Array namespace is copied (old: changing the array moved every key)", async () => {
     const { mock, fetch } = counted();

@@ -553,21 +553,25 @@ describe("bad arguments are refused before any request", () => {
 
 // The lock layer's own argument checks: refused before its first request, typed, whatever the value.
 describe("bad arguments of the lock layer are refused before its first request", () => {
-  it("withLock: timeout, wait, pollInterval and a name with a lone surrogate are checked before the lease is granted", async () => {
-    const badOptions = fc.oneof(
-      loneSurrogate.map((name) => ({ name, fn: () => 1, options: {} })),
-      badLockTimeout.map((timeout) => ({ name: "job", fn: () => 1, options: { timeout } })),
-      badWait.map((wait) => ({ name: "job", fn: () => 1, options: { wait } })),
-      badPollInterval.map((pollInterval) => ({ name: "job", fn: () => 1, options: { wait: "poll", pollInterval } })),
-    );
-    await fc.assert(
-      fc.asyncProperty(badOptions, async ({ name, fn, options }) => {
-        const ctx = counted();
-        await refused(ctx, () => ctx.etcd.withLock(any(name), any(fn), any(options)));
-      }),
-      { numRuns: 20 },
-    );
-  });
+  it(
+    "withLock: timeout, wait, pollInterval and a name " +
+      "with a lone surrogate are checked before the lease is granted",
+    async () => {
+      const badOptions = fc.oneof(
+        loneSurrogate.map((name) => ({ name, fn: () => 1, options: {} })),
+        badLockTimeout.map((timeout) => ({ name: "job", fn: () => 1, options: { timeout } })),
+        badWait.map((wait) => ({ name: "job", fn: () => 1, options: { wait } })),
+        badPollInterval.map((pollInterval) => ({ name: "job", fn: () => 1, options: { wait: "poll", pollInterval } })),
+      );
+      await fc.assert(
+        fc.asyncProperty(badOptions, async ({ name, fn, options }) => {
+          const ctx = counted();
+          await refused(ctx, () => ctx.etcd.withLock(any(name), any(fn), any(options)));
+        }),
+        { numRuns: 20 },
+      );
+    },
+  );
 
   it("resumeLock: a ticket name with a lone surrogate sends nothing", async () => {
     await fc.assert(

@@ -87,7 +87,8 @@ describe("a write provably not applied fails over", () => {
           unaryErrorBody(
             "3.4",
             14,
-            'connection error: desc = "transport: Error while dialing dial tcp 127.0.0.1:2379: connect: connection refused"',
+            'connection error: desc = "transport: ' +
+              'Error while dialing dial tcp 127.0.0.1:2379: connect: connection refused"',
           ),
           503,
         ),
@@ -102,64 +103,71 @@ describe("a write provably not applied fails over", () => {
 });
 
 describe("a waiter's watch", () => {
-  it("has no start revision (etcd delivers it at once) and still sees a release that lands before it exists", async () => {
-    const mock = createMockEtcdCore();
-    const watches: unknown[] = [];
-    let releaseFirst: (() => Promise<void>) | undefined;
-    // Hold back the waiter's watch until the holder has released: the release lands in the gap between the
-    // waiter's read of the line and the watch's creation.
-    const fetch: Fetch = async (input, init) => {
-      if (input.endsWith("/v3/watch")) {
-        watches.push(JSON.parse(init.body));
-        const release = releaseFirst;
-        releaseFirst = undefined;
-        await release?.();
-      }
-      return mock.fetch(input, init as never) as ReturnType<Fetch>;
-    };
-    const etcd = new Etcd({ endpoints: "http://etcd.test:2379", fetch });
-    const holderSession = await etcd.session({ ttl: 30 });
-    const holder = await holderSession.mutex("gap").lock();
-    releaseFirst = () => holder.unlock();
-    const waiterSession = await etcd.session({ ttl: 30 });
-    const started = performance.now();
-    const lock = await waiterSession.mutex("gap").lock({ timeout: 10_000 });
-    // Well before the watch's idle timeout (2 s): the gap read found the predecessor gone.
-    expect(performance.now() - started).toBeLessThan(1_500);
-    expect(lock.revision).toBeGreaterThan(holder.revision);
-    expect(watches).toHaveLength(1);
-    expect(
-      (watches[0] as { create_request: { start_revision?: unknown } }).create_request.start_revision,
-    ).toBeUndefined();
-    await Promise.all([waiterSession.close(), holderSession.close()]);
-  });
+  it(
+    "has no start revision (etcd delivers it at once) " + "and still sees a release that lands before it exists",
+    async () => {
+      const mock = createMockEtcdCore();
+      const watches: unknown[] = [];
+      let releaseFirst: (() => Promise<void>) | undefined;
+      // Hold back the waiter's watch until the holder has released: the release lands in the gap between the
+      // waiter's read of the line and the watch's creation.
+      const fetch: Fetch = async (input, init) => {
+        if (input.endsWith("/v3/watch")) {
+          watches.push(JSON.parse(init.body));
+          const release = releaseFirst;
+          releaseFirst = undefined;
+          await release?.();
+        }
+        return mock.fetch(input, init as never) as ReturnType<Fetch>;
+      };
+      const etcd = new Etcd({ endpoints: "http://etcd.test:2379", fetch });
+      const holderSession = await etcd.session({ ttl: 30 });
+      const holder = await holderSession.mutex("gap").lock();
+      releaseFirst = () => holder.unlock();
+      const waiterSession = await etcd.session({ ttl: 30 });
+      const started = performance.now();
+      const lock = await waiterSession.mutex("gap").lock({ timeout: 10_000 });
+      // Well before the watch's idle timeout (2 s): the gap read found the predecessor gone.
+      expect(performance.now() - started).toBeLessThan(1_500);
+      expect(lock.revision).toBeGreaterThan(holder.revision);
+      expect(watches).toHaveLength(1);
+      expect(
+        (watches[0] as { create_request: { start_revision?: unknown } }).create_request.start_revision,
+      ).toBeUndefined();
+      await Promise.all([waiterSession.close(), holderSession.close()]);
+    },
+  );
 });
 
 describe("requests in flight", () => {
-  it("at most maxConcurrentRequests are on the wire; the rest wait in the client without using their attempts' time", async () => {
-    let active = 0;
-    let peak = 0;
-    const mock = createMockEtcdCore();
-    // Each request takes 100 ms on the wire: with a limit of 4, 20 reads take 5 rounds (~500 ms), longer than
-    // one attempt's 200 ms, so a queued read that counted its wait against its attempt would time out.
-    const slow: Fetch = async (input, init) => {
-      active++;
-      peak = Math.max(peak, active);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      active--;
-      return mock.fetch(input, init as never) as ReturnType<Fetch>;
-    };
-    const etcd = new Etcd({
-      endpoints: "http://etcd.test:2379",
-      fetch: slow,
-      maxConcurrentRequests: 4,
-      attemptTimeout: 200,
-      timeout: 5_000,
-    });
-    const reads = await Promise.all(Array.from({ length: 20 }, (_, i) => etcd.get(`k${i}`)));
-    expect(reads).toHaveLength(20);
-    expect(peak).toBe(4);
-  });
+  it(
+    "at most maxConcurrentRequests are on the wire; " +
+      "the rest wait in the client without using their attempts' time",
+    async () => {
+      let active = 0;
+      let peak = 0;
+      const mock = createMockEtcdCore();
+      // Each request takes 100 ms on the wire: with a limit of 4, 20 reads take 5 rounds (~500 ms), longer than
+      // one attempt's 200 ms, so a queued read that counted its wait against its attempt would time out.
+      const slow: Fetch = async (input, init) => {
+        active++;
+        peak = Math.max(peak, active);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        active--;
+        return mock.fetch(input, init as never) as ReturnType<Fetch>;
+      };
+      const etcd = new Etcd({
+        endpoints: "http://etcd.test:2379",
+        fetch: slow,
+        maxConcurrentRequests: 4,
+        attemptTimeout: 200,
+        timeout: 5_000,
+      });
+      const reads = await Promise.all(Array.from({ length: 20 }, (_, i) => etcd.get(`k${i}`)));
+      expect(reads).toHaveLength(20);
+      expect(peak).toBe(4);
+    },
+  );
 
   it("a call waiting for a place ends at its own timeout or abort, and leaves the queue", async () => {
     const hanging: Fetch = () => new Promise(() => {});

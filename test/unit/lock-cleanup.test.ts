@@ -36,43 +36,46 @@ describe("a join that lands after its acquisition is over", () => {
     expect(await other.mutex("jobs").tryLock()).toBeDefined();
   });
 
-  it("a join made while the sweep's delete is on its way waits for it: the delete never takes the new key", async () => {
-    const mock = createMockEtcdCore();
-    let late: (() => Promise<unknown>) | undefined;
-    let sweepDelete: (() => Promise<unknown>) | undefined;
-    const fetch: Fetch = async (input, init) => {
-      if (late === undefined && input.endsWith("/v3/kv/txn") && init.body.includes("request_put")) {
-        late = () => mock.fetch(input, { ...init, signal: undefined } as never);
-        throw connectionReset();
-      }
-      // The sweep's delete (guarded by the lease) is held up on its way, as the late join was.
-      if (sweepDelete === undefined && input.endsWith("/v3/kv/txn") && init.body.includes('"LEASE"')) {
-        const answer = new Promise<Response>((resolve) => {
-          sweepDelete = async () =>
-            resolve((await mock.fetch(input, { ...init, signal: undefined } as never)) as Response);
-        });
-        return answer as ReturnType<Fetch>;
-      }
-      return mock.fetch(input, init as never) as ReturnType<Fetch>;
-    };
-    const etcd = new Etcd({ endpoints: ENDPOINT, fetch });
-    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
-    const mutex = session.mutex("jobs");
-    await (await mutex.lock()).unlock();
-    await late!();
-    await session.renew();
-    await until("the sweep's delete is sent", 2_000, () => sweepDelete !== undefined);
-    // The session locks the name again while that delete is on its way. Before, the join found the late copy
-    // and took it as its own, and the delete then removed the key of a held lock.
-    const next = mutex.lock({ timeout: 5_000 });
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    await sweepDelete!();
-    const lock = await next;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    expect(mock.keys("jobs/")).toEqual([lock.key]);
-    expect((await etcd.get(lock.key))?.createRevision).toBe(lock.revision);
-    await lock.unlock();
-  });
+  it(
+    "a join made while the sweep's delete is on its way waits for it: " + "the delete never takes the new key",
+    async () => {
+      const mock = createMockEtcdCore();
+      let late: (() => Promise<unknown>) | undefined;
+      let sweepDelete: (() => Promise<unknown>) | undefined;
+      const fetch: Fetch = async (input, init) => {
+        if (late === undefined && input.endsWith("/v3/kv/txn") && init.body.includes("request_put")) {
+          late = () => mock.fetch(input, { ...init, signal: undefined } as never);
+          throw connectionReset();
+        }
+        // The sweep's delete (guarded by the lease) is held up on its way, as the late join was.
+        if (sweepDelete === undefined && input.endsWith("/v3/kv/txn") && init.body.includes('"LEASE"')) {
+          const answer = new Promise<Response>((resolve) => {
+            sweepDelete = async () =>
+              resolve((await mock.fetch(input, { ...init, signal: undefined } as never)) as Response);
+          });
+          return answer as ReturnType<Fetch>;
+        }
+        return mock.fetch(input, init as never) as ReturnType<Fetch>;
+      };
+      const etcd = new Etcd({ endpoints: ENDPOINT, fetch });
+      const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+      const mutex = session.mutex("jobs");
+      await (await mutex.lock()).unlock();
+      await late!();
+      await session.renew();
+      await until("the sweep's delete is sent", 2_000, () => sweepDelete !== undefined);
+      // The session locks the name again while that delete is on its way. Before, the join found the late copy
+      // and took it as its own, and the delete then removed the key of a held lock.
+      const next = mutex.lock({ timeout: 5_000 });
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      await sweepDelete!();
+      const lock = await next;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(mock.keys("jobs/")).toEqual([lock.key]);
+      expect((await etcd.get(lock.key))?.createRevision).toBe(lock.revision);
+      await lock.unlock();
+    },
+  );
 
   it("a key the session still uses is never swept", async () => {
     const mock = createMockEtcdCore();

@@ -27,10 +27,13 @@ describe("entries of the testing kit", () => {
     expect(text).toContain("/v3/lock/lock");
   });
 
-  it("etcd-edge/testing/msw imports msw and nothing from Node; etcd-edge/testing/server imports Node only", async () => {
-    expect((await bundle("src/testing/msw.ts")).external).toEqual(["msw"]);
-    const server = await bundle("src/testing/server/index.ts");
-    expect(server.external.length).toBeGreaterThan(0);
-    expect(server.external.filter((x) => !BUILTINS.has(x))).toEqual([]);
-  });
+  it(
+    "etcd-edge/testing/msw imports msw and nothing from Node; " + "etcd-edge/testing/server imports Node only",
+    async () => {
+      expect((await bundle("src/testing/msw.ts")).external).toEqual(["msw"]);
+      const server = await bundle("src/testing/server/index.ts");
+      expect(server.external.length).toBeGreaterThan(0);
+      expect(server.external.filter((x) => !BUILTINS.has(x))).toEqual([]);
+    },
+  );
 });

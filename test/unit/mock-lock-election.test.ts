@@ -80,22 +80,25 @@ describe("v3lock", () => {
     });
   });
 
-  it("3.5 answers 'mutex: session is expired' when the waiter's own key went while it waited; 3.4 acquires anyway", async () => {
-    for (const version of ["3.4", "3.5"] as const) {
-      const mock = createMockEtcd({ version });
-      await call(mock, "/v3/lease/grant", { TTL: 60, ID: "1" });
-      await call(mock, "/v3/lease/grant", { TTL: 60, ID: "2" });
-      const holder = await call(mock, "/v3/lock/lock", { name: b64("s"), lease: "1" });
-      const waiter = call(mock, "/v3/lock/lock", { name: b64("s"), lease: "2" });
-      await pending(waiter);
-      await call(mock, "/v3/lease/revoke", { ID: "2" });
-      await call(mock, "/v3/lock/unlock", { key: holder.body.key });
-      const answer = await waiter;
-      if (version === "3.5")
-        expect(answer).toEqual({ status: 500, body: { code: 2, message: "mutex: session is expired" } });
-      else expect(answer.body.key).toBe(b64("s/2"));
-    }
-  });
+  it(
+    "3.5 answers 'mutex: session is expired' when the waiter's own key went while it waited; " + "3.4 acquires anyway",
+    async () => {
+      for (const version of ["3.4", "3.5"] as const) {
+        const mock = createMockEtcd({ version });
+        await call(mock, "/v3/lease/grant", { TTL: 60, ID: "1" });
+        await call(mock, "/v3/lease/grant", { TTL: 60, ID: "2" });
+        const holder = await call(mock, "/v3/lock/lock", { name: b64("s"), lease: "1" });
+        const waiter = call(mock, "/v3/lock/lock", { name: b64("s"), lease: "2" });
+        await pending(waiter);
+        await call(mock, "/v3/lease/revoke", { ID: "2" });
+        await call(mock, "/v3/lock/unlock", { key: holder.body.key });
+        const answer = await waiter;
+        if (version === "3.5")
+          expect(answer).toEqual({ status: 500, body: { code: 2, message: "mutex: session is expired" } });
+        else expect(answer.body.key).toBe(b64("s/2"));
+      }
+    },
+  );
 });
 
 describe("v3election", () => {

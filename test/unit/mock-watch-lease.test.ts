@@ -49,38 +49,41 @@ async function openWatch(mock: MockEtcd, createRequest: object) {
 const keysOf = (line: any) => line.result.events.map((e: any) => [e.type ?? "PUT", atob(e.kv.key)]);
 
 describe("watch", () => {
-  it("first line created (no watch_id), then one line per revision; PUT has no type; txn events share a line", async () => {
-    const mock = createMockEtcd();
-    const w = await openWatch(mock, { key: b64("w"), range_end: b64("x"), prev_kv: true });
-    expect(w.res.headers.get("content-type")).toBe("application/json");
-    const created = await w.next();
-    expect(created).toEqual({ result: { header: expect.objectContaining({ revision: "1" }), created: true } });
-    mock.put("w", "1");
-    await call(mock, "/v3/kv/txn", {
-      success: [{ request_put: { key: b64("w"), value: b64("2") } }, { request_put: { key: b64("wx") } }],
-    });
-    await call(mock, "/v3/kv/deleterange", { key: b64("w") });
-    const put1 = await w.next();
-    expect(put1.result).toEqual({
-      header: expect.objectContaining({ revision: "2" }),
-      events: [{ kv: { key: b64("w"), create_revision: "2", mod_revision: "2", version: "1", value: b64("1") } }],
-    });
-    expect(keysOf(await w.next())).toEqual([
-      ["PUT", "w"],
-      ["PUT", "wx"],
-    ]);
-    const del = await w.next();
-    expect(del.result.events).toEqual([
-      {
-        type: "DELETE",
-        kv: { key: b64("w"), mod_revision: "4" },
-        prev_kv: { key: b64("w"), create_revision: "2", mod_revision: "3", version: "2", value: b64("2") },
-      },
-    ]);
-    w.abort.abort();
-    await expect(w.next()).rejects.toThrow();
-    expect(mock.openWatchStreams).toBe(0);
-  });
+  it(
+    "first line created (no watch_id), then one line per revision; " + "PUT has no type; txn events share a line",
+    async () => {
+      const mock = createMockEtcd();
+      const w = await openWatch(mock, { key: b64("w"), range_end: b64("x"), prev_kv: true });
+      expect(w.res.headers.get("content-type")).toBe("application/json");
+      const created = await w.next();
+      expect(created).toEqual({ result: { header: expect.objectContaining({ revision: "1" }), created: true } });
+      mock.put("w", "1");
+      await call(mock, "/v3/kv/txn", {
+        success: [{ request_put: { key: b64("w"), value: b64("2") } }, { request_put: { key: b64("wx") } }],
+      });
+      await call(mock, "/v3/kv/deleterange", { key: b64("w") });
+      const put1 = await w.next();
+      expect(put1.result).toEqual({
+        header: expect.objectContaining({ revision: "2" }),
+        events: [{ kv: { key: b64("w"), create_revision: "2", mod_revision: "2", version: "1", value: b64("1") } }],
+      });
+      expect(keysOf(await w.next())).toEqual([
+        ["PUT", "w"],
+        ["PUT", "wx"],
+      ]);
+      const del = await w.next();
+      expect(del.result.events).toEqual([
+        {
+          type: "DELETE",
+          kv: { key: b64("w"), mod_revision: "4" },
+          prev_kv: { key: b64("w"), create_revision: "2", mod_revision: "3", version: "2", value: b64("2") },
+        },
+      ]);
+      w.abort.abort();
+      await expect(w.next()).rejects.toThrow();
+      expect(mock.openWatchStreams).toBe(0);
+    },
+  );
 
   it("delivers asynchronously, never inside the writer's call", async () => {
     const mock = createMockEtcd();
@@ -209,25 +212,28 @@ describe("lease", () => {
     expect(gone.result).not.toHaveProperty("TTL");
   });
 
-  it("timetolive with keys; unknown lease is 200 with TTL -1; leases lists; revoke deletes keys in one revision", async () => {
-    const mock = createMockEtcd();
-    await call(mock, "/v3/lease/grant", { TTL: 30, ID: "5" });
-    await call(mock, "/v3/kv/put", { key: b64("l1"), lease: "5" });
-    await call(mock, "/v3/kv/put", { key: b64("l2"), lease: "5" });
-    expect((await call(mock, "/v3/lease/timetolive", { ID: "5", keys: true })).body.keys).toEqual([
-      b64("l1"),
-      b64("l2"),
-    ]);
-    expect((await call(mock, "/v3/lease/timetolive", { ID: "6" })).body).toEqual({
-      header: expect.any(Object),
-      ID: "6",
-      TTL: "-1",
-    });
-    expect((await call(mock, "/v3/lease/leases", {})).body.leases).toEqual([{ ID: "5" }]);
-    expect((await call(mock, "/v3/lease/revoke", { ID: "5" })).body.header.revision).toBe("4");
-    expect(mock.keys()).toEqual([]);
-    expect((await call(mock, "/v3/lease/revoke", { ID: "5" })).status).toBe(404);
-  });
+  it(
+    "timetolive with keys; unknown lease is 200 with TTL -1; " + "leases lists; revoke deletes keys in one revision",
+    async () => {
+      const mock = createMockEtcd();
+      await call(mock, "/v3/lease/grant", { TTL: 30, ID: "5" });
+      await call(mock, "/v3/kv/put", { key: b64("l1"), lease: "5" });
+      await call(mock, "/v3/kv/put", { key: b64("l2"), lease: "5" });
+      expect((await call(mock, "/v3/lease/timetolive", { ID: "5", keys: true })).body.keys).toEqual([
+        b64("l1"),
+        b64("l2"),
+      ]);
+      expect((await call(mock, "/v3/lease/timetolive", { ID: "6" })).body).toEqual({
+        header: expect.any(Object),
+        ID: "6",
+        TTL: "-1",
+      });
+      expect((await call(mock, "/v3/lease/leases", {})).body.leases).toEqual([{ ID: "5" }]);
+      expect((await call(mock, "/v3/lease/revoke", { ID: "5" })).body.header.revision).toBe("4");
+      expect(mock.keys()).toEqual([]);
+      expect((await call(mock, "/v3/lease/revoke", { ID: "5" })).status).toBe(404);
+    },
+  );
 
   it("expiry on advance deletes all attached keys in one revision, and watchers see it", async () => {
     const mock = createMockEtcd();

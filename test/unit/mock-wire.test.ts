@@ -172,26 +172,30 @@ describe("request size limits", () => {
 });
 
 describe("streaming endpoints", () => {
-  it("keepalive: several requests per body, one line each; a bad first request is 500 code 2 on 3.4, an empty answer on 3.5", async () => {
-    const mock = v34();
-    await raw(mock, "/v3/lease/grant", '{"TTL":60,"ID":"7"}');
-    const lines = (await raw(mock, "/v3/lease/keepalive", '{"ID":"7"}{"ID":8}{"ID":"7"}')).text
-      .trim()
-      .split("\n")
-      .map((l) => JSON.parse(l).result);
-    expect(lines.map((r) => [r.ID, r.TTL])).toEqual([
-      ["7", "60"],
-      ["8", undefined],
-      ["7", "60"],
-    ]);
-    expect(await raw(mock, "/v3/lease/keepalive", '{"ID":"7"')).toMatchObject({
-      status: 500,
-      body: { error: "unexpected EOF", message: "unexpected EOF", code: 2 },
-    });
-    // A later bad request ends the requests: the answers before it still come.
-    expect((await raw(mock, "/v3/lease/keepalive", '{"ID":"7"}[2]')).text.trim().split("\n")).toHaveLength(1);
-    expect(await raw(v35(), "/v3/lease/keepalive", "[1]")).toMatchObject({ status: 200, text: "" });
-  });
+  it(
+    "keepalive: several requests per body, one line each; " +
+      "a bad first request is 500 code 2 on 3.4, an empty answer on 3.5",
+    async () => {
+      const mock = v34();
+      await raw(mock, "/v3/lease/grant", '{"TTL":60,"ID":"7"}');
+      const lines = (await raw(mock, "/v3/lease/keepalive", '{"ID":"7"}{"ID":8}{"ID":"7"}')).text
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l).result);
+      expect(lines.map((r) => [r.ID, r.TTL])).toEqual([
+        ["7", "60"],
+        ["8", undefined],
+        ["7", "60"],
+      ]);
+      expect(await raw(mock, "/v3/lease/keepalive", '{"ID":"7"')).toMatchObject({
+        status: 500,
+        body: { error: "unexpected EOF", message: "unexpected EOF", code: 2 },
+      });
+      // A later bad request ends the requests: the answers before it still come.
+      expect((await raw(mock, "/v3/lease/keepalive", '{"ID":"7"}[2]')).text.trim().split("\n")).toHaveLength(1);
+      expect(await raw(v35(), "/v3/lease/keepalive", "[1]")).toMatchObject({ status: 200, text: "" });
+    },
+  );
 
   it("watch: a bad first request is 500 code 2 on 3.4; on 3.5 the stream never answers", async () => {
     expect(await raw(v34(), "/v3/watch", '{"create_request":')).toMatchObject({

@@ -108,34 +108,39 @@ async function drain(body: ReadableStream<Uint8Array> | null): Promise<number> {
 const text = (bytes: Uint8Array | undefined) => (bytes === undefined ? undefined : new TextDecoder().decode(bytes));
 
 describe("etcd-edge/node's fetch", () => {
-  it("reads a 200 body whole through READ_BOUNDED, in several parts, and keeps the connection for the next request", async () => {
-    const parts = ['{"header":{"revision":"7"},', '"kvs":[', `{"key":"${"k".repeat(100_000)}"}`, "]}"];
-    handler = (_request, response) => {
-      response.writeHead(200, { "content-type": "application/json" });
-      let next = 0;
-      const write = () =>
-        next < parts.length - 1 ? response.write(parts[next++], () => setTimeout(write, 5)) : response.end(parts[next]);
-      write();
-    };
-    const response = await within(WAIT, "head", post("/v3/kv/range"));
-    expect(response.status).toBe(200);
-    expect(text(await within(WAIT, "body", readBounded(response, MiB)))).toBe(parts.join(""));
+  it(
+    "reads a 200 body whole through READ_BOUNDED, " + "in several parts, and keeps the connection for the next request",
+    async () => {
+      const parts = ['{"header":{"revision":"7"},', '"kvs":[', `{"key":"${"k".repeat(100_000)}"}`, "]}"];
+      handler = (_request, response) => {
+        response.writeHead(200, { "content-type": "application/json" });
+        let next = 0;
+        const write = () =>
+          next < parts.length - 1
+            ? response.write(parts[next++], () => setTimeout(write, 5))
+            : response.end(parts[next]);
+        write();
+      };
+      const response = await within(WAIT, "head", post("/v3/kv/range"));
+      expect(response.status).toBe(200);
+      expect(text(await within(WAIT, "body", readBounded(response, MiB)))).toBe(parts.join(""));
 
-    // Undici hands a connection on a full turn of the event loop after its answer ends.
-    await sleep(20);
-    handler = (_request, response) => response.end("{}");
-    expect(
-      text(
-        await within(
-          WAIT,
-          "second",
-          post("/v3/kv/range").then((next) => readBounded(next, MiB)),
+      // Undici hands a connection on a full turn of the event loop after its answer ends.
+      await sleep(20);
+      handler = (_request, response) => response.end("{}");
+      expect(
+        text(
+          await within(
+            WAIT,
+            "second",
+            post("/v3/kv/range").then((next) => readBounded(next, MiB)),
+          ),
         ),
-      ),
-    ).toBe("{}");
-    expect(received).toHaveLength(2);
-    expect(received[1]!.socket).toBe(received[0]!.socket);
-  });
+      ).toBe("{}");
+      expect(received).toHaveLength(2);
+      expect(received[1]!.socket).toBe(received[0]!.socket);
+    },
+  );
 
   it("with firstLine stops at the first newline and drops the endless rest with its connection", async () => {
     let poured: { sent: () => number } | undefined;
@@ -238,32 +243,35 @@ describe("etcd-edge/node's fetch", () => {
     expect(unread.map((response) => response.status)).toEqual([200, 200]);
   });
 
-  it("holds only a little of a body nobody reads yet: the server's writes stall, and resume once it is read", async () => {
-    const total = 50 * MiB;
-    let poured: { sent: () => number } | undefined;
-    handler = (_request, response) => {
-      response.writeHead(200, { "content-type": "application/octet-stream", "content-length": String(total) });
-      poured = pour(response, new Uint8Array(64 * 1024).fill(0x62), total);
-    };
-    const response = await within(WAIT, "head", post("/v3/kv/range"));
-    // Nobody reads: the client holds its small allowance, the kernel's socket buffers fill (a few MiB on
-    // loopback), and then the server can write no more. A client that buffered it all would take all 50 MiB.
-    let last = -1;
-    const stalled = await until(
-      "the server's writes stall",
-      WAIT,
-      () => {
-        const sent = poured?.sent() ?? -1;
-        const still = sent === last;
-        last = sent;
-        return still && sent;
-      },
-      100,
-    );
-    expect(stalled).toBeLessThan(total / 2);
+  it(
+    "holds only a little of a body nobody reads yet: " + "the server's writes stall, and resume once it is read",
+    async () => {
+      const total = 50 * MiB;
+      let poured: { sent: () => number } | undefined;
+      handler = (_request, response) => {
+        response.writeHead(200, { "content-type": "application/octet-stream", "content-length": String(total) });
+        poured = pour(response, new Uint8Array(64 * 1024).fill(0x62), total);
+      };
+      const response = await within(WAIT, "head", post("/v3/kv/range"));
+      // Nobody reads: the client holds its small allowance, the kernel's socket buffers fill (a few MiB on
+      // loopback), and then the server can write no more. A client that buffered it all would take all 50 MiB.
+      let last = -1;
+      const stalled = await until(
+        "the server's writes stall",
+        WAIT,
+        () => {
+          const sent = poured?.sent() ?? -1;
+          const still = sent === last;
+          last = sent;
+          return still && sent;
+        },
+        100,
+      );
+      expect(stalled).toBeLessThan(total / 2);
 
-    const body = await within(10_000, "body", readBounded(response, total));
-    expect(body?.byteLength).toBe(total);
-    expect(poured!.sent()).toBe(total);
-  });
+      const body = await within(10_000, "body", readBounded(response, total));
+      expect(body?.byteLength).toBe(total);
+      expect(poured!.sent()).toBe(total);
+    },
+  );
 });

@@ -77,21 +77,24 @@ describe("joins and releases started in the same turn", () => {
     expect(mock.keys("nest/")).toEqual([]);
   });
 
-  it("refused as a whole (one session's lease is gone): each join is sent again alone and gets its own answer", async () => {
-    const { txns, etcd } = recorded();
-    const live = await etcd.session({ ttl: 30 });
-    const gone = await etcd.session({ ttl: 30, keepAlive: "manual" });
-    await etcd.lease.revoke(gone.leaseId);
-    txns.length = 0;
-    const [ok, refused] = await Promise.allSettled([live.mutex("live").lock(), gone.mutex("gone").lock()]);
-    expect(ok.status).toBe("fulfilled");
-    expect(refused.status).toBe("rejected");
-    expect(isEtcdError((refused as PromiseRejectedResult).reason)).toBe(true);
-    // The batch, then each alone.
-    expect(batched(txns[0]!)).toBe(true);
-    expect(txns.slice(1).filter((b) => b.includes('"request_put"') && !batched(b))).toHaveLength(2);
-    await (ok as PromiseFulfilledResult<{ unlock(): Promise<unknown> }>).value.unlock();
-  });
+  it(
+    "refused as a whole (one session's lease is gone): " + "each join is sent again alone and gets its own answer",
+    async () => {
+      const { txns, etcd } = recorded();
+      const live = await etcd.session({ ttl: 30 });
+      const gone = await etcd.session({ ttl: 30, keepAlive: "manual" });
+      await etcd.lease.revoke(gone.leaseId);
+      txns.length = 0;
+      const [ok, refused] = await Promise.allSettled([live.mutex("live").lock(), gone.mutex("gone").lock()]);
+      expect(ok.status).toBe("fulfilled");
+      expect(refused.status).toBe("rejected");
+      expect(isEtcdError((refused as PromiseRejectedResult).reason)).toBe(true);
+      // The batch, then each alone.
+      expect(batched(txns[0]!)).toBe(true);
+      expect(txns.slice(1).filter((b) => b.includes('"request_put"') && !batched(b))).toHaveLength(2);
+      await (ok as PromiseFulfilledResult<{ unlock(): Promise<unknown> }>).value.unlock();
+    },
+  );
 
   it("a caller that gives up stops waiting at once; the others in its request get their answers", async () => {
     let release: (() => void) | undefined;

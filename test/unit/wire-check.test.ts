@@ -228,32 +228,35 @@ describe("wire-check: says what zod says", () => {
     expect(seen.false).toBeGreaterThan(40);
   });
 
-  it("follows zod on the edges: NaN and ±Infinity, null for an optional, arrays for objects, absent vs undefined", () => {
-    const cases: Array<[AnySchema, unknown]> = [
-      [z.number(), Number.NaN],
-      [z.number(), Infinity],
-      [z.number(), -Infinity],
-      [z.number(), -0],
-      [z.optional(z.string()), null],
-      [z.optional(z.string()), undefined],
-      [z.object({}), []],
-      [z.object({}), null],
-      [z.object({}), new Date(0)],
-      [z.object({ a: z.optional(z.string()) }), {}],
-      [z.object({ a: z.optional(z.string()) }), { a: undefined }],
-      [z.object({ a: z.string() }), {}],
-      [z.object({ a: z.string() }), { a: undefined }],
-      [z.object({ a: z.string() }), Object.create({ a: "inherited" })],
-      [z.array(z.optional(z.string())), [undefined, "x"]],
-      [z.array(z.string()), [undefined, "x"]],
-      [wire.headerOnly, { header: { revision: "1" }, extra: [1, 2] }],
-      [wire.watchResponse, { header: {} }],
-      [wire.watchResponse, { header: {}, canceled: false }],
-      [wire.watchResponse, { header: {}, canceled: true }],
-    ];
-    for (const [schema, value] of cases)
-      expect(wirePredicate(schema)(value), String(value)).toBe(zodAccepts(schema, value));
-  });
+  it(
+    "follows zod on the edges: NaN and ±Infinity, " + "null for an optional, arrays for objects, absent vs undefined",
+    () => {
+      const cases: Array<[AnySchema, unknown]> = [
+        [z.number(), Number.NaN],
+        [z.number(), Infinity],
+        [z.number(), -Infinity],
+        [z.number(), -0],
+        [z.optional(z.string()), null],
+        [z.optional(z.string()), undefined],
+        [z.object({}), []],
+        [z.object({}), null],
+        [z.object({}), new Date(0)],
+        [z.object({ a: z.optional(z.string()) }), {}],
+        [z.object({ a: z.optional(z.string()) }), { a: undefined }],
+        [z.object({ a: z.string() }), {}],
+        [z.object({ a: z.string() }), { a: undefined }],
+        [z.object({ a: z.string() }), Object.create({ a: "inherited" })],
+        [z.array(z.optional(z.string())), [undefined, "x"]],
+        [z.array(z.string()), [undefined, "x"]],
+        [wire.headerOnly, { header: { revision: "1" }, extra: [1, 2] }],
+        [wire.watchResponse, { header: {} }],
+        [wire.watchResponse, { header: {}, canceled: false }],
+        [wire.watchResponse, { header: {}, canceled: true }],
+      ];
+      for (const [schema, value] of cases)
+        expect(wirePredicate(schema)(value), String(value)).toBe(zodAccepts(schema, value));
+    },
+  );
 });
 
 function zodAccepts(schema: AnySchema, value: unknown): boolean {

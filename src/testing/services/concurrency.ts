@@ -29,7 +29,10 @@ function waitDelete(client: InProcessClient, key: BinKey, rev: number): Promise<
   return client.watch(key, "", rev, (ev) => ev.type === "DELETE");
 }
 
-/** waitDeletes: until every key under `prefix` created at or before `maxCreateRevision` is gone; the last read's header. */
+/**
+ * waitDeletes: until every key under `prefix` created at or before `maxCreateRevision` is gone;
+ * the last read's header.
+ */
 async function waitDeletes(client: InProcessClient, prefix: BinKey, maxCreateRevision: number): Promise<Out> {
   for (;;) {
     const { header, kvs } = client.get(topOf(prefix, "last", BigInt(maxCreateRevision)));

@@ -35,7 +35,10 @@ export function toBin(key: string | Uint8Array): BinKey {
   return bytesToBin(typeof key === "string" ? encoder.encode(key) : key);
 }
 
-/** The smallest key greater than every key with this prefix; "" (unbounded) when none exists, as etcd's clientv3.GetPrefixRangeEnd. */
+/**
+ * The smallest key greater than every key with this prefix; "" (unbounded) when none exists,
+ * as etcd's clientv3.GetPrefixRangeEnd.
+ */
 export function prefixEnd(prefix: BinKey): BinKey {
   for (let i = prefix.length - 1; i >= 0; i--) {
     const c = prefix.charCodeAt(i);

@@ -35,7 +35,10 @@ function tokenText(text: Uint8Array, node: JsonNode): string {
 
 const NUMBER = /^-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?$/;
 
-/** protojson's normalizeToIntString: the integer a JSON number denotes, if it is an exact integer of at most 20 digits. */
+/**
+ * protojson's normalizeToIntString: the integer a JSON number denotes, if it is an exact
+ * integer of at most 20 digits.
+ */
 export function exactInteger(literal: string): bigint | undefined {
   const m = NUMBER.exec(literal);
   if (!m) return undefined;

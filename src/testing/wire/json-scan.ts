@@ -225,7 +225,10 @@ export function rawText(bytes: Uint8Array, node: JsonNode): string {
   return utf8.decode(bytes.subarray(node.start, node.end));
 }
 
-/** The raw bytes between a string token's quotes, escapes untouched (jsonpb 1.3 reads enum names and quoted numbers so). */
+/**
+ * The raw bytes between a string token's quotes, escapes untouched (jsonpb 1.3 reads enum
+ * names and quoted numbers so).
+ */
 export function innerBytes(bytes: Uint8Array, node: JsonNode): Uint8Array {
   return bytes.subarray(node.start + 1, node.end - 1);
 }

@@ -52,7 +52,8 @@ describe("the Lambda example in a frozen sandbox (real etcd)", () => {
     await other?.session.close().catch(() => {});
   });
 
-  it("(a) a holder frozen past its lease loses the lock to another client, and its fenced write is refused", async () => {
+  it("(a) a holder frozen past its lease loses the lock to another client, " +
+    "and its fenced write is refused", async () => {
     const first = sandbox.invoke<HandlerResult>({ orderId, status: "by-frozen", workMs: 3_000 }, { timeoutMs: 20_000 });
     const acquired = await sandbox.waitForLog(first.id, (e) => e?.msg === "lock acquired", 10_000);
     sandbox.freeze();
