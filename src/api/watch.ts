@@ -10,7 +10,6 @@ import { delay } from "../gateway/signals.js";
 import { errorFromStreamLine, isProxyUnavailable, parseJson, statusError } from "../gateway/status.js";
 import type { CallOptions, Transport } from "../gateway/transport.js";
 import { watchResponse, type WireWatchResponse } from "../gateway/wire.js";
-import { checkWire, WireMismatch } from "../gateway/wire-check.js";
 import { WatchStream } from "./watch-stream.js";
 
 export interface WatchOptions extends CallOptions {
@@ -193,10 +192,9 @@ function parseLine(line: string, endpoint: string): WireWatchResponse {
   const json = parseJson(line) as { result?: unknown; error?: unknown } | undefined;
   if (json === undefined || typeof json !== "object" || json === null) throw badResponse(200, line, endpoint);
   if (json.error !== undefined) throw errorFromStreamLine(json.error, 200, endpoint);
-  const checked = checkWire(watchResponse, json.result);
-  if (checked instanceof WireMismatch)
-    throw badResponse(200, line, endpoint, "a watch message that does not match the schema");
-  return checked;
+  const checked = watchResponse.safeParse(json.result);
+  if (!checked.success) throw badResponse(200, line, endpoint, "a watch message that does not match the schema");
+  return checked.data;
 }
 
 function cancelError(response: WireWatchResponse, endpoint: string): EtcdError {

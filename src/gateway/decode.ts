@@ -1,7 +1,6 @@
 import { badResponse } from "../errors/catalogue.js";
 import { errorFromBody, errorFromStreamLine, parseJson } from "./status.js";
 import type { Schema } from "./wire.js";
-import { checkWire, WireMismatch } from "./wire-check.js";
 
 /** How to read one call's answer. */
 export interface Expected<T> {
@@ -22,13 +21,13 @@ export function decodeAnswer<T>(expected: Expected<T>, status: number, text: str
     if (line.error !== undefined) throw errorFromStreamLine(line.error, status, endpoint);
     payload = line.result;
   }
-  const checked = checkWire(expected.schema, payload);
-  if (checked instanceof WireMismatch) {
+  const checked = expected.schema.safeParse(payload);
+  if (!checked.success) {
     const issue = checked.error.issues[0];
     const where = issue ? `${issue.path.join(".") || "body"}: ${issue.message}` : "unknown";
     throw badResponse(status, text, endpoint, `a body that does not match ${expected.path} (${where})`);
   }
-  return checked;
+  return checked.data;
 }
 
 function firstLine(text: string): unknown {

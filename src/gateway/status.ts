@@ -1,7 +1,6 @@
 import { badResponse, commonNameRefused, compacted, serverError } from "../errors/catalogue.js";
 import { EtcdBadResponseError, type EtcdError, type EtcdErrorCode } from "../errors/etcd-error.js";
 import { streamError, unaryError, type WireStreamError } from "./wire.js";
-import { checkWire, WireMismatch } from "./wire-check.js";
 
 /** gRPC status codes by number, as etcd's gateway reports them. */
 const CODE_BY_GRPC: Record<number, EtcdErrorCode> = {
@@ -72,9 +71,9 @@ export function errorFromBody(status: number, text: string, endpoint?: string): 
   if (typeof streamLine?.error === "object" && streamLine.error !== null) {
     return errorFromStreamLine(streamLine.error, status, endpoint);
   }
-  const checked = json === undefined ? undefined : checkWire(unaryError, json);
-  if (checked !== undefined && !(checked instanceof WireMismatch)) {
-    const { code, message, error } = checked;
+  const checked = json === undefined ? undefined : unaryError.safeParse(json);
+  if (checked?.success) {
+    const { code, message, error } = checked.data;
     const detail = message ?? error ?? "";
     if (code !== undefined && code !== null) return statusError(code, detail, status, endpoint);
     const byStatus = CODE_BY_HTTP[status];
@@ -86,8 +85,8 @@ export function errorFromBody(status: number, text: string, endpoint?: string): 
 
 /** The error carried by a stream's `{"error": ...}` line (3.4/3.5 and 3.6 shapes). */
 export function errorFromStreamLine(value: unknown, httpStatus: number, endpoint?: string): EtcdError {
-  const checked = checkWire(streamError, value);
-  const wire: WireStreamError = checked instanceof WireMismatch ? {} : checked;
+  const checked = streamError.safeParse(value);
+  const wire: WireStreamError = checked.success ? checked.data : {};
   const grpcCode = wire.grpc_code ?? wire.code ?? 2;
   return statusError(grpcCode, wire.message ?? "", wire.http_code ?? httpStatus, endpoint);
 }
