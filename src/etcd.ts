@@ -1,13 +1,13 @@
 import type { CallOptions } from "./gateway/transport.js";
 import { EtcdClient } from "./api/client.js";
 import { inspectLock, inspectSemaphore, type LockInfo, type SemaphoreInfo } from "./lock/inspect.js";
-import type { Lock, LockTicket } from "./lock/lock.js";
-import type { MultiLock } from "./lock/multi-lock.js";
-import type { Permit } from "./lock/permit.js";
-import { resumeLock } from "./lock/resume.js";
-import type { KeepAliveMode, SessionOptions } from "./lock/lease-session.js";
+import type { MultiLock } from "./lock/lock-all/multi-lock.js";
+import type { Lock, LockTicket } from "./lock/mutex/lock.js";
+import { type ResumeOptions, resumeLock } from "./lock/mutex/resume.js";
+import type { Permit } from "./lock/semaphore/permit.js";
 import { Session } from "./lock/session.js";
-import { SharedLeases } from "./lock/shared-lease.js";
+import type { SessionOptions } from "./lock/session/lease-grant.js";
+import { SharedLeases } from "./lock/shared-leases.js";
 import { withLock, withLocks, withSemaphore, type WithLockOptions } from "./lock/with-lock.js";
 
 /**
@@ -77,11 +77,11 @@ export class Etcd extends EtcdClient {
     return inspectSemaphore(this, name, options);
   }
 
-  /** Takes over a lock from its `lock.toJSON()` ticket, after checking it is still held. */
-  resumeLock(
-    ticket: LockTicket,
-    options: CallOptions & { keepAlive?: KeepAliveMode | undefined } = {},
-  ): Promise<Lock<Session>> {
-    return resumeLock(this, ticket, options);
+  /**
+   * Takes over a lock from its `lock.toJSON()` ticket, after checking it is still held: the lock moves to a
+   * lease of this client's own (see {@link ResumeOptions}), so it outlives the sender's session.
+   */
+  resumeLock(ticket: LockTicket, options: ResumeOptions = {}): Promise<Lock<Session>> {
+    return resumeLock(this, ticket, options, (grant) => new Session(this, grant));
   }
 }

@@ -27,25 +27,27 @@ export type { WatchBatch, WatchEvent, WatchOptions, WatchQuery } from "./api/wat
 export type { CallOptions } from "./gateway/transport.js";
 export type { RetryPolicy } from "./gateway/retry-policy.js";
 export type { Fetch, FetchInit, FetchResponse } from "./gateway/fetch.js";
-export { LeaseSession } from "./lock/lease-session.js";
-export type { KeepAliveMode, SessionOptions } from "./lock/lease-session.js";
+export { LeaseSession } from "./lock/session/lease-session.js";
+export type { KeepAliveMode, SessionOptions } from "./lock/session/lease-grant.js";
 export { Session } from "./lock/session.js";
-export { Mutex } from "./lock/mutex.js";
-export type { LockOptions } from "./lock/queue.js";
-export { Lock } from "./lock/lock.js";
-export type { LockTicket } from "./lock/lock.js";
-export { Election } from "./lock/election.js";
-export type { Leader } from "./lock/election.js";
+export { Mutex } from "./lock/mutex/mutex.js";
+export type { LockOptions, WaitMode, WaitOptions } from "./lock/line/wait-options.js";
+export { Lock } from "./lock/mutex/lock.js";
+export type { LockTicket } from "./lock/mutex/lock.js";
+export type { ResumeOptions } from "./lock/mutex/resume.js";
+export { Election } from "./lock/election/election.js";
+export type { Leader } from "./lock/election/election.js";
 export type { LineEntry, LockInfo, SemaphoreInfo } from "./lock/inspect.js";
-export { Held, HeldKey } from "./lock/held.js";
-export { Semaphore } from "./lock/semaphore.js";
-export type { SemaphoreOptions } from "./lock/semaphore.js";
-export { Permit } from "./lock/permit.js";
-export { RWLock } from "./lock/rwlock.js";
-export { ReadLock, WriteLock } from "./lock/rw-locks.js";
-export { MultiLock } from "./lock/multi-lock.js";
+export { Held } from "./lock/hold/held.js";
+export { HeldKey } from "./lock/hold/held-key.js";
+export { Semaphore } from "./lock/semaphore/semaphore.js";
+export type { SemaphoreOptions } from "./lock/semaphore/semaphore.js";
+export { Permit } from "./lock/semaphore/permit.js";
+export { RWLock } from "./lock/rwlock/rwlock.js";
+export { ReadLock } from "./lock/rwlock/read-lock.js";
+export { WriteLock } from "./lock/rwlock/write-lock.js";
+export { MultiLock } from "./lock/lock-all/multi-lock.js";
 export type { LeaseMode, WithLockOptions } from "./lock/with-lock.js";
-export type { WaitMode, WaitOptions } from "./lock/queue.js";
 export {
   EtcdBadResponseError,
   EtcdCompactedError,

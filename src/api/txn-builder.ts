@@ -39,22 +39,6 @@ export class PreparedTxn<Then extends readonly AnyOp[] = [], Else extends readon
   }
 
   /**
-   * @internal This transaction with the revision `from` in its request replaced by `to`: for a request
-   * built once whose only change between sends is one revision (a release's guard).
-   */
-  withRevision(from: number, to: number): PreparedTxn<Then, Else> {
-    return new PreparedTxn(
-      this.#transport,
-      this.#keyspace,
-      this.#json.replace(`"${from}"`, `"${to}"`),
-      this.#then,
-      this.#else,
-      this.#batcher,
-      this.#writes,
-    );
-  }
-
-  /**
    * Sends the transaction. It is resent after a failure only when it has no writes, or when the caller
    * says `idempotent: true` because its compares make a repeat a no-op (a delete guarded by the key's
    * create revision, say).

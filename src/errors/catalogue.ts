@@ -38,6 +38,11 @@ export function timedOut(timeout: number, details: EtcdErrorDetails = {}): EtcdT
   return new EtcdTimeoutError(timeout, details);
 }
 
+/** A wait for a lock, permit or leadership (`what`: "lock x") outlasted its `timeout`; its key was deleted. */
+export function waitTimedOut(what: string, timeout: number, cause?: unknown): EtcdTimeoutError {
+  return new EtcdTimeoutError(timeout, { what: `the wait for ${what}`, cause });
+}
+
 /**
  * The caller's signal aborted; its reason is the cause. An EtcdError reason (a lost session, say) keeps its
  * code, and is returned as is unless this call's write was left undecided.
@@ -168,13 +173,16 @@ export function leaseGrantFailed(reason: string): EtcdError {
   return new EtcdError("UNKNOWN", `lease grant failed: ${reason}`);
 }
 
-export function sessionExpired(leaseId: string, cause?: unknown, while_?: string): EtcdError {
-  const during = while_ === undefined ? "" : ` while ${while_}`;
-  return new EtcdError("SESSION_EXPIRED", `session lease ${leaseId} has expired${during}`, { cause });
+/** The session's lease ended (expired, revoked, or past its deadline unrenewed); `context` says what it cut short. */
+export function sessionExpired(leaseId: string, cause?: unknown, context?: string): EtcdError {
+  const what = context === undefined ? "" : `: ${context}`;
+  return new EtcdError("SESSION_EXPIRED", `session lease ${leaseId} has expired${what}`, { cause });
 }
 
-export function sessionClosed(leaseId: string): EtcdError {
-  return new EtcdError("SESSION_EXPIRED", `session of lease ${leaseId} was closed`);
+/** The session was closed by its owner (`close()`); `context` says what that cut short or refused. */
+export function sessionClosed(leaseId: string, context?: string): EtcdError {
+  const what = context === undefined ? "" : `: ${context}`;
+  return new EtcdError("SESSION_CLOSED", `session of lease ${leaseId} was closed${what}`);
 }
 
 // --- locks and elections ---------------------------------------------------------------------------------
@@ -206,11 +214,21 @@ export function heldLost(what: string, why = "its session's lease ended", cause?
  * its lease in hex, a deeper path (another lock's or a recipe's key, or data stored under the lock's name).
  * It would sort into the line and block it for good, so the call refuses to wait behind it.
  */
-export function lockNameConflict(name: string, key: string): EtcdError {
+export function lockNameConflict(name: string, key: string, leaseless = false): EtcdError {
+  const why = leaseless
+    ? "it is bound to no lease (a plain put to a lock's key cuts it loose from its lease), so it would never expire"
+    : `keys under "${name}/" belong to the lock: keep data and other locks elsewhere`;
+  return new EtcdError("LOCK_NAME_CONFLICT", `key ${key} under lock ${name} is not a lock contender: ${why}`);
+}
+
+/**
+ * Our own key (`<name>/<leaseHex>`) is in the line bound to another lease: a ticket moved it to the process that
+ * resumed the lock (`etcd.resumeLock`), which holds it now.
+ */
+export function lockTakenOver(name: string, key: string, leaseId: string): EtcdError {
   return new EtcdError(
-    "LOCK_NAME_CONFLICT",
-    `key ${key} under lock ${name} is not a lock contender (keys under "${name}/" belong to the lock: ` +
-      `keep data and other locks elsewhere)`,
+    "LOCKED",
+    `lock ${name} is held by a lock resumed from this session's ticket (key ${key}, lease ${leaseId})`,
   );
 }
 

@@ -20,6 +20,7 @@ export type EtcdErrorCode =
   | "UNKNOWN"
   | "LOCKED"
   | "SESSION_EXPIRED"
+  | "SESSION_CLOSED"
   | "LOCK_RELEASED"
   | "LOCK_LOST"
   | "NOT_LEADER"
@@ -128,8 +129,9 @@ export class EtcdTimeoutError extends EtcdError {
   /** The budget that ran out, in milliseconds. */
   readonly timeout: number;
 
-  constructor(timeout: number, details: EtcdErrorDetails = {}) {
-    super("TIMEOUT", `request timed out after ${timeout} ms`, details);
+  /** `details.what`: what timed out, when it was more than one request (a lock's wait, say). */
+  constructor(timeout: number, details: EtcdErrorDetails & { what?: string | undefined } = {}) {
+    super("TIMEOUT", `${details.what ?? "request"} timed out after ${timeout} ms`, details);
     this.timeout = timeout;
   }
 }

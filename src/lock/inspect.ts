@@ -3,8 +3,8 @@ import type { KeyValue, LeaseId, ResponseHeader } from "../api/codec.js";
 import { permitsMismatch } from "../errors/catalogue.js";
 import { isEtcdError } from "../errors/etcd-error.js";
 import type { CallOptions } from "../gateway/transport.js";
-import { nameArg } from "./names.js";
-import { onlyContenders } from "./queue.js";
+import { nameArg } from "./line/keys.js";
+import { onlyContenders } from "./line/read.js";
 
 /** One key in a line: a holder or a waiter. */
 export interface LineEntry {

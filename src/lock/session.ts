@@ -1,12 +1,13 @@
 import type { EtcdClient } from "../api/client.js";
-import { Election } from "./election.js";
-import { LeaseSession, openLease, type SessionOptions } from "./lease-session.js";
-import { lockAll } from "./lock-all.js";
-import type { MultiLock } from "./multi-lock.js";
-import { Mutex } from "./mutex.js";
-import type { LockOptions } from "./queue.js";
-import { RWLock } from "./rwlock.js";
-import { Semaphore, type SemaphoreOptions } from "./semaphore.js";
+import { Election } from "./election/election.js";
+import type { LockOptions } from "./line/wait-options.js";
+import { lockAll } from "./lock-all/lock-all.js";
+import type { MultiLock } from "./lock-all/multi-lock.js";
+import { Mutex } from "./mutex/mutex.js";
+import { RWLock } from "./rwlock/rwlock.js";
+import { Semaphore, type SemaphoreOptions } from "./semaphore/semaphore.js";
+import { openLease, type SessionOptions } from "./session/lease-grant.js";
+import { LeaseSession } from "./session/lease-session.js";
 
 /** How many names' mutexes a session keeps: a session may lock any number of names. */
 const MUTEXES_KEPT = 128;

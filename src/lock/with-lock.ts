@@ -2,17 +2,17 @@ import { ttlArg } from "../api/args.js";
 import type { EtcdClient } from "../api/client.js";
 import { describe, heldLost, invalidArgument, lockLost } from "../errors/catalogue.js";
 import { type EtcdError, isEtcdError } from "../errors/etcd-error.js";
-import type { Held } from "./held.js";
-import { DEFAULT_SESSION_TTL, type KeepAliveMode, keepAliveArg } from "./lease-session.js";
-import { namesArg } from "./lock-all.js";
-import type { Lock } from "./lock.js";
-import type { MultiLock } from "./multi-lock.js";
-import { type LockOptions, waitSettings } from "./queue.js";
-import type { Permit } from "./permit.js";
-import { permitsArg } from "./semaphore.js";
+import type { Held } from "./hold/held.js";
+import { nameArg } from "./line/keys.js";
+import { type LockOptions, waitSettings } from "./line/wait-options.js";
+import { namesArg } from "./lock-all/lock-all.js";
+import type { MultiLock } from "./lock-all/multi-lock.js";
+import type { Lock } from "./mutex/lock.js";
+import type { Permit } from "./semaphore/permit.js";
+import { permitsArg } from "./semaphore/semaphore.js";
 import { Session } from "./session.js";
-import type { SharedLeases } from "./shared-lease.js";
-import { nameArg } from "./names.js";
+import { DEFAULT_SESSION_TTL, type KeepAliveMode, keepAliveArg } from "./session/lease-grant.js";
+import type { SharedLeases } from "./shared-leases.js";
 
 /** Where a one-shot lock's lease comes from. */
 export type LeaseMode = "shared" | "per-call";

@@ -243,7 +243,7 @@ describe("handoff cost", () => {
     // finds the holder ahead, and watches it.
     const middleFailed = rejection(middle);
     await middleSession.close();
-    expect((await middleFailed).code).toBe("SESSION_EXPIRED");
+    expect((await middleFailed).code).toBe("SESSION_CLOSED");
     await until("the last waiter watches the holder", 5_000, () => fetch.since(mark).length === 5);
     expect(fetch.since(mark)).toEqual(JOIN_OF_NEW_MUTEX_BEHIND_HOLDER.concat("/v3/watch", "/v3/kv/range", "/v3/watch"));
     expect(await stillPending(acquiring, 100)).toBe(true);

@@ -118,11 +118,11 @@ describe.concurrent("a waiter that gives up", () => {
     expect(await keysUnder(etcd, name)).toEqual([]);
   });
 
-  it("a lock() on a closed session fails with SESSION_EXPIRED and writes nothing", async ({ expect }) => {
+  it("a lock() on a closed session fails with SESSION_CLOSED and writes nothing", async ({ expect }) => {
     const name = uniqueName();
     const session = await newSession();
     await session.close();
-    expect((await rejection(session.mutex(name).lock())).code).toBe("SESSION_EXPIRED");
+    expect((await rejection(session.mutex(name).lock())).code).toBe("SESSION_CLOSED");
     expect(await keysUnder(etcd, name)).toEqual([]);
   });
 });
@@ -302,6 +302,7 @@ describe.concurrent("tickets", () => {
       leaseId: lock.leaseId,
       revision: lock.revision,
       secret: expect.any(String),
+      ttl: lock.session.ttl,
     });
 
     const other = client();

@@ -82,6 +82,46 @@ function circles(graph: ReadonlyMap<string, readonly string[]>): string[] {
   return out;
 }
 
+/**
+ * Inside src/lock/: the line's requests at the bottom, then the session, the holdings, one acquisition, the
+ * recipes (which never import each other), and the few files that tie them together.
+ */
+const RECIPES = ["mutex", "election", "semaphore", "rwlock", "lock-all"] as const;
+const LOCK_ALLOWED: Record<string, readonly string[]> = {
+  line: [],
+  session: ["line"],
+  hold: ["line", "session"],
+  acquire: ["line", "session", "hold"],
+  ...Object.fromEntries(RECIPES.map((recipe) => [recipe, ["line", "session", "hold", "acquire"]])),
+  // Loose files in src/lock/ (the Session's factories, withLock, inspect): above every folder.
+  loose: ["line", "session", "hold", "acquire", ...RECIPES],
+};
+const LOCK = join(SRC, "lock");
+/** At most this many files directly in src/lock/: the rest live in folders that name their concept. */
+const MAX_LOOSE_LOCK_FILES = 6;
+
+function lockRoomOf(file: string): string | undefined {
+  const path = relative(LOCK, file);
+  if (path.startsWith("..")) return undefined;
+  return path.includes("/") ? path.split("/")[0]! : "loose";
+}
+
+/** Imports inside src/lock/ that go up or sideways (a recipe importing another, a folder importing its user). */
+function upwardLockImports(graph: ReadonlyMap<string, readonly string[]>): string[] {
+  const out: string[] = [];
+  for (const [file, targets] of graph) {
+    const from = lockRoomOf(file);
+    if (from === undefined) continue;
+    for (const target of targets) {
+      const to = lockRoomOf(target);
+      if (to === undefined || to === from) continue;
+      if (!(LOCK_ALLOWED[from] ?? []).includes(to))
+        out.push(`${relative(SRC, file)} (${from}) → ${relative(SRC, target)} (${to})`);
+    }
+  }
+  return out;
+}
+
 const files = sourceFiles(SRC);
 const graph = new Map(files.map((file) => [file, importsOf(file)]));
 
@@ -102,6 +142,32 @@ describe("the layers of src/", () => {
 
   it("has no import circle", () => {
     expect(circles(graph)).toEqual([]);
+  });
+
+  it("inside src/lock/, imports go down only and no recipe imports another", () => {
+    for (const file of files) {
+      const room = lockRoomOf(file);
+      if (room !== undefined)
+        expect(LOCK_ALLOWED, `a lock folder without rules: ${relative(SRC, file)}`).toHaveProperty(room);
+    }
+    expect(upwardLockImports(graph)).toEqual([]);
+  });
+
+  it(`src/lock/ keeps at most ${MAX_LOOSE_LOCK_FILES} loose files`, () => {
+    const loose = files.filter((file) => lockRoomOf(file) === "loose");
+    expect(loose.length, loose.map((file) => relative(SRC, file)).join(", ")).toBeLessThanOrEqual(MAX_LOOSE_LOCK_FILES);
+  });
+
+  it("the lock checks find a recipe importing another, and a folder importing its user", () => {
+    const at = (path: string) => join(SRC, path);
+    const bad = new Map([
+      [at("lock/semaphore/semaphore.ts"), [at("lock/mutex/mutex.ts"), at("lock/line/join.ts")]],
+      [at("lock/session/lease-session.ts"), [at("lock/hold/held.ts")]],
+    ]);
+    expect(upwardLockImports(bad)).toEqual([
+      "lock/semaphore/semaphore.ts (semaphore) → lock/mutex/mutex.ts (mutex)",
+      "lock/session/lease-session.ts (session) → lock/hold/held.ts (hold)",
+    ]);
   });
 
   it("the checks find an upward import and a circle when there is one", () => {

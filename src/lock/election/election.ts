@@ -1,0 +1,142 @@
+import { type Bytes, toBytes, toText, wellFormedText } from "../../api/bytes.js";
+import { cmp, type Compare, op } from "../../api/txn.js";
+import { notLeader } from "../../errors/catalogue.js";
+import { isEtcdError } from "../../errors/etcd-error.js";
+import type { CallOptions } from "../../gateway/transport.js";
+import { Acquisition } from "../acquire/acquisition.js";
+import { isFirst, Join } from "../line/join.js";
+import { nameArg } from "../line/keys.js";
+import { OLDEST, onlyContenders } from "../line/read.js";
+import { waitInLine } from "../line/wait.js";
+import type { LockOptions } from "../line/wait-options.js";
+import type { LeaseSession } from "../session/lease-session.js";
+import { Leadership } from "./leadership.js";
+import { type Leader, observe, toLeader } from "./observe.js";
+
+export type { Leader } from "./observe.js";
+
+/**
+ * Leader election as in etcd's Go `concurrency.Election`: candidates line up like mutex waiters under
+ * `<name>/`; the oldest key leads, and its value is the leader's proclamation.
+ */
+export class Election<S extends LeaseSession = LeaseSession> {
+  /** The name candidates campaign on; Go's `concurrency.Election` on the same name takes part too. */
+  readonly name: string;
+  /** All candidates' keys live under this prefix (`<name>/`). */
+  readonly prefix: string;
+  /** The session whose lease this candidate campaigns with: leadership ends with it. */
+  readonly session: S;
+  /** Our leadership once won, until resigned or found lost by `proclaim()`. */
+  #leadership: Leadership<S> | undefined;
+
+  /** `session.election(name)` is the same. Sends nothing. */
+  constructor(session: S, name: string) {
+    nameArg(name, "an election");
+    this.session = session;
+    this.name = name;
+    this.prefix = `${name}/`;
+  }
+
+  /** Whether this candidate won and still leads: not resigned, and its session's lease trusted. */
+  get isLeader(): boolean {
+    return this.#leadership?.held ?? false;
+  }
+
+  /** The create revision of our leader key once elected: a fencing token like a lock's. */
+  get revision(): number | undefined {
+    return this.#leadership?.revision;
+  }
+
+  /** Our key (`<name>/<leaseIdHex>`) once elected; undefined before, and after `resign()` or a failed `proclaim()`. */
+  get key(): string | undefined {
+    return this.#leadership?.key;
+  }
+
+  /** The compare "we are still the leader", for fenced transactions. NOT_LEADER if we never won. */
+  ifLeader(): Compare {
+    if (this.#leadership === undefined) throw notLeader(this.name);
+    return this.#leadership.ifHeld();
+  }
+
+  /**
+   * Waits until elected, with `value` as the proclamation. Until it resolves this candidate is not the
+   * leader (`isLeader` false, `ifLeader()` throws). On abort, timeout or session loss the candidacy is
+   * withdrawn. `timeout: 0` tries once: NOT_LEADER (and no candidacy left) if another candidate leads.
+   */
+  async campaign(value: Bytes, options: LockOptions = {}): Promise<void> {
+    const { session, name, prefix } = this;
+    const client = session.client;
+    const key = `${prefix}${session.leaseHex}`;
+    // Checked like any value sent (bytes or well-formed text) before the candidacy is sent.
+    const text = typeof value === "string" ? wellFormedText(value) : toText(toBytes(value));
+    // Campaigning again while leading: a new proclamation, and nothing else changes.
+    if (this.#leadership?.held) return this.proclaim(text, options);
+    const acquisition = new Acquisition(session, options, { kind: "leadership", name }, [key]);
+    try {
+      await acquisition.claim(false);
+      const line = await acquisition.join(new Join(client, prefix, key, text, session.leaseId));
+      onlyContenders(prefix, line.seen);
+      if (!line.created && line.own?.value !== text) {
+        // Campaigning again with a new value: update our own key, whatever its position in the line.
+        await client
+          .txn()
+          .if(cmp.createRevision(key, "==", line.revision))
+          .then(op.put(key, value, { lease: session.leaseId }))
+          .commit({ signal: acquisition.signal });
+      }
+      if (!isFirst(line)) {
+        if (acquisition.tryOnly) throw notLeader(name);
+        acquisition.waiting(line.ahead);
+      }
+      const header = await waitInLine(client, prefix, line, acquisition);
+      this.#leadership = acquisition.hold(new Leadership({ session, name, key, revision: line.revision, header }));
+    } catch (error) {
+      throw await acquisition.fail(error);
+    } finally {
+      acquisition.dispose();
+    }
+  }
+
+  /** Publishes a new value as the leader, without losing leadership. NOT_LEADER if we are not it. */
+  async proclaim(value: Bytes, options: CallOptions = {}): Promise<void> {
+    const leadership = this.#leadership;
+    const condition = this.ifLeader();
+    const result = await this.session.client
+      .txn()
+      .if(condition)
+      .then(op.put(leadership!.key, value, { lease: this.session.leaseId }))
+      .commit(options);
+    if (!result.succeeded) {
+      // Our key is gone: its release finds out why, and leaves no key behind.
+      this.#leadership = undefined;
+      leadership!.resign().catch(() => {});
+      throw notLeader(this.name);
+    }
+  }
+
+  /** Gives up leadership (or candidacy), letting the next candidate lead. A no-op if not campaigning. */
+  async resign(options: CallOptions = {}): Promise<void> {
+    const leadership = this.#leadership;
+    this.#leadership = undefined;
+    try {
+      await leadership?.resign(options);
+    } catch (error) {
+      // Gone already (its lease ended, or it was released): nothing is left to give up.
+      if (!isEtcdError(error, "LOCK_LOST") && !isEtcdError(error, "LOCK_RELEASED")) throw error;
+    }
+  }
+
+  /** The current leader, or undefined when nobody leads. */
+  async leader(options: CallOptions = {}): Promise<Leader | undefined> {
+    const { kvs, header } = await this.session.client.range({ ...OLDEST, prefix: this.prefix, ...options });
+    return kvs[0] === undefined ? undefined : toLeader(kvs[0], header);
+  }
+
+  /**
+   * Every leader and proclamation in order, as Go's `Observe`: the current leader first, then each new value
+   * it proclaims, then the next leader after it goes. Ends when `signal` aborts.
+   */
+  observe(options: { signal?: AbortSignal | undefined } = {}): AsyncIterable<Leader> {
+    return { [Symbol.asyncIterator]: () => observe(this.session.client, this.prefix, options.signal) };
+  }
+}

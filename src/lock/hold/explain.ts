@@ -1,0 +1,59 @@
+import type { EtcdClient } from "../../api/client.js";
+import { op } from "../../api/txn.js";
+import { isEtcdError } from "../../errors/etcd-error.js";
+import type { CallOptions } from "../../gateway/transport.js";
+import { leaveVersion } from "../line/leave.js";
+import type { Loss } from "./held.js";
+
+/** A key of a holding as the holding had it. */
+export interface OwnKey {
+  key: string;
+  /** Its create revision: the holding's fencing token. */
+  revision: number;
+  /** Its mod revision as the holding had it: the join's, or a ticket's takeover's. */
+  modRevision: number;
+}
+
+/**
+ * Why a release found a holding's key(s) gone or changed, from one read of them (and one of the lease when a
+ * key is gone): the handle must say why it lost its lock, not guess. The holding's lease ended, another
+ * client deleted a key, a plain put rewrote one (cutting it loose from its lease), or a ticket moved it to
+ * another holder. A key of the holding's own incarnation that a put cut loose from its lease would block its
+ * line for good (no lease ends it): it is deleted here, guarded by the version that was read.
+ */
+export async function explainLoss(
+  client: EtcdClient,
+  leaseId: string,
+  keys: readonly OwnKey[],
+  options: CallOptions & { ticketed?: boolean | undefined },
+): Promise<Loss> {
+  const read = await client
+    .txn()
+    .then(...keys.map(({ key }) => op.get(key)))
+    .commit({ signal: options.signal, timeout: options.timeout });
+  for (const [i, { key, revision, modRevision }] of keys.entries()) {
+    const kv = read.responses[i]?.kvs[0];
+    if (kv === undefined || kv.createRevision !== revision) {
+      const gone = await client.lease.timeToLive(leaseId, { signal: options.signal, timeout: options.timeout }).then(
+        () => false,
+        (error: unknown) => (isEtcdError(error, "LEASE_NOT_FOUND") ? true : Promise.reject(error)),
+      );
+      if (gone) return { why: `its session's lease ${leaseId} ended (it expired or was revoked) while it was held` };
+      return kv === undefined
+        ? { why: `its key ${key} was deleted by another client while it was held` }
+        : { why: `its key ${key} was deleted while it was held, and is now another contender's` };
+    }
+    // Intact: another key of the holding is the one that changed.
+    if (kv.lease === leaseId && kv.modRevision === modRevision) continue;
+    if (kv.lease === "0" || kv.lease === leaseId) {
+      // Still our incarnation, rewritten by someone: ours to delete, and without a lease it would never go.
+      await leaveVersion(client, key, kv.modRevision, { signal: options.signal, timeout: options.timeout });
+      const how = kv.lease === "0" ? "a put without its lease, which would have kept it forever" : "another write";
+      return { why: `its key ${key} was overwritten by ${how} (the key was deleted, so it blocks nobody)` };
+    }
+    return options.ticketed
+      ? { why: `it was taken over with its ticket (etcd.resumeLock): key ${key} is bound to lease ${kv.lease} now` }
+      : { why: `its key ${key} was overwritten by a write with another lease (${kv.lease})` };
+  }
+  return { why: "its keys had changed when it was released" };
+}

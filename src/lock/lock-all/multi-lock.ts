@@ -1,0 +1,63 @@
+import { cmp, type Compare } from "../../api/txn.js";
+import type { CallOptions } from "../../gateway/transport.js";
+import { explainLoss } from "../hold/explain.js";
+import { Held, type HeldInit, type Loss } from "../hold/held.js";
+import { leave } from "../line/leave.js";
+import type { LeaseSession } from "../session/lease-session.js";
+
+/** What a held multi-lock is made of. */
+export interface MultiLockInit<S extends LeaseSession = LeaseSession> extends HeldInit<S> {
+  names: readonly string[];
+  keys: readonly string[];
+  revision: number;
+}
+
+/**
+ * Several locks held at once, taken by `session.lockAll(names)`. All its keys were created in one
+ * transaction, so they share one create revision: `revision`, the fencing token of every one of them.
+ */
+export class MultiLock<S extends LeaseSession = LeaseSession> extends Held<S> {
+  /** The lock names, in the order given to `lockAll`. */
+  readonly names: readonly string[];
+  /** Our key in each lock's line (`<name>/<leaseIdHex>`, as a mutex's), in the order of `names`. */
+  readonly keys: readonly string[];
+  /** The fencing token: the create revision shared by all its keys. */
+  readonly revision: number;
+
+  /** @internal Made by `session.lockAll()`; sends nothing. */
+  constructor(state: MultiLockInit<S>) {
+    super(state, { kind: "locks", name: state.names.join(", ") });
+    this.names = Object.freeze([...state.names]);
+    this.keys = Object.freeze([...state.keys]);
+    this.revision = state.revision;
+  }
+
+  /**
+   * One compare per lock, "our key still has this create revision": spread them into a fenced transaction,
+   * `txn().if(...multi.ifHeld())`, so the write lands only while every one of the locks is still ours.
+   */
+  ifHeld(): Compare[] {
+    return this.keys.map((key) => cmp.createRevision(key, "==", this.revision));
+  }
+
+  /**
+   * Releases every lock with one request (resent after a lost answer), as `Lock.unlock()`: LOCK_RELEASED if
+   * released already; LOCK_LOST if the keys had gone before the release. If the call fails (TIMEOUT,
+   * UNAVAILABLE) the release goes on in the background while the session lives; `unlock()` again sends at once.
+   */
+  unlock(options: CallOptions = {}): Promise<void> {
+    return this.releaseHeld(options);
+  }
+
+  /** @internal */
+  protected deleteKeys(options: CallOptions): Promise<boolean> {
+    return leave(this.session.client, this.keys, this.revision, options);
+  }
+
+  /** @internal Its keys are written once, by its join. */
+  protected explainLoss(options: CallOptions): Promise<Loss> {
+    const { revision } = this;
+    const own = this.keys.map((key) => ({ key, revision, modRevision: revision }));
+    return explainLoss(this.session.client, this.leaseId, own, options);
+  }
+}

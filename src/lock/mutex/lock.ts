@@ -1,0 +1,98 @@
+import type { LeaseId } from "../../api/codec.js";
+import { cmp, type Compare } from "../../api/txn.js";
+import type { CallOptions } from "../../gateway/transport.js";
+import { explainLoss } from "../hold/explain.js";
+import type { Loss } from "../hold/held.js";
+import { HeldKey, type HeldKeyInit } from "../hold/held-key.js";
+import { leaveVersion } from "../line/leave.js";
+import type { LeaseSession } from "../session/lease-session.js";
+
+/**
+ * What another process or invocation needs to take over a held lock: small and JSON-serialisable. It is a
+ * capability: `secret` (the lock key's value, which only the holder has read) lets whoever has the ticket
+ * take the lock over, once. Send it only over a channel you trust, and stop using the lock once sent.
+ */
+export interface LockTicket {
+  /** The lock's name, as given to `mutex(name)`. */
+  name: string;
+  /** The lock's key in etcd, `<name>/<leaseIdHex>`. */
+  key: string;
+  /** The lease the key is bound to now. */
+  leaseId: LeaseId;
+  /** The fencing token, as `lock.revision`. */
+  revision: number;
+  /** The key's value when the ticket was made: the takeover checks it and writes a new one, so it works once. */
+  secret: string;
+  /** The TTL in seconds of the sender's lease; the lease the takeover grants has the same unless told otherwise. */
+  ttl?: number | undefined;
+}
+
+/** What a held lock is made of. */
+export interface LockInit<S extends LeaseSession = LeaseSession> extends HeldKeyInit<S> {
+  /** The key's mod revision when this handle got it: the handle's own version of the key. */
+  modRevision: number;
+  /** The key's value: a random secret, the proof of holding a ticket carries. */
+  secret: string;
+}
+
+/**
+ * A held lock. `revision` (the key's create revision) is the fencing token: it strictly increases across
+ * successive holders, so storage guarded by `ifHeld()` refuses a stale holder's write.
+ */
+export class Lock<S extends LeaseSession = LeaseSession> extends HeldKey<S> {
+  /** The key's mod revision as this handle knows it; a resumed ticket rewrites the key and moves it on. */
+  readonly #modRevision: number;
+  readonly #secret: string;
+  /** A ticket of it was handed out: a later change of its key's lease is that ticket's takeover. */
+  #ticketed = false;
+
+  /** @internal Made by `mutex.lock()` and `etcd.resumeLock()`. */
+  constructor(init: LockInit<S>) {
+    super(init, { kind: "lock", name: init.name });
+    this.#modRevision = init.modRevision;
+    this.#secret = init.secret;
+  }
+
+  /**
+   * The compare "this handle still holds the lock", for fenced transactions: the key is still the very
+   * version this handle got (same create revision, not rewritten since). So once the lock is taken over
+   * with a ticket, the sender's fenced writes are refused too, not only a later holder's.
+   */
+  override ifHeld(): Compare {
+    return cmp.modRevision(this.key, "==", this.#modRevision);
+  }
+
+  /**
+   * Releases the lock with one request (resent after a lost answer). LOCK_RELEASED if it was released
+   * already; LOCK_LOST, with the reason, if the key had gone or changed before the release (the lease ended
+   * under the work, another client deleted or overwrote the key, or the lock was taken over with a ticket), or
+   * if the handle already knew it was lost. If the call fails (TIMEOUT, UNAVAILABLE), the release goes on in
+   * the background while the session lives, so the key goes as soon as etcd answers; `unlock()` again sends at
+   * once, or reports how the background release ended.
+   */
+  unlock(options: CallOptions = {}): Promise<void> {
+    return this.releaseHeld(options);
+  }
+
+  /**
+   * The ticket `etcd.resumeLock()` takes to continue this lock elsewhere, once. It carries the lock's secret:
+   * treat it as a credential, and stop using this handle once it is sent (after the takeover its fenced
+   * writes and `unlock()` fail).
+   */
+  toJSON(): LockTicket {
+    this.#ticketed = true;
+    const { name, key, leaseId, revision } = this;
+    return { name, key, leaseId, revision, secret: this.#secret, ttl: this.session.ttl };
+  }
+
+  /** @internal Guarded by this handle's version of the key, so a superseded handle deletes nothing. */
+  protected override deleteKeys(options: CallOptions): Promise<boolean> {
+    return leaveVersion(this.session.client, this.key, this.#modRevision, options);
+  }
+
+  /** @internal */
+  protected override explainLoss(options: CallOptions): Promise<Loss> {
+    const own = { key: this.key, revision: this.revision, modRevision: this.#modRevision };
+    return explainLoss(this.session.client, this.leaseId, [own], { ...options, ticketed: this.#ticketed });
+  }
+}

@@ -1,0 +1,101 @@
+import { locked, lockTakenOver } from "../../errors/catalogue.js";
+import { isEtcdError } from "../../errors/etcd-error.js";
+import { resolveTimeout } from "../../gateway/config.js";
+import { CallSignal } from "../../gateway/signals.js";
+import type { CallOptions } from "../../gateway/transport.js";
+import { Acquisition } from "../acquire/acquisition.js";
+import type { Subject } from "../hold/subject.js";
+import { isFirst, Join } from "../line/join.js";
+import { nameArg, randomHex } from "../line/keys.js";
+import { onlyContenders } from "../line/read.js";
+import { waitInLine } from "../line/wait.js";
+import type { LockOptions } from "../line/wait-options.js";
+import type { LeaseSession } from "../session/lease-session.js";
+import { Lock } from "./lock.js";
+
+/**
+ * etcd's Go `concurrency.Mutex`: a key `<name>/<leaseIdHex>` bound to the session's lease, ordered by
+ * create revision; the oldest key holds the lock. Interoperates with Go clients, `etcdctl lock` and the
+ * server's v3lock on the same name. `new Mutex(session, name)` sends nothing.
+ */
+export class Mutex<S extends LeaseSession = LeaseSession> {
+  /** The lock's name. */
+  readonly name: string;
+  /** The session whose lease this mutex's key is bound to. */
+  readonly session: S;
+  /** All contenders' keys live under this prefix (`<name>/`). */
+  readonly prefix: string;
+  /** This session's key. */
+  readonly key: string;
+  /**
+   * The join, the same for every acquisition: built once. Its value is a secret only this mutex's holders
+   * read back, the proof a ticket (`lock.toJSON()`) carries; Go's Mutex and etcdctl ignore it. One per mutex:
+   * a ticket also names the key's create revision, which every acquisition renews, so an old ticket stays
+   * stale. The join keeps what the last joins found, to guess whether the line is empty (see `Join`).
+   */
+  readonly #join: Join;
+  /** What errors and events call this lock. */
+  readonly #subject: Subject;
+  /** The one key an acquisition joins with. */
+  readonly #keys: readonly string[];
+
+  constructor(session: S, name: string) {
+    nameArg(name, "a lock");
+    this.session = session;
+    this.name = name;
+    this.prefix = `${name}/`;
+    this.key = `${this.prefix}${session.leaseHex}`;
+    this.#subject = { kind: "lock", name };
+    this.#keys = [this.key];
+    this.#join = new Join(session.client, this.prefix, this.key, randomHex(16), session.leaseId, true);
+  }
+
+  /**
+   * Waits for the lock in revision order. The uncontended case is one request; a contended waiter wakes on
+   * its predecessor's delete event and needs one more read. On abort, timeout or session loss the waiter's
+   * key is deleted so it blocks nobody (once its join has settled: see `Acquisition.fail`).
+   */
+  async lock(options: LockOptions = {}): Promise<Lock<S>> {
+    const { session, name, prefix } = this;
+    const acquisition = new Acquisition(session, options, this.#subject, this.#keys);
+    try {
+      await acquisition.claim(true);
+      const line = await acquisition.join(this.#join);
+      onlyContenders(prefix, line.seen);
+      // Our key, moved to another lease: a ticket of ours was resumed, and its holder has the lock now.
+      if (line.own !== undefined && line.own.lease !== session.leaseId) {
+        throw lockTakenOver(name, this.key, line.own.lease);
+      }
+      let header = line.header;
+      if (!isFirst(line)) {
+        if (acquisition.tryOnly) throw locked(name, line.owner!.key);
+        acquisition.waiting(line.ahead);
+        header = await waitInLine(session.client, prefix, line, acquisition);
+      }
+      // A key this session already had (a resent join, an earlier acquisition's) keeps its value and version.
+      const modRevision = line.own?.modRevision ?? line.revision;
+      const secret = line.created ? this.#join.value : (line.own?.value ?? "");
+      const lock = new Lock({ name, key: this.key, session, revision: line.revision, header, modRevision, secret });
+      return acquisition.hold(lock);
+    } catch (error) {
+      throw await acquisition.fail(error);
+    } finally {
+      acquisition.dispose();
+    }
+  }
+
+  /** The lock if it is free now, else undefined; leaves no key behind when it fails. */
+  async tryLock(options: CallOptions = {}): Promise<Lock<S> | undefined> {
+    // `timeout: 0` means "do not wait" to lock(); the caller's timeout bounds the one request instead.
+    const timeout = resolveTimeout(options.timeout, "timeout");
+    const limit = timeout === undefined ? undefined : new CallSignal(options.signal, timeout);
+    try {
+      return await this.lock({ signal: limit?.signal ?? options.signal, timeout: 0 });
+    } catch (error) {
+      if (isEtcdError(error, "LOCKED")) return undefined;
+      throw limit?.timedOut ? limit.error() : error;
+    } finally {
+      limit?.dispose();
+    }
+  }
+}

@@ -1,0 +1,63 @@
+import { leaseIdArg, ttlArg } from "../../api/args.js";
+import type { EtcdClient } from "../../api/client.js";
+import type { LeaseId } from "../../api/codec.js";
+import { describe, invalidArgument, sessionExpired } from "../../errors/catalogue.js";
+import { isEtcdError } from "../../errors/etcd-error.js";
+import type { CallOptions } from "../../gateway/transport.js";
+import { now } from "./clock.js";
+
+/**
+ * How a session's lease is renewed: `"auto"` in the background, on a timer that does not keep the process
+ * alive; `"manual"` only by `renew()` or `renewWhile()`, for runtimes that freeze between invocations.
+ */
+export type KeepAliveMode = "auto" | "manual";
+
+export interface SessionOptions extends CallOptions {
+  /** Lease TTL in seconds. Default 60, as in etcd's Go client. */
+  ttl?: number | undefined;
+  /**
+   * `"auto"`: renew every ttl/3 on a timer that does not keep the process alive. `"manual"`: no renewal
+   * timer at all; call `renew()` (for frozen Lambdas and Workers between requests). Default `"auto"`.
+   */
+  keepAlive?: KeepAliveMode | undefined;
+  /** Adopt an existing lease instead of granting a new one (its remaining TTL is read from the server). */
+  leaseId?: LeaseId | undefined;
+}
+
+export const DEFAULT_SESSION_TTL = 60;
+
+/** A lease as a session starts with it: how long it was granted for and how long it had left when asked. */
+export interface LeaseGrant {
+  id: LeaseId;
+  /** Granted TTL in seconds. */
+  ttl: number;
+  /** Seconds left when the server answered. */
+  remaining: number;
+  /** When the request that learned `remaining` was sent, on the monotonic clock. */
+  sentAt: number;
+  keepAlive: KeepAliveMode;
+}
+
+/** `"auto"` (the default) or `"manual"`; anything else (null included) is refused. */
+export function keepAliveArg(value: unknown, fallback: KeepAliveMode = "auto"): KeepAliveMode {
+  if (value === undefined) return fallback;
+  if (value !== "auto" && value !== "manual")
+    throw invalidArgument(`keepAlive must be "auto" or "manual", got ${describe(value)}`);
+  return value;
+}
+
+/** Grants a lease for a new session, or reads the one to adopt (`leaseId`). One request. */
+export async function openLease(client: EtcdClient, options: SessionOptions = {}): Promise<LeaseGrant> {
+  const keepAlive = keepAliveArg(options.keepAlive);
+  if (options.ttl !== undefined) ttlArg(options.ttl);
+  const sentAt = now();
+  if (options.leaseId !== undefined) {
+    const leaseId = leaseIdArg(options.leaseId, "leaseId");
+    const lease = await client.lease.timeToLive(leaseId, options).catch((error: unknown) => {
+      throw isEtcdError(error, "LEASE_NOT_FOUND") ? sessionExpired(leaseId, error) : error;
+    });
+    return { id: leaseId, ttl: lease.grantedTtl, remaining: lease.ttl, sentAt, keepAlive };
+  }
+  const lease = await client.lease.grant(options.ttl ?? DEFAULT_SESSION_TTL, options);
+  return { id: lease.id, ttl: lease.ttl, remaining: lease.ttl, sentAt, keepAlive };
+}

@@ -1,0 +1,154 @@
+// Handles that tell the truth: a lock handle's `held`, `signal` and every error's code and reason end in the
+// true state, on the mock and on real etcd, in the five cases where they used to lie (issue 21):
+// 1. a lock resumed from its ticket stays held when its sender closes its session;
+// 2. a put to a lock's key (which cuts it loose from its lease) is named at the release, and leaves nothing
+//    that blocks the name;
+// 3. a handle that knows its lock is lost answers `unlock()` with LOCK_LOST, even while etcd is unreachable;
+// 4. `lock()` on a closed or expired session says so, and that nothing was attempted;
+// 5. the sender's `unlock()` after a ticket takeover says the lock was taken over, not that its lease ended.
+import { afterAll, describe, expect, it } from "vitest";
+import { type Etcd, op, type Session } from "../../src/index.js";
+import { rejection, until } from "../support/async.js";
+import { switchableFetch } from "../support/outage.js";
+import { useBackend } from "./backend.js";
+
+const { backend, etcd } = useBackend();
+const sessions: Session[] = [];
+
+afterAll(async () => {
+  await Promise.all(sessions.map((s) => s.close().catch(() => {})));
+});
+
+let n = 0;
+const fresh = () => `handle${++n}`;
+
+async function session(client: Etcd = etcd, ttl = 30): Promise<Session> {
+  const s = await client.session({ ttl, keepAlive: "manual" });
+  sessions.push(s);
+  return s;
+}
+
+const keysOf = async (name: string) =>
+  (await etcd.range({ prefix: `${name}/`, keysOnly: true })).kvs.map((kv) => kv.key);
+
+describe("1. a resumed lock and its sender's session", () => {
+  it("stays held, fenced and releasable after the sender closes its session", async () => {
+    const name = fresh();
+    const sender = await session();
+    const lock = await sender.mutex(name).lock();
+    const resumed = await backend.client().resumeLock(lock.toJSON());
+    sessions.push(resumed.session);
+
+    await sender.close();
+
+    expect(resumed.held).toBe(true);
+    expect(resumed.signal.aborted).toBe(false);
+    expect(await keysOf(name)).toEqual([lock.key]);
+    const write = await etcd
+      .txn()
+      .if(resumed.ifHeld())
+      .then(op.put(`${name}-data`, "resumed"))
+      .commit();
+    expect(write.succeeded).toBe(true);
+    // Nobody else can take it meanwhile.
+    expect(await (await session()).mutex(name).tryLock()).toBeUndefined();
+    await resumed.unlock();
+    expect(resumed.held).toBe(false);
+    expect(await keysOf(name)).toEqual([]);
+    // How: the takeover moved the key to a lease of the resumer's own.
+    expect(resumed.leaseId).not.toBe(lock.leaseId);
+  });
+});
+
+describe("2. a put to a lock's key", () => {
+  it("is named at the release, which deletes the key: the name is free again at once", async () => {
+    const name = fresh();
+    const lock = await (await session()).mutex(name).lock();
+    // A plain put keeps the key's create revision but binds it to no lease: nothing would ever delete it.
+    await etcd.put(lock.key, "overwritten");
+
+    const error = await rejection(lock.unlock());
+    expect(error.code).toBe("LOCK_LOST");
+    expect(error.message).toMatch(/overwritten by a put without its lease/);
+    expect(lock.held).toBe(false);
+    expect(lock.signal.aborted).toBe(true);
+    expect(lock.signal.reason).toBe(error);
+    expect(await keysOf(name)).toEqual([]);
+    const next = await (await session()).mutex(name).tryLock();
+    expect(next).toBeDefined();
+    await next?.unlock();
+  });
+});
+
+describe("3. a lock known to be lost, while etcd is unreachable", () => {
+  it("turns held false, aborts its signal with LOCK_LOST, and unlock() says LOCK_LOST, not the outage", async () => {
+    const name = fresh();
+    const fetch = switchableFetch(backend.fetch);
+    const client = backend.client({ fetch });
+    // The shortest lease etcd grants: its deadline passes soon after the outage begins.
+    const s = await session(client, 2);
+    const lock = await s.mutex(name).lock();
+    fetch.down = true;
+    try {
+      await until("the lock is known to be lost", 10_000, () => !lock.held, 50);
+      expect(lock.signal.aborted).toBe(true);
+      const reason = lock.signal.reason as { code?: string; message?: string };
+      expect(reason.code).toBe("LOCK_LOST");
+      expect(reason.message).toMatch(/lease ended/);
+      const error = await rejection(lock.unlock({ timeout: 500 }));
+      expect(error.code).toBe("LOCK_LOST");
+      expect(error).toBe(reason);
+    } finally {
+      fetch.down = false;
+    }
+  });
+});
+
+describe("4. lock() on a session that has ended", () => {
+  it("closed: SESSION_CLOSED, saying the lock was not attempted; nothing is sent", async () => {
+    const name = fresh();
+    const requests: string[] = [];
+    const client = backend.client({ onEvent: (event) => event.type === "request" && requests.push(event.path) });
+    const s = await session(client);
+    await s.close();
+    requests.length = 0;
+    const error = await rejection(s.mutex(name).lock());
+    expect(error.code).toBe("SESSION_CLOSED");
+    expect(error.message).toBe(`session of lease ${s.leaseId} was closed: lock ${name} was not attempted`);
+    expect(requests).toEqual([]);
+    expect(await keysOf(name)).toEqual([]);
+  });
+
+  it("expired: SESSION_EXPIRED, saying the lock was not attempted; nothing is sent", async () => {
+    const name = fresh();
+    const fetch = switchableFetch(backend.fetch);
+    const s = await session(backend.client({ fetch }), 2);
+    fetch.down = true;
+    await until("the session is lost", 10_000, () => !s.alive, 50);
+    fetch.down = false;
+    const error = await rejection(s.mutex(name).lock());
+    expect(error.code).toBe("SESSION_EXPIRED");
+    expect(error.message).toBe(`session lease ${s.leaseId} has expired: lock ${name} was not attempted`);
+    expect(await keysOf(name)).toEqual([]);
+  });
+});
+
+describe("5. the sender of a ticket after the takeover", () => {
+  it("unlock() is LOCK_LOST saying it was taken over with its ticket; its signal says the same", async () => {
+    const name = fresh();
+    const lock = await (await session()).mutex(name).lock();
+    const resumed = await backend.client().resumeLock(lock.toJSON());
+    sessions.push(resumed.session);
+
+    const error = await rejection(lock.unlock());
+    expect(error.code).toBe("LOCK_LOST");
+    expect(error.message).toMatch(/taken over with its ticket/);
+    expect(error.message).not.toMatch(/lease ended/);
+    expect(lock.held).toBe(false);
+    expect(lock.signal.reason).toBe(error);
+    // The takeover stands: the key is the resumed lock's.
+    expect(resumed.held).toBe(true);
+    expect(await keysOf(name)).toEqual([resumed.key]);
+    await resumed.unlock();
+  });
+});

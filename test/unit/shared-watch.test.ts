@@ -1,0 +1,174 @@
+// The watch a line's waiters share (src/lock/line/shared-watch.ts), on the in-memory gateway: none for a waiter alone
+// in its client, one stream per line and client once a second waiter comes, a delete delivered before a
+// waiter subscribed found in the recent history (no read), a read asked for once that history no longer
+// covers the waiter's read, the stream closed once no waiter is left, an older incarnation's delete never
+// taken for the one a waiter saw, and a key a waiter found first passed on to the waiter behind it.
+import { describe, expect, it } from "vitest";
+import { Etcd } from "../../src/index.js";
+import { enterLine, type SharedWatch } from "../../src/lock/line/shared-watch.js";
+import { createMockEtcdCore } from "../../src/testing/mock.js";
+
+function onMock() {
+  const mock = createMockEtcdCore();
+  const watches: string[] = [];
+  const fetch = ((input: string, init: RequestInit) => {
+    if (new URL(input).pathname === "/v3/watch") watches.push(String(init.body));
+    return mock.fetch(input, init as never);
+  }) as never;
+  return { mock, watches, etcd: new Etcd({ endpoints: "http://etcd.test:2379", fetch }) };
+}
+
+const never = new AbortController().signal;
+
+/** A key as a waiter saw it; the create revision matters only where a test marks a key first. */
+const seen = (key: string, createRevision = 1) => ({ key, createRevision });
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The line's shared watch, opened as a client's second waiter in the line opens it. */
+function shared(etcd: Etcd, key: string): SharedWatch {
+  const first = enterLine(etcd, key, 2_000);
+  const second = enterLine(etcd, key, 2_000);
+  const watch = second.sharedWatch()!;
+  first.leave();
+  second.leave();
+  return watch;
+}
+
+/** Opens the line's watch and waits until it is created. */
+async function created(etcd: Etcd, key: string): Promise<SharedWatch> {
+  const watch = shared(etcd, key);
+  const first = watch.waitForDelete(seen(key), 0, never);
+  await first.gap;
+  first.cancel();
+  return watch;
+}
+
+describe("a line's shared watch", () => {
+  it("is not opened for a waiter alone in its client: that one watches its predecessor's key alone", () => {
+    const { etcd, watches } = onMock();
+    const alone = enterLine(etcd, "line/a", 2_000);
+    expect(alone.sharedWatch()).toBeUndefined();
+    alone.leave();
+    expect(watches).toHaveLength(0);
+  });
+
+  it("serves every waiter of the line on one stream, and each only its own key's delete", async () => {
+    const { etcd, watches } = onMock();
+    for (const k of ["a", "b", "c"]) await etcd.put(`line/${k}`, k);
+    const read = (await etcd.range({ prefix: "line/" })).header.revision;
+    const watch = shared(etcd, "line/a");
+    const onA = watch.waitForDelete(seen("line/a"), read, never);
+    // While the stream is open, a waiter that comes alone uses it too.
+    const later = enterLine(etcd, "line/b", 2_000);
+    expect(later.sharedWatch()).toBe(watch);
+    later.leave();
+    const onB = watch.waitForDelete(seen("line/b"), read, never);
+    expect(await onA.gap).toBe(false);
+    const deletedB = await etcd.delete({ key: "line/b" });
+    expect((await onB.deleted).header.revision).toBe(deletedB.header.revision);
+    expect(await Promise.race([onA.deleted.then(() => "deleted"), sleep(50).then(() => "waiting")])).toBe("waiting");
+    onA.cancel();
+    expect(watches).toHaveLength(1);
+  });
+
+  it("a delete that went by between a waiter's read and its subscription is found without a read", async () => {
+    const { etcd } = onMock();
+    await etcd.put("line/a", "a");
+    const watch = await created(etcd, "line/x");
+    const read = (await etcd.range({ prefix: "line/" })).header.revision;
+    const gone = await etcd.delete({ key: "line/a" });
+    await sleep(20);
+    const late = watch.waitForDelete(seen("line/a"), read, never);
+    expect(await late.gap).toBe(false);
+    expect((await late.deleted).header.revision).toBe(gone.header.revision);
+  });
+
+  it("asks for one read when the deletes since the waiter's read are no longer all remembered", async () => {
+    const { etcd } = onMock();
+    const watch = await created(etcd, "line/x");
+    const read = (await etcd.range({ prefix: "line/" })).header.revision;
+    // Waiting for the last delete keeps the stream open (it closes soon after its last waiter leaves) and
+    // shows when the stream has delivered all of them, however slow the machine.
+    const last = watch.waitForDelete(seen("line/69"), read, never);
+    for (let i = 0; i < 70; i++) {
+      await etcd.put(`line/${i}`, "v");
+      await etcd.delete({ key: `line/${i}` });
+    }
+    await last.deleted;
+    const late = watch.waitForDelete(seen("line/p"), read, never);
+    expect(await late.gap).toBe(true);
+    late.cancel();
+  });
+
+  it("closes its stream soon after the last waiter leaves; the next waiter opens a new one", async () => {
+    const { etcd, watches } = onMock();
+    await created(etcd, "line/x");
+    await sleep(400);
+    await created(etcd, "line/x");
+    expect(watches).toHaveLength(2);
+  });
+
+  it("an abandoned wait rejects with ABORTED and leaves the others waiting", async () => {
+    const { etcd } = onMock();
+    await etcd.put("line/a", "a");
+    const read = (await etcd.range({ prefix: "line/" })).header.revision;
+    const controller = new AbortController();
+    const watch = shared(etcd, "line/a");
+    const left = watch.waitForDelete(seen("line/a"), read, controller.signal);
+    const stays = watch.waitForDelete(seen("line/a"), read, never);
+    controller.abort();
+    await expect(left.deleted).rejects.toMatchObject({ code: "ABORTED" });
+    await etcd.delete({ key: "line/a" });
+    await expect(stays.deleted).resolves.toBeDefined();
+  });
+
+  it("a delete of an older incarnation than the one the waiter's read showed does not wake it", async () => {
+    const { etcd } = onMock();
+    const watch = await created(etcd, "line/x");
+    // The waiter's read ran ahead of the stream: it showed line/a created again at base + 3, and the delete
+    // of the older incarnation (base + 2) reaches the stream only after the waiter subscribed.
+    const base = (await etcd.range({ prefix: "line/" })).header.revision;
+    const wait = watch.waitForDelete(seen("line/a", base + 3), base + 3, never);
+    await etcd.put("line/a", "old");
+    await etcd.delete({ key: "line/a" });
+    expect((await etcd.put("line/a", "new")).header.revision).toBe(base + 3);
+    expect(await Promise.race([wait.deleted.then(() => "woken"), sleep(50).then(() => "waiting")])).toBe("waiting");
+    const gone = await etcd.delete({ key: "line/a" });
+    expect((await wait.deleted).header.revision).toBe(gone.header.revision);
+  });
+
+  it("tells the waiter behind a key found first that it was first, and only for that incarnation", async () => {
+    const { etcd } = onMock();
+    const watch = await created(etcd, "line/x");
+    const a = (await etcd.put("line/a", "a")).header.revision;
+    const read = (await etcd.range({ prefix: "line/" })).header.revision;
+    const behind = watch.waitForDelete(seen("line/a", a), read, never);
+    watch.markFirst(seen("line/a", a));
+    await etcd.delete({ key: "line/a" });
+    expect((await behind.deleted).wasFirst).toBe(true);
+    // The mark left with that incarnation: the next one is not known first.
+    const again = (await etcd.put("line/a", "a")).header.revision;
+    const next = watch.waitForDelete(seen("line/a", again), again, never);
+    await etcd.delete({ key: "line/a" });
+    expect((await next.deleted).wasFirst).toBe(false);
+    // A mark for another incarnation than the one the waiter saw says nothing about it.
+    const third = (await etcd.put("line/a", "a")).header.revision;
+    const other = watch.waitForDelete(seen("line/a", third), third, never);
+    watch.markFirst(seen("line/a", third - 1));
+    await etcd.delete({ key: "line/a" });
+    expect((await other.deleted).wasFirst).toBe(false);
+  });
+
+  it("remembers in its recent history whether a delete was of the first key", async () => {
+    const { etcd } = onMock();
+    const watch = await created(etcd, "line/x");
+    const a = (await etcd.put("line/a", "a")).header.revision;
+    const read = (await etcd.range({ prefix: "line/" })).header.revision;
+    watch.markFirst(seen("line/a", a));
+    await etcd.delete({ key: "line/a" });
+    await sleep(20);
+    const late = watch.waitForDelete(seen("line/a", a), read, never);
+    expect(await late.gap).toBe(false);
+    expect((await late.deleted).wasFirst).toBe(true);
+  });
+});
