@@ -131,7 +131,7 @@ export class Acquisition implements WaitContext {
     const sends = session.lateJoins.track(this.#keys, join.value);
     this.#sends = sends;
     const call: JoinCall = { signal: session.signal, onSent: sends.sent, refused: sends.refused, idempotent: true };
-    const sent = this.tryOnly ? join.send(call) : untilAnswered(() => join.send(call), this);
+    const sent = this.tryOnly ? join.send(call) : untilAnswered(join.send.bind(join), call, this);
     this.#joining = sent;
     return this.#call === undefined ? sent : untilAborted(sent, this.#call.signal);
   }

@@ -1,9 +1,6 @@
 import { cmp, type Compare } from "../../api/txn.js";
-import type { CallOptions } from "../../gateway/transport.js";
-import { leave } from "../line/leave.js";
 import type { LeaseSession } from "../session/lease-session.js";
-import { explainLoss } from "./explain.js";
-import { Held, type HeldInit, type Loss } from "./held.js";
+import { Held, type HeldInit } from "./held.js";
 import type { Subject } from "./subject.js";
 
 /** What a holding of one key is made of. */
@@ -26,9 +23,13 @@ export abstract class HeldKey<S extends LeaseSession = LeaseSession> extends Hel
   /** The fencing token: the create revision of its key. */
   readonly revision: number;
 
-  /** @internal */
-  constructor(init: HeldKeyInit<S>, subject: Subject) {
-    super(init, subject);
+  /**
+   * @internal Its key is written once, by its join, unless `modRevision` says otherwise: then its release is
+   * guarded by that version (a mutex's lock).
+   */
+  constructor(init: HeldKeyInit<S>, subject: Subject, modRevision?: number) {
+    const own = { key: init.key, revision: init.revision, modRevision: modRevision ?? init.revision };
+    super(init, subject, { keys: [own], byVersion: modRevision !== undefined });
     this.name = init.name;
     this.key = init.key;
     this.revision = init.revision;
@@ -37,16 +38,5 @@ export abstract class HeldKey<S extends LeaseSession = LeaseSession> extends Hel
   /** The compare "its key still has this create revision", for fenced transactions. */
   ifHeld(): Compare {
     return cmp.createRevision(this.key, "==", this.revision);
-  }
-
-  /** @internal */
-  protected deleteKeys(options: CallOptions): Promise<boolean> {
-    return leave(this.session.client, [this.key], this.revision, options);
-  }
-
-  /** @internal Its key is written once, by its join: its mod revision is its create revision. */
-  protected explainLoss(options: CallOptions): Promise<Loss> {
-    const own = { key: this.key, revision: this.revision, modRevision: this.revision };
-    return explainLoss(this.session.client, this.leaseId, [own], options);
   }
 }

@@ -5,6 +5,8 @@ import { delay } from "../../gateway/signals.js";
 import type { CallOptions } from "../../gateway/transport.js";
 import type { LeaseSession } from "../session/lease-session.js";
 import { ReleaseSends, resendPause } from "../session/release-sends.js";
+import { leave, leaveVersion } from "../line/leave.js";
+import { explainLoss, type OwnKey } from "./explain.js";
 import { type Subject, subjectText } from "./subject.js";
 
 /** What a holding owns in its session from its acquisition on: its keys, and the local turn(s) it took. */
@@ -20,6 +22,16 @@ export interface HeldInit<S extends LeaseSession = LeaseSession> {
   session: S;
   /** The header of the response that showed it acquired. */
   header: ResponseHeader;
+}
+
+/** Its keys, and how its release guards them. */
+export interface HeldKeys {
+  keys: readonly OwnKey[];
+  /**
+   * The release deletes its key only while the key's mod revision is the holding's (a mutex's lock, whose key a
+   * ticket rewrites): else while each key's create revision is.
+   */
+  byVersion: boolean;
 }
 
 /**
@@ -77,6 +89,9 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   abstract readonly revision: number;
   /** What it is, for errors and events. */
   readonly #subject: Subject;
+  readonly #keys: HeldKeys;
+  /** A ticket of it was handed out: a later change of its key's lease is that ticket's takeover. */
+  #ticketed = false;
   #status: Status = { is: "held" };
   #claim: Claim | undefined;
   /** When it was acquired, for `lock.released`'s `heldMs`. */
@@ -85,11 +100,12 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   #controller: AbortController | undefined;
 
   /** @internal Sends nothing and subscribes to nothing: its acquisition starts it (`begin`). */
-  constructor(init: HeldInit<S>, subject: Subject) {
+  constructor(init: HeldInit<S>, subject: Subject, keys: HeldKeys) {
     this.session = init.session;
     this.leaseId = init.session.leaseId;
     this.header = init.header;
     this.#subject = subject;
+    this.#keys = keys;
   }
 
   /**
@@ -137,11 +153,10 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     if (this.#status.is !== "released") await this.releaseHeld();
   }
 
-  /** @internal The guarded delete(s) of its key(s), one request; true if they were there to delete. */
-  protected abstract deleteKeys(options: CallOptions): Promise<boolean>;
-
-  /** @internal Why its key(s) were not there to delete (read from etcd after the fact). */
-  protected abstract explainLoss(options: CallOptions): Promise<Loss>;
+  /** @internal A ticket of it was handed out (see `Lock.toJSON`). */
+  protected ticketed(): void {
+    this.#ticketed = true;
+  }
 
   /**
    * @internal The release behind `unlock()` / `release()`, by status: `held` sends it; `releasing` shares the
@@ -191,7 +206,7 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   async #sendOnce(releasing: Releasing, options: CallOptions): Promise<void> {
     let deleted: boolean;
     try {
-      deleted = await this.deleteKeys({ ...options, onSent: releasing.sends.sent });
+      deleted = await this.#delete({ ...options, onSent: releasing.sends.sent });
     } catch (error) {
       if (this.#status === releasing && unanswered(error)) this.#resendInBackground(releasing);
       throw this.#ended() ?? error;
@@ -206,12 +221,32 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
       this.#end({ is: "released", why: "it was released", untold: false });
       return;
     }
-    const loss = await this.explainLoss(options).catch((error: unknown) => ({
+    const explaining = explainLoss(this.session.client, this.leaseId, this.#keys.keys, {
+      ...options,
+      ticketed: this.#ticketed,
+    });
+    const loss = await explaining.catch((error: unknown) => ({
       why: "its keys were gone when it was released",
       cause: error,
     }));
     if (this.#status === releasing) this.#lose(loss);
     throw this.#ended();
+  }
+
+  /**
+   * The guarded delete of its keys, one request; true if they were there to delete. A lock's one key goes
+   * with other releases started in the same turn (see `leaveVersion`).
+   */
+  #delete(options: CallOptions): Promise<boolean> {
+    const { keys, byVersion } = this.#keys;
+    const client = this.session.client;
+    if (byVersion) return leaveVersion(client, keys[0]!.key, keys[0]!.modRevision, options);
+    return leave(
+      client,
+      keys.map((own) => own.key),
+      keys[0]!.revision,
+      options,
+    );
   }
 
   /**

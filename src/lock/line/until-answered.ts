@@ -13,10 +13,14 @@ import { delay } from "../../gateway/signals.js";
  * asked to wait longer. The caller's abort or timeout and the session's loss still end the acquisition at once
  * (`waiter.signal`, looked at only after a failure), and an answer that refused the request is final.
  */
-export async function untilAnswered<T>(send: () => Promise<T>, waiter: { readonly signal: AbortSignal }): Promise<T> {
+export async function untilAnswered<A, T>(
+  send: (request: A) => Promise<T>,
+  request: A,
+  waiter: { readonly signal: AbortSignal },
+): Promise<T> {
   for (let failures = 0; ; failures++) {
     try {
-      return await send();
+      return await send(request);
     } catch (error) {
       const signal = waiter.signal;
       if (signal.aborted || !unanswered(error)) throw error;

@@ -91,7 +91,7 @@ export async function waitAfterJoin(
 
 /** `read`, sent again while unanswered and its signal has not aborted (see untilAnswered). */
 export function steadfast(read: LineReader): LineReader {
-  return (signal) => untilAnswered(() => read(signal), { signal });
+  return (signal) => untilAnswered(read, signal, { signal });
 }
 
 /**

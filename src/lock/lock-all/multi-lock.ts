@@ -1,8 +1,6 @@
 import { cmp, type Compare } from "../../api/txn.js";
 import type { CallOptions } from "../../gateway/transport.js";
-import { explainLoss } from "../hold/explain.js";
-import { Held, type HeldInit, type Loss } from "../hold/held.js";
-import { leave } from "../line/leave.js";
+import { Held, type HeldInit } from "../hold/held.js";
 import type { LeaseSession } from "../session/lease-session.js";
 
 /** What a held multi-lock is made of. */
@@ -26,7 +24,9 @@ export class MultiLock<S extends LeaseSession = LeaseSession> extends Held<S> {
 
   /** @internal Made by `session.lockAll()`; sends nothing. */
   constructor(state: MultiLockInit<S>) {
-    super(state, { kind: "locks", name: state.names.join(", ") });
+    // Its keys are written once, by its join, all at one revision.
+    const keys = state.keys.map((key) => ({ key, revision: state.revision, modRevision: state.revision }));
+    super(state, { kind: "locks", name: state.names.join(", ") }, { keys, byVersion: false });
     this.names = Object.freeze([...state.names]);
     this.keys = Object.freeze([...state.keys]);
     this.revision = state.revision;
@@ -47,17 +47,5 @@ export class MultiLock<S extends LeaseSession = LeaseSession> extends Held<S> {
    */
   unlock(options: CallOptions = {}): Promise<void> {
     return this.releaseHeld(options);
-  }
-
-  /** @internal */
-  protected deleteKeys(options: CallOptions): Promise<boolean> {
-    return leave(this.session.client, this.keys, this.revision, options);
-  }
-
-  /** @internal Its keys are written once, by its join. */
-  protected explainLoss(options: CallOptions): Promise<Loss> {
-    const { revision } = this;
-    const own = this.keys.map((key) => ({ key, revision, modRevision: revision }));
-    return explainLoss(this.session.client, this.leaseId, own, options);
   }
 }

@@ -1,10 +1,7 @@
 import type { LeaseId } from "../../api/codec.js";
 import { cmp, type Compare } from "../../api/txn.js";
 import type { CallOptions } from "../../gateway/transport.js";
-import { explainLoss } from "../hold/explain.js";
-import type { Loss } from "../hold/held.js";
 import { HeldKey, type HeldKeyInit } from "../hold/held-key.js";
-import { leaveVersion } from "../line/leave.js";
 import type { LeaseSession } from "../session/lease-session.js";
 
 /**
@@ -43,12 +40,13 @@ export class Lock<S extends LeaseSession = LeaseSession> extends HeldKey<S> {
   /** The key's mod revision as this handle knows it; a resumed ticket rewrites the key and moves it on. */
   readonly #modRevision: number;
   readonly #secret: string;
-  /** A ticket of it was handed out: a later change of its key's lease is that ticket's takeover. */
-  #ticketed = false;
 
-  /** @internal Made by `mutex.lock()` and `etcd.resumeLock()`. */
+  /**
+   * @internal Made by `mutex.lock()` and `etcd.resumeLock()`. Its release is guarded by its version of the key,
+   * so a superseded handle deletes nothing.
+   */
   constructor(init: LockInit<S>) {
-    super(init, { kind: "lock", name: init.name });
+    super(init, { kind: "lock", name: init.name }, init.modRevision);
     this.#modRevision = init.modRevision;
     this.#secret = init.secret;
   }
@@ -80,19 +78,8 @@ export class Lock<S extends LeaseSession = LeaseSession> extends HeldKey<S> {
    * writes and `unlock()` fail).
    */
   toJSON(): LockTicket {
-    this.#ticketed = true;
+    this.ticketed();
     const { name, key, leaseId, revision } = this;
     return { name, key, leaseId, revision, secret: this.#secret, ttl: this.session.ttl };
-  }
-
-  /** @internal Guarded by this handle's version of the key, so a superseded handle deletes nothing. */
-  protected override deleteKeys(options: CallOptions): Promise<boolean> {
-    return leaveVersion(this.session.client, this.key, this.#modRevision, options);
-  }
-
-  /** @internal */
-  protected override explainLoss(options: CallOptions): Promise<Loss> {
-    const own = { key: this.key, revision: this.revision, modRevision: this.#modRevision };
-    return explainLoss(this.session.client, this.leaseId, [own], { ...options, ticketed: this.#ticketed });
   }
 }

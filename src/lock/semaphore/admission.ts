@@ -86,7 +86,7 @@ async function joinPermits(client: EtcdClient, line: PermitLine, leaseId: string
   const [own, oldest] = result.responses;
   const mine = own.kvs[0];
   if (mine === undefined) throw internal(`key ${key} vanished inside one transaction`);
-  const state = await countAhead(client, prefix, mine.createRevision, call.signal);
+  const state = await countAhead({ client, prefix, revision: mine.createRevision, signal: call.signal });
   return { ...state, revision: mine.createRevision, oldest: oldest.kvs[0] };
 }
 
@@ -100,18 +100,22 @@ export function checkPermits(line: PermitLine, oldest: KeyValue | undefined): vo
   }
 }
 
+/** What a count of the keys ahead reads. */
+interface CountRequest {
+  client: EtcdClient;
+  prefix: string;
+  /** Our key's create revision. */
+  revision: number;
+  signal: AbortSignal;
+  upTo?: number | undefined;
+}
+
 /**
  * One read: our key still there, and how many keys are older, listed (keys only): etcd's `count` ignores the
  * create-revision filters, so it cannot count them. `upTo` caps the list when "at least that many" is enough
  * (a poll only asks whether fewer than `permits` are ahead); without it `older` is exact.
  */
-export async function countAhead(
-  client: EtcdClient,
-  prefix: string,
-  revision: number,
-  signal: AbortSignal,
-  upTo?: number,
-): Promise<Count> {
+export async function countAhead({ client, prefix, revision, signal, upTo }: CountRequest): Promise<Count> {
   const limit = upTo === undefined ? undefined : upTo + 1;
   const { header, kvs } = await client.range({
     prefix,
@@ -146,9 +150,10 @@ export async function waitForPermit(
       if (admitted !== undefined) return admitted;
     }
     // Polling, or the count must be taken again (compaction): one read.
+    const upTo = context.mode === "poll" ? line.permits : undefined;
     state = await untilAnswered(
-      () =>
-        countAhead(client, line.prefix, revision, context.signal, context.mode === "poll" ? line.permits : undefined),
+      countAhead,
+      { client, prefix: line.prefix, revision, signal: context.signal, upTo },
       context,
     );
   }
