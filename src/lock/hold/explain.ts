@@ -3,7 +3,12 @@ import { op } from "../../api/txn.js";
 import { isEtcdError } from "../../errors/etcd-error.js";
 import type { CallOptions } from "../../gateway/transport.js";
 import { leaveVersion } from "../line/leave.js";
-import type { Loss } from "./held.js";
+
+/** Why a holding ended before its release: told by `explainLoss`, one or two reads after the fact. */
+export interface Loss {
+  why: string;
+  cause?: unknown;
+}
 
 /** A key of a holding as the holding had it. */
 export interface OwnKey {

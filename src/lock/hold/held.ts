@@ -6,7 +6,7 @@ import type { CallOptions } from "../../gateway/transport.js";
 import type { LeaseSession } from "../session/lease-session.js";
 import { ReleaseSends, resendPause } from "../session/release-sends.js";
 import { leave, leaveVersion } from "../line/leave.js";
-import { explainLoss, type OwnKey } from "./explain.js";
+import { explainLoss, type Loss, type OwnKey } from "./explain.js";
 import { type Subject, subjectText } from "./subject.js";
 
 /** What a holding owns in its session from its acquisition on: its keys, and the local turn(s) it took. */
@@ -59,12 +59,6 @@ interface Releasing {
   background: boolean;
   /** A caller of `unlock()` shares the send in flight, and so learns its outcome. */
   told: boolean;
-}
-
-/** Why a release found its keys gone or changed: told by `explainLoss`, one or two reads after the fact. */
-export interface Loss {
-  why: string;
-  cause?: unknown;
 }
 
 /**
