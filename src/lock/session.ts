@@ -18,9 +18,10 @@ const MUTEXES_KEPT = 128;
  */
 export class Session extends LeaseSession {
   /**
-   * The mutexes of the names locked lately. A mutex builds its join and release once, and every mutex of
-   * one name in one session is the same key anyway, so `mutex(name)` called before each lock (the natural
-   * use, and every warm `withLock`) builds nothing again. The one used least lately goes past the bound.
+   * The mutexes of the names locked lately. A mutex keeps what its last joins found of its line (see
+   * `JoinHistory`), and every mutex of one name in one session is the same key anyway, so `mutex(name)` called
+   * before each lock (the natural use, and every warm `withLock`) keeps guessing well. The one used least
+   * lately goes past the bound.
    */
   readonly #mutexes = new Map<string, Mutex<this>>();
 

@@ -92,55 +92,65 @@ function putIfEmpty(client: EtcdClient, prefix: string, put: Put) {
  * Whether to send the empty-line put alone before the full join. A wrong guess costs a round trip, a right
  * one saves the busy branch, so it pays only when the line is nearly always empty: a mutex guesses so at first
  * (most locks are uncontended), stops at the first join that finds someone in the line, and guesses again once
- * two joins in a row found it empty. Other recipes join with a line built per call, which has no history: they
- * always send the full join.
+ * two joins in a row found it empty. Other recipes join lines that have no history: they always send the full
+ * join.
  */
 const EMPTY_RUN_TO_GUESS = 2;
 
+/** What the last joins of one mutex found of its line: whether its next join guesses an empty line. */
+export class JoinHistory {
+  /** Joins in a row that found the line empty. */
+  #emptyRun = EMPTY_RUN_TO_GUESS;
+
+  get guessEmpty(): boolean {
+    return this.#emptyRun >= EMPTY_RUN_TO_GUESS;
+  }
+
+  found(empty: boolean): void {
+    this.#emptyRun = empty ? this.#emptyRun + 1 : 0;
+  }
+}
+
 /**
- * The join of one key, with one value, into one line: built once (a mutex joins with the same key and
- * value at every acquisition), sent as often as needed. Both transactions touch only keys under `prefix`,
- * so joins of other lines started in the same turn go with them in one request (TxnBatcher).
+ * The join of one key, with one value, into one line, sent as often as needed. Both transactions touch only
+ * keys under `prefix`, so joins of other lines started in the same turn go with them in one request
+ * (TxnBatcher).
  */
 export class Join {
   readonly prefix: string;
   readonly key: string;
   /** The value our key is put with: a mutex's secret, a candidate's proclamation. */
   readonly value: string;
-  readonly #full: ReturnType<typeof fullJoin>;
-  readonly #intoEmpty: ReturnType<typeof putIfEmpty> | undefined;
-  /** Joins in a row that found the line empty; the put alone goes first from EMPTY_RUN_TO_GUESS on. */
-  #emptyRun: number;
+  readonly #client: EtcdClient;
+  readonly #put: Put;
+  readonly #history: JoinHistory | undefined;
 
-  /** `guess`: whether to guess an empty line (see EMPTY_RUN_TO_GUESS); without it, always the full join. */
-  constructor(client: EtcdClient, prefix: string, key: string, value: string, leaseId: string, guess = false) {
+  /** `history`: the line's history, to guess an empty line (see EMPTY_RUN_TO_GUESS); without it, always the full join. */
+  constructor(client: EtcdClient, prefix: string, key: string, value: string, leaseId: string, history?: JoinHistory) {
+    this.#client = client;
     this.prefix = prefix;
     this.key = key;
     this.value = value;
-    const put = op.put(key, value, { lease: leaseId });
-    this.#full = fullJoin(client, prefix, key, put);
-    this.#intoEmpty = guess ? putIfEmpty(client, prefix, put) : undefined;
-    this.#emptyRun = guess ? EMPTY_RUN_TO_GUESS : 0;
+    this.#put = op.put(key, value, { lease: leaseId });
+    this.#history = history;
   }
 
   /** Joins the line: see the module's comment. */
   async send(call: JoinCall): Promise<Joined> {
     const { key, prefix } = this;
-    if (this.#intoEmpty !== undefined && this.#emptyRun >= EMPTY_RUN_TO_GUESS) {
-      const alone = await this.#intoEmpty.commitWithOthers(prefix, call);
+    const history = this.#history;
+    if (history?.guessEmpty) {
+      const alone = await putIfEmpty(this.#client, prefix, this.#put).commitWithOthers(prefix, call);
       if (alone.succeeded) return intoEmptyLine(key, alone.header);
       // Answered "the line is not empty": unlike a send whose answer was lost, it will never land later.
       call.refused();
       // Someone is in the line (perhaps our own key, from a send whose answer was lost): the full join.
-      this.#emptyRun = 0;
+      history.found(false);
     }
-    const result = await this.#full.commitWithOthers(prefix, call);
+    const result = await fullJoin(this.#client, prefix, key, this.#put).commitWithOthers(prefix, call);
     const { header } = result;
-    if (result.succeeded) {
-      this.#emptyRun++;
-      return intoEmptyLine(key, header);
-    }
-    this.#emptyRun = 0;
+    history?.found(result.succeeded);
+    if (result.succeeded) return intoEmptyLine(key, header);
     const [line] = result.responses;
     if (line.succeeded) {
       const [, owner, newest] = line.responses;

@@ -5,7 +5,7 @@ import { CallSignal } from "../../gateway/signals.js";
 import type { CallOptions } from "../../gateway/transport.js";
 import { Acquisition } from "../acquire/acquisition.js";
 import type { Subject } from "../hold/subject.js";
-import { isFirst, Join } from "../line/join.js";
+import { isFirst, Join, JoinHistory } from "../line/join.js";
 import { nameArg, randomHex } from "../line/keys.js";
 import { onlyContenders } from "../line/read.js";
 import { waitInLine } from "../line/wait.js";
@@ -27,13 +27,8 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
   readonly prefix: string;
   /** This session's key. */
   readonly key: string;
-  /**
-   * The join, the same for every acquisition: built once. Its value is a secret only this mutex's holders
-   * read back, the proof a ticket (`lock.toJSON()`) carries; Go's Mutex and etcdctl ignore it. One per mutex:
-   * a ticket also names the key's create revision, which every acquisition renews, so an old ticket stays
-   * stale. The join keeps what the last joins found, to guess whether the line is empty (see `Join`).
-   */
-  readonly #join: Join;
+  /** What the last joins found, to guess whether the line is empty (see `JoinHistory`). */
+  readonly #history = new JoinHistory();
   /** What errors and events call this lock. */
   readonly #subject: Subject;
   /** The one key an acquisition joins with. */
@@ -47,7 +42,6 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
     this.key = `${this.prefix}${session.leaseHex}`;
     this.#subject = { kind: "lock", name };
     this.#keys = [this.key];
-    this.#join = new Join(session.client, this.prefix, this.key, randomHex(16), session.leaseId, true);
   }
 
   /**
@@ -60,7 +54,11 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
     const acquisition = new Acquisition(session, options, this.#subject, this.#keys);
     try {
       await acquisition.claim(true);
-      const line = await acquisition.join(this.#join);
+      // Our key's value: a secret only the holder reads back, the proof a ticket (`lock.toJSON()`) carries (Go's
+      // Mutex and etcdctl ignore it). Fresh for each acquisition, never drawn ahead: a value drawn before a
+      // snapshot (Lambda SnapStart) would be shared by every sandbox restored from it.
+      const join = new Join(session.client, prefix, this.key, randomHex(16), session.leaseId, this.#history);
+      const line = await acquisition.join(join);
       onlyContenders(prefix, line.seen);
       // Our key, moved to another lease: a ticket of ours was resumed, and its holder has the lock now.
       if (line.own !== undefined && line.own.lease !== session.leaseId) {
@@ -74,7 +72,7 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
       }
       // A key this session already had (a resent join, an earlier acquisition's) keeps its value and version.
       const modRevision = line.own?.modRevision ?? line.revision;
-      const secret = line.created ? this.#join.value : (line.own?.value ?? "");
+      const secret = line.created ? join.value : (line.own?.value ?? "");
       const lock = new Lock({ name, key: this.key, session, revision: line.revision, header, modRevision, secret });
       return acquisition.hold(lock);
     } catch (error) {
