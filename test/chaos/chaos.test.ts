@@ -2,11 +2,12 @@
 // must pass. A seed is drawn per run and printed; `npm run chaos -- --duration 75 --seed N` replays its
 // schedule (the timing of a loaded machine never replays exactly).
 import { spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 import { afterAll, describe, expect, it } from "vitest";
+import { DIST_ENTRY, distIsCurrent } from "../support/build.ts";
 import type { CheckResult } from "./checks.ts";
 import type { Figures } from "./report.ts";
 
@@ -18,23 +19,12 @@ const temp = mkdtempSync(join(ROOT, ".cache", "chaos-test-"));
 
 afterAll(() => rmSync(temp, { recursive: true, force: true }));
 
-function newestMtime(dir: string): number {
-  let newest = 0;
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    const path = join(dir, entry.name);
-    newest = Math.max(newest, entry.isDirectory() ? newestMtime(path) : statSync(path).mtimeMs);
-  }
-  return newest;
-}
-
 /**
  * The built package: dist/ when it is newer than every source (as in `npm test`, which builds first), else
  * a bundle of the sources made here, so a stale dist/ never gets tested by mistake.
  */
 async function builtSdk(): Promise<string> {
-  const dist = join(ROOT, "dist");
-  const index = join(dist, "index.js");
-  if (existsSync(index) && statSync(index).mtimeMs >= newestMtime(join(ROOT, "src"))) return dist;
+  if (distIsCurrent()) return dirname(DIST_ENTRY);
   const out = join(temp, "sdk");
   mkdirSync(out, { recursive: true });
   await build({

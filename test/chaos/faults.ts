@@ -3,7 +3,8 @@
 // sees is the client's to avoid.
 import type { EtcdCluster } from "../etcd/harness.ts";
 import type { FaultProxy } from "../support/fault-proxy.ts";
-import { compact, memberStatus, rangePrefix, wallNow } from "./gateway.ts";
+import { compact, memberStatus, rangePrefix } from "../support/raw-gateway.ts";
+import { sleep, wallNow } from "../support/time.ts";
 import type { Monitor } from "./monitor.ts";
 import type { Random } from "./random.ts";
 import type { WorkerHandle, WorkerPool } from "./workers.ts";
@@ -62,7 +63,6 @@ export interface FaultContext {
   recipeRng?: Random | undefined;
 }
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const LOST_PATHS = [
   "/v3/kv/txn",
   "/v3/kv/txn",

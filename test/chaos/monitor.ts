@@ -1,7 +1,9 @@
 // What the judge sees while the chaos runs: every change to the lock's keys (one raw watch per member,
 // merged, each event timed by whichever stream delivered it first) and every raft leader change (each
 // member's status, polled). Straight to the members, never through the fault proxies.
-import { b64, decodeKv, memberStatus, prefixEnd, wallNow, type WireKv } from "./gateway.ts";
+import { decodeKv, memberStatus, type WireKv } from "../support/raw-gateway.ts";
+import { sleep, wallNow } from "../support/time.ts";
+import { b64, prefixEnd } from "../support/wire.ts";
 
 export interface LockEvent {
   type: "put" | "delete";
@@ -74,7 +76,7 @@ class Stream {
       } catch {
         // The member is down, paused or was kicked: reopen after a pause.
       }
-      if (!this.#stopped) await new Promise((resolve) => setTimeout(resolve, 200));
+      if (!this.#stopped) await sleep(200);
     }
   }
 
@@ -241,7 +243,7 @@ export class Monitor {
     const deadline = performance.now() + timeoutMs;
     while (!this.covers(revision)) {
       if (performance.now() > deadline) return false;
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      await sleep(50);
     }
     return true;
   }

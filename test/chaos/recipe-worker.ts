@@ -4,6 +4,7 @@
 import type { Compare, Etcd as EtcdClient, Lock, ResponseHeader, Session } from "../../src/index.js";
 import type { CallEvent, FencedWrite, Guarded, Recipe, RecipeNames, WorkerConfig, WorkerEvent } from "./events.ts";
 import type { Random } from "./random.ts";
+import { sleep, wallNow } from "../support/time.ts";
 
 type Sdk = typeof import("../../src/index.js");
 
@@ -31,8 +32,6 @@ interface Holding {
   ifHeld(): Compare[];
 }
 
-const wallNow = () => performance.timeOrigin + performance.now();
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const noop = () => {};
 
 export function recipeRound(ctx: RecipeContext, recipe: Recipe): () => Promise<void> {

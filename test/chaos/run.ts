@@ -23,7 +23,8 @@ import {
 } from "./checks.ts";
 import { type Guarded, type RecipeNames, recipeKinds, WORKER_KINDS } from "./events.ts";
 import { FAULT_KINDS, type FaultKind, FaultSchedule } from "./faults.ts";
-import { putKey, rangePrefix, wallNow } from "./gateway.ts";
+import { putKey, rangePrefix } from "../support/raw-gateway.ts";
+import { sleep, wallNow } from "../support/time.ts";
 import { Monitor } from "./monitor.ts";
 import { seeded } from "./random.ts";
 import { recipeChecks } from "./recipe-checks.ts";
@@ -31,7 +32,6 @@ import { figures, formatReport } from "./report.ts";
 import { WorkerPool } from "./workers.ts";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 const { values: args } = parseArgs({
   options: {

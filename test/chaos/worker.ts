@@ -10,6 +10,7 @@ import type { Etcd as EtcdClient, Fetch, Lock, Session } from "../../src/index.j
 import type { CallEvent, WorkerConfig, WorkerEvent } from "./events.ts";
 import { seeded } from "./random.ts";
 import { recipeRound } from "./recipe-worker.ts";
+import { sleep, wallNow } from "../support/time.ts";
 
 type Sdk = typeof import("../../src/index.js");
 type NodeEntry = typeof import("../../src/node/index.js");
@@ -23,8 +24,6 @@ const sdk = (await import(pathToFileURL(join(config.sdk, "index.js")).href)) as 
 const { cmp, op } = sdk;
 const rng = seeded(config.seed);
 const T = config.callTimeout;
-const wallNow = () => performance.timeOrigin + performance.now();
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const noop = () => {};
 
 function emit(event: WorkerEvent): void {

@@ -1,14 +1,12 @@
 // The chaos worker processes: spawn, freeze, kill, respawn, drain, and collect what each reports.
 import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { WORKER_KINDS, type WorkerConfig, type WorkerEvent, type WorkerKind } from "./events.ts";
-import { wallNow } from "./gateway.ts";
+import { killedWithParent } from "../support/processes.ts";
+import { sleep, wallNow } from "../support/time.ts";
 
 const WORKER_SCRIPT = fileURLToPath(new URL("./worker.ts", import.meta.url));
-// A SIGKILLed runner runs no hooks; the kernel's parent-death signal still ends its workers.
-const SETPRIV = "/usr/bin/setpriv";
 
 export interface Interval {
   from: number;
@@ -86,11 +84,8 @@ export class WorkerPool {
       seed: (this.#seed * 31 + ++this.#spawned) >>> 0,
       id,
     };
-    const argv = [process.execPath, "--disable-warning=ExperimentalWarning", WORKER_SCRIPT, JSON.stringify(config)];
-    const [command, args] = existsSync(SETPRIV)
-      ? [SETPRIV, ["--pdeathsig", "KILL", "--", ...argv]]
-      : [argv[0]!, argv.slice(1)];
-    const child = spawn(command, args, { stdio: ["ignore", "pipe", "pipe"] });
+    const args = ["--disable-warning=ExperimentalWarning", WORKER_SCRIPT, JSON.stringify(config)];
+    const child = spawn(...killedWithParent(process.execPath, args), { stdio: ["ignore", "pipe", "pipe"] });
     const handle: WorkerHandle = {
       id,
       slot,
@@ -123,7 +118,7 @@ export class WorkerPool {
     const deadline = performance.now() + timeoutMs;
     while (!this.#all.every((w) => w.events.some((e) => e.ev === "ready") || w.exitedAt !== undefined)) {
       if (performance.now() > deadline) return false;
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      await sleep(50);
     }
     return true;
   }
@@ -155,13 +150,12 @@ export class WorkerPool {
     const running = [...this.#children.keys()];
     for (const worker of running) this.#signal(worker, "SIGTERM");
     const deadline = performance.now() + timeoutMs;
-    while (this.#children.size > 0 && performance.now() < deadline)
-      await new Promise((resolve) => setTimeout(resolve, 50));
+    while (this.#children.size > 0 && performance.now() < deadline) await sleep(50);
     for (const worker of this.#children.keys()) {
       worker.hungAtEnd = true;
       this.#signal(worker, "SIGKILL");
     }
-    while (this.#children.size > 0) await new Promise((resolve) => setTimeout(resolve, 20));
+    while (this.#children.size > 0) await sleep(20);
   }
 
   /** Kills every child now (the runner is failing). */

@@ -9,6 +9,7 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, inject } from "vitest";
 import type { Etcd, EtcdOptions, Fetch } from "../../src/index.js";
 import type { AuthOptions, MockEtcd } from "../../src/testing/index.js";
+import { sleep } from "../support/async.js";
 import { client, sharedEndpoint } from "../support/etcd.js";
 import type { EtcdVersion } from "../support/etcd-versions.js";
 
@@ -118,7 +119,6 @@ async function openMock(options: BackendOptions): Promise<Backend> {
 
 async function openEtcd(options: BackendOptions): Promise<Backend> {
   const fetch: Fetch = (input, init) => globalThis.fetch(input, init);
-  const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
   const wire = inject("etcdVersion");
   if (!options.dedicated && !options.auth) {
     const endpoint = sharedEndpoint();

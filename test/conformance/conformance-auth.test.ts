@@ -4,7 +4,7 @@
 import { describe, expect, it } from "vitest";
 import { cmp, EtcdServerError, op } from "../../src/index.js";
 import { rejection, within } from "../support/async.js";
-import { eventCount, events, pull, recordingFetch, useWatches } from "../support/etcd.js";
+import { authCalls, eventCount, events, pull, recordingFetch, useWatches } from "../support/etcd.js";
 import { useBackend } from "./backend.js";
 
 const auth = { rootPassword: "root-pw", users: { alice: { password: "alice-pw", prefix: "alice/" } } };
@@ -15,9 +15,6 @@ function user(username = "alice", password = "alice-pw") {
   const fetch = recordingFetch(backend.fetch);
   return { etcd: backend.client({ auth: { username, password }, fetch }), fetch };
 }
-
-const authCalls = (fetch: ReturnType<typeof recordingFetch>) =>
-  fetch.paths().filter((p) => p === "/v3/auth/authenticate").length;
 
 const watchOn = useWatches();
 

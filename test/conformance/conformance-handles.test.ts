@@ -9,24 +9,21 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { type Etcd, op, type Session } from "../../src/index.js";
 import { rejection, until } from "../support/async.js";
+import { freshNames, useSessions } from "../support/etcd.js";
 import { switchableFetch } from "../support/outage.js";
 import { useBackend } from "./backend.js";
 
 const { backend, etcd } = useBackend();
+const newSession = useSessions(etcd, { ttl: 30, keepAlive: "manual" });
+const fresh = freshNames("handle");
+/** Resumed locks' sessions, closed after the file as the others are. */
 const sessions: Session[] = [];
 
 afterAll(async () => {
   await Promise.all(sessions.map((s) => s.close().catch(() => {})));
 });
 
-let n = 0;
-const fresh = () => `handle${++n}`;
-
-async function session(client: Etcd = etcd, ttl = 30): Promise<Session> {
-  const s = await client.session({ ttl, keepAlive: "manual" });
-  sessions.push(s);
-  return s;
-}
+const session = (client: Etcd = etcd, ttl = 30) => newSession({ ttl }, client);
 
 const keysOf = async (name: string) =>
   (await etcd.range({ prefix: `${name}/`, keysOnly: true })).kvs.map((kv) => kv.key);

@@ -4,15 +4,14 @@
 import { describe, expect, it } from "vitest";
 import { type Etcd, EtcdCompactedError, type KeyValue } from "../../src/index.js";
 import { rejection } from "../support/async.js";
-import { bytes } from "../support/etcd.js";
+import { bytes, freshNames } from "../support/etcd.js";
 import { useBackend } from "./backend.js";
 
 const { backend, etcd } = useBackend();
 const enc = (text: string) => new TextEncoder().encode(text);
 
-let n = 0;
 /** A fresh sub-prefix per test, inside the backend's namespace. */
-const fresh = () => `kv${++n}/`;
+const fresh = freshNames("kv", "/");
 const pairs = (kvs: KeyValue[]) => kvs.map((kv) => [kv.key, kv.value]);
 
 describe("put / get", () => {

@@ -3,12 +3,12 @@
 import { describe, expect, it } from "vitest";
 import { cmp, op, type WatchBatch } from "../../src/index.js";
 import { rejection, until, within } from "../support/async.js";
+import { freshNames } from "../support/etcd.js";
 import { useBackend } from "./backend.js";
 
 const { backend, etcd } = useBackend();
 
-let n = 0;
-const fresh = () => `lease${++n}/`;
+const fresh = freshNames("lease", "/");
 
 /** How long after advance(3_500) a 2 s lease may still take to go on real etcd. */
 const EXPIRY_GRACE_MS = 3_000;

@@ -2,38 +2,18 @@
 //
 // Sessions here are keepAlive "manual": no background renewals. Their client-side deadline runs on the REAL
 // monotonic clock, while the mock's leases run on virtual time; see the expiry tests for what that means.
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { type Etcd, EtcdError, type Fetch, type Lock, op, type Session } from "../../src/index.js";
 import { rejection, stillPending, until, within } from "../support/async.js";
-import { recordingFetch } from "../support/etcd.js";
+import { freshNames, untilLineLength, recordingFetch, useSessions } from "../support/etcd.js";
 import { useBackend } from "./backend.js";
 
 const { backend, etcd } = useBackend();
-const sessions: Session[] = [];
+// After useBackend: the sessions close before the backend does.
+const open = useSessions(etcd, { keepAlive: "manual" });
+const fresh = freshNames("lock");
 
-// Registered after useBackend's, so it runs before the backend closes.
-afterAll(async () => {
-  await Promise.all(sessions.map((s) => s.close().catch(() => {})));
-});
-
-let n = 0;
-const fresh = (label = "lock") => `${label}${++n}`;
-
-async function session(ttl = 30, client: Etcd = etcd): Promise<Session> {
-  const s = await client.session({ ttl, keepAlive: "manual" });
-  sessions.push(s);
-  return s;
-}
-
-/** Waits until `count` contenders have keys under the lock or election `name`. */
-async function lineLength(name: string, count: number, client: Etcd = etcd): Promise<void> {
-  await until(
-    `${count} contenders in ${name}`,
-    5_000,
-    async () => (await client.range({ prefix: `${name}/`, countOnly: true })).count === count,
-    10,
-  );
-}
+const session = (ttl = 30, client: Etcd = etcd): Promise<Session> => open({ ttl }, client);
 
 /** How long after advance(3_500) a 2 s lease may still take to go on real etcd. */
 const EXPIRY_GRACE_MS = 3_000;
@@ -56,7 +36,7 @@ describe("mutex", () => {
           await lock.unlock();
         }),
       );
-      await lineLength(name, i + 2);
+      await untilLineLength(etcd, name, i + 2);
     }
     expect(order).toEqual([]);
     await holder.unlock();
@@ -105,7 +85,7 @@ describe("mutex", () => {
       // A new mutex guesses an empty line too: refused (nothing written, nothing read), then the full join.
       const waiter = (await session(30, client)).mutex(name);
       const waiting = waiter.lock();
-      await lineLength(name, 2);
+      await untilLineLength(etcd, name, 2);
       expect(joins.map((j) => j.sent)).toEqual(["put alone", "put alone", "full"]);
       const refused = joins[1]!.answer;
       expect(refused.succeeded ?? false).toBe(false);
@@ -170,7 +150,7 @@ describe("mutex", () => {
       expect((await fenced(first, "from first")).succeeded).toBe(true);
       const s2 = await session();
       const second = s2.mutex(name).lock();
-      await lineLength(name, 2);
+      await untilLineLength(etcd, name, 2);
       await etcd.lease.revoke(s1.leaseId);
       const secondLock = await within(5_000, "second acquires", second);
       expect((await fenced(first, "stale")).succeeded).toBe(false);
@@ -202,7 +182,7 @@ describe("handoff cost", () => {
       const waiterSession = await session(30, quiet.backend.client({ fetch }));
       const mark = fetch.mark();
       const acquiring = waiterSession.mutex(name).lock();
-      await lineLength(name, 2, quiet.etcd);
+      await untilLineLength(quiet.etcd, name, 2);
       expect(await stillPending(acquiring, 100)).toBe(true);
       // Waiting costs the join (a new mutex guesses an empty line: the put alone, refused, then the full join)
       // and one watch on the predecessor; no polling.
@@ -231,12 +211,12 @@ describe("handoff cost", () => {
     const holder = await holderSession.mutex(name).lock();
     const middleSession = await session(30, quiet.etcd);
     const middle = middleSession.mutex(name).lock({ timeout: 10_000 });
-    await lineLength(name, 2, quiet.etcd);
+    await untilLineLength(quiet.etcd, name, 2);
     const fetch = recordingFetch(quiet.backend.fetch);
     const lastSession = await session(30, quiet.backend.client({ fetch }));
     const mark = fetch.mark();
     const acquiring = lastSession.mutex(name).lock({ timeout: 10_000 });
-    await lineLength(name, 3, quiet.etcd);
+    await untilLineLength(quiet.etcd, name, 3);
     expect(await stillPending(acquiring, 100)).toBe(true);
     expect(fetch.since(mark)).toEqual(JOIN_OF_NEW_MUTEX_BEHIND_HOLDER.concat("/v3/watch"));
     // The middle waiter gives up: its predecessor was not the holder, so the last one reads the line once,
@@ -268,7 +248,7 @@ describe("expiry", () => {
       () => undefined,
       (e: unknown) => ({ error: e, at: performance.now() }),
     );
-    await lineLength(name, 2);
+    await untilLineLength(etcd, name, 2);
     const advancedAt = performance.now();
     await backend.advance(3_500);
     // The server side: the waiter's key goes with its lease.
@@ -308,7 +288,7 @@ describe("expiry", () => {
         () => undefined,
         (e: unknown) => e,
       );
-      await lineLength(name, 2);
+      await untilLineLength(etcd, name, 2);
       await backend.advance(3_500);
       await until(
         "waiter key gone",
@@ -333,7 +313,7 @@ describe("expiry", () => {
       const lost = await holderSession.mutex(name).lock();
       const waiterSession = await session(60);
       const next = waiterSession.mutex(name).lock();
-      await lineLength(name, 2);
+      await untilLineLength(etcd, name, 2);
       await backend.advance(3_500);
       const nextLock = await within(EXPIRY_GRACE_MS + 1_000, "waiter acquires after the holder's lease expired", next);
       expect(nextLock.revision).toBeGreaterThan(lost.revision);
@@ -362,9 +342,9 @@ describe("election", () => {
     await e1.campaign("one");
     expect(e1.isLeader).toBe(true);
     const c2 = e2.campaign("two");
-    await lineLength(name, 2);
+    await untilLineLength(etcd, name, 2);
     const c3 = e3.campaign("three");
-    await lineLength(name, 3);
+    await untilLineLength(etcd, name, 3);
     expect(await stillPending(Promise.race([c2, c3]), 100)).toBe(true);
 
     const leader = await watcher.election(name).leader();
@@ -414,7 +394,7 @@ describe("election", () => {
       await leader.campaign("leader");
       const waiting = s2.election(name);
       const campaign = waiting.campaign("candidate");
-      await lineLength(name, 2);
+      await untilLineLength(etcd, name, 2);
       // Give the campaign's own continuation time to run past joining the line.
       expect(await stillPending(campaign, 100)).toBe(true);
       expect(waiting.isLeader).toBe(false);

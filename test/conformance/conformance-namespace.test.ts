@@ -2,18 +2,19 @@
 // stripped, and no call reaches outside the namespace (KV, ranges to "\0", 0xff prefixes, txn, watch, leases).
 import { describe, expect, it } from "vitest";
 import { cmp, type Etcd, type KeyValue, op, type WatchBatch } from "../../src/index.js";
-import { bytes, eventCount, events, pull, useWatches } from "../support/etcd.js";
+import { bytes, eventCount, events, freshNames, pull, useWatches } from "../support/etcd.js";
 import { useBackend } from "./backend.js";
 
 const { backend } = useBackend();
 
-let n = 0;
+const freshNamespace = freshNames("ns", "/");
+
 /**
  * A client scoped to a fresh namespace, a plain client (the backend's own namespace) to look from outside, and
  * the key just past the namespace (its prefix's range end), which must never be seen from inside.
  */
 function scopedPair(): { ns: string; scoped: Etcd; plain: Etcd; sibling: string } {
-  const ns = `ns${++n}/`;
+  const ns = freshNamespace();
   return {
     ns,
     scoped: backend.client({ namespace: `${backend.namespace}${ns}` }),

@@ -2,37 +2,18 @@
 // requests per acquisition, try/abort/timeout/lease loss leaving no key, fencing, and the one-call forms.
 //
 // Sessions here are keepAlive "manual" (no background renewals), as in conformance-locks.test.ts.
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { type Etcd, EtcdError, type Fetch, op, type Session } from "../../src/index.js";
-import { rejection, stillPending, until, within } from "../support/async.js";
-import { recordingFetch } from "../support/etcd.js";
+import { rejection, sleep, stillPending, until, within } from "../support/async.js";
+import { freshNames, lineLength, recordingFetch, untilLineLength, useSessions } from "../support/etcd.js";
 import { useBackend } from "./backend.js";
 
 const { backend, etcd } = useBackend();
-const sessions: Session[] = [];
+// After useBackend: the sessions close before the backend does.
+const open = useSessions(etcd, { keepAlive: "manual" });
+const fresh = freshNames("recipe");
 
-// Registered after useBackend's, so it runs before the backend closes.
-afterAll(async () => {
-  await Promise.all(sessions.map((s) => s.close().catch(() => {})));
-});
-
-let n = 0;
-const fresh = (label: string) => `${label}${++n}`;
-
-async function session(ttl = 30, client: Etcd = etcd): Promise<Session> {
-  const s = await client.session({ ttl, keepAlive: "manual" });
-  sessions.push(s);
-  return s;
-}
-
-async function keysUnder(prefix: string): Promise<number> {
-  return (await etcd.range({ prefix, countOnly: true })).count;
-}
-
-/** Waits until `count` keys are under `prefix`: contenders that have joined a line. */
-async function joined(prefix: string, count: number): Promise<void> {
-  await until(`${count} keys under ${prefix}`, 5_000, async () => (await keysUnder(prefix)) === count, 10);
-}
+const session = (ttl = 30, client: Etcd = etcd): Promise<Session> => open({ ttl }, client);
 
 /**
  * Forwards every request; once armed, the next transaction that puts a key is applied but its answer is lost
@@ -64,7 +45,7 @@ function slowJoins(inner: Fetch, ms: number): Fetch {
   return async (input, init) => {
     if (new URL(input).pathname === "/v3/kv/txn" && init.body.includes("request_put")) {
       const rest = { ...init, signal: new AbortController().signal };
-      await new Promise((resolve) => setTimeout(resolve, ms));
+      await sleep(ms);
       return inner(input, rest);
     }
     return inner(input, init);
@@ -92,7 +73,7 @@ describe("semaphore", () => {
           order.push("c");
           return p;
         });
-      await joined(`${name}/`, 3);
+      await untilLineLength(etcd, name, 3);
       const fourth = d
         .semaphore(name, { permits: 2 })
         .acquire()
@@ -100,7 +81,7 @@ describe("semaphore", () => {
           order.push("d");
           return p;
         });
-      await joined(`${name}/`, 4);
+      await untilLineLength(etcd, name, 4);
       expect(await stillPending(Promise.race([third, fourth]), 100)).toBe(true);
 
       const info = await etcd.inspectSemaphore(name);
@@ -118,7 +99,7 @@ describe("semaphore", () => {
       expect(fourthPermit.revision).toBeGreaterThan(thirdPermit.revision);
       expect(thirdPermit.revision).toBeGreaterThan(second.revision);
       await Promise.all([thirdPermit.release(), fourthPermit.release()]);
-      expect(await keysUnder(`${name}/`)).toBe(0);
+      expect(await lineLength(etcd, name)).toBe(0);
     },
   );
 
@@ -139,13 +120,13 @@ describe("semaphore", () => {
           .acquire({ signal: abort.signal })
           .catch((e: unknown) => e);
         ahead.push({ promise, abort });
-        await joined(`${name}/`, permits + i + 1);
+        await untilLineLength(etcd, name, permits + i + 1);
       }
       const fetch = recordingFetch(backend.fetch);
       const waiterSession = await session(30, backend.client({ fetch }));
       const mark = fetch.mark();
       const waiting = waiterSession.semaphore(name, { permits }).acquire();
-      await joined(`${name}/`, permits + 5);
+      await untilLineLength(etcd, name, permits + 5);
       // Three waiters ahead give up, one holder leaves and takes the last one ahead in: ours is not admitted.
       for (const { abort } of ahead.slice(0, 3)) abort.abort();
       await Promise.all(ahead.slice(0, 3).map((w) => w.promise));
@@ -164,7 +145,7 @@ describe("semaphore", () => {
       const uncontended = await waiterSession.semaphore(name, { permits }).acquire();
       expect(fetch.since(again)).toEqual(["/v3/kv/txn"]);
       await Promise.all([uncontended.release(), lastAhead.release()]);
-      expect(await keysUnder(`${name}/`)).toBe(0);
+      expect(await lineLength(etcd, name)).toBe(0);
     },
   );
 
@@ -180,7 +161,7 @@ describe("semaphore", () => {
       expect(p1!.held && p2!.held).toBe(true);
       expect(await semaphore.tryAcquire()).toBeUndefined();
       expect((await rejection(semaphore.acquire({ timeout: 0 }))).code).toBe("LOCKED");
-      expect(await keysUnder(`${name}/`)).toBe(2);
+      expect(await lineLength(etcd, name)).toBe(2);
       await p1!.release();
       const p3 = await semaphore.tryAcquire();
       expect(p3?.revision).toBeGreaterThan(p2!.revision);
@@ -199,7 +180,7 @@ describe("semaphore", () => {
       const error = await rejection(other.semaphore(name, { permits: 3 }).acquire());
       expect(error.code).toBe("PERMITS_MISMATCH");
       expect(error.message).toContain(holder.key);
-      expect(await keysUnder(`${name}/`)).toBe(1);
+      expect(await lineLength(etcd, name)).toBe(1);
       await holder.release();
       // Alone in the line, any number is accepted.
       const alone = await other.semaphore(name, { permits: 3 }).acquire();
@@ -209,7 +190,7 @@ describe("semaphore", () => {
       const lock = await (await session()).mutex(mutexName).lock();
       expect((await rejection(other.semaphore(mutexName, { permits: 2 }).acquire())).code).toBe("PERMITS_MISMATCH");
       await expect(etcd.inspectSemaphore(mutexName)).rejects.toMatchObject({ code: "PERMITS_MISMATCH" });
-      expect(await keysUnder(`${mutexName}/`)).toBe(1);
+      expect(await lineLength(etcd, mutexName)).toBe(1);
       await lock.unlock();
     },
   );
@@ -220,12 +201,12 @@ describe("semaphore", () => {
     const waiter = (await session()).semaphore(name, { permits: 1 });
     const abort = new AbortController();
     const aborted = waiter.acquire({ signal: abort.signal });
-    await joined(`${name}/`, 2);
+    await untilLineLength(etcd, name, 2);
     abort.abort();
     expect((await rejection(aborted)).code).toBe("ABORTED");
-    expect(await keysUnder(`${name}/`)).toBe(1);
+    expect(await lineLength(etcd, name)).toBe(1);
     expect((await rejection(waiter.acquire({ timeout: 150 }))).code).toBe("TIMEOUT");
-    expect(await keysUnder(`${name}/`)).toBe(1);
+    expect(await lineLength(etcd, name)).toBe(1);
     await holder.release();
     for (const permits of [0, -1, 1.5, Number.NaN, undefined]) {
       expect(() => waiter.session.semaphore(name, { permits: permits as number })).toThrow(
@@ -244,7 +225,7 @@ describe("semaphore", () => {
       const lost = await short.semaphore(name, { permits: 1 }).acquire();
       const signal = lost.signal;
       const next = (await session(60)).semaphore(name, { permits: 1 }).acquire();
-      await joined(`${name}/`, 2);
+      await untilLineLength(etcd, name, 2);
       await backend.advance(3_500);
       const nextPermit = await within(
         EXPIRY_GRACE_MS + 1_000,
@@ -258,7 +239,7 @@ describe("semaphore", () => {
       expect((await etcd.txn().if(nextPermit.ifHeld()).then(op.put(resource, "fresh")).commit()).succeeded).toBe(true);
       await expect(lost.release()).rejects.toMatchObject({ code: "LOCK_LOST" });
       await nextPermit.release();
-      expect(await keysUnder(`${name}/`)).toBe(0);
+      expect(await lineLength(etcd, name)).toBe(0);
     },
   );
 
@@ -270,10 +251,10 @@ describe("semaphore", () => {
       () => undefined,
       (e: unknown) => e,
     );
-    await joined(`${name}/`, 2);
+    await untilLineLength(etcd, name, 2);
     await backend.advance(3_500);
     expect(await within(EXPIRY_GRACE_MS + 2_000, "waiter fails", outcome)).toMatchObject({ code: "SESSION_EXPIRED" });
-    expect(await keysUnder(`${name}/`)).toBe(1);
+    expect(await lineLength(etcd, name)).toBe(1);
     await holder.release();
   });
 
@@ -283,12 +264,12 @@ describe("semaphore", () => {
     const holders = await Promise.all([session(), session()]);
     const held = await Promise.all(holders.map((s) => s.semaphore(name, { permits }).acquire()));
     const ahead = (await session()).semaphore(name, { permits }).acquire();
-    await joined(`${name}/`, 3);
+    await untilLineLength(etcd, name, 3);
     const fetch = losingOneAnswer(backend.fetch);
     const s = await session(30, backend.client({ fetch }));
     fetch.arm();
     const waiting = s.semaphore(name, { permits }).acquire();
-    await joined(`${name}/`, 4);
+    await untilLineLength(etcd, name, 4);
     await held[0]!.release();
     const first = await within(5_000, "the waiter ahead", ahead);
     expect(await stillPending(waiting, 150)).toBe(true);
@@ -297,7 +278,7 @@ describe("semaphore", () => {
     expect(fetch.lost).toBe(1);
     expect((await etcd.inspectSemaphore(name)).holders.map((h) => h.key)).toEqual([first.key, permit.key]);
     await Promise.all([first.release(), permit.release()]);
-    expect(await keysUnder(`${name}/`)).toBe(0);
+    expect(await lineLength(etcd, name)).toBe(0);
   });
 
   it('wait: "poll" counts only the keys ahead, not those behind', async () => {
@@ -306,9 +287,9 @@ describe("semaphore", () => {
       [session(), session()].map(async (s) => (await s).semaphore(name, { permits: 2 }).acquire()),
     );
     const waiting = (await session()).semaphore(name, { permits: 2 }).acquire({ wait: "poll", pollInterval: 50 });
-    await joined(`${name}/`, 3);
+    await untilLineLength(etcd, name, 3);
     const behind = (await session()).semaphore(name, { permits: 2 }).acquire({ wait: "poll", pollInterval: 50 });
-    await joined(`${name}/`, 4);
+    await untilLineLength(etcd, name, 4);
     expect(await stillPending(waiting, 100)).toBe(true);
     await held[1]!.release();
     const permit = await within(5_000, "polling waiter", waiting);
@@ -337,7 +318,7 @@ describe("read-write lock", () => {
           events.push("writer");
           return w;
         });
-      await joined(`${name}/`, 3);
+      await untilLineLength(etcd, name, 3);
       const reading = r3s
         .rwlock(name)
         .readLock()
@@ -345,7 +326,7 @@ describe("read-write lock", () => {
           events.push("reader after writer");
           return r;
         });
-      await joined(`${name}/`, 4);
+      await untilLineLength(etcd, name, 4);
       expect(await stillPending(Promise.race([writing, reading]), 100)).toBe(true);
       await expect(r3s.rwlock(name).readLock({ timeout: 0 })).rejects.toMatchObject({ code: "LOCKED" });
 
@@ -360,7 +341,7 @@ describe("read-write lock", () => {
       expect(events).toEqual(["writer", "reader after writer"]);
       expect(r3.revision).toBeGreaterThan(w.revision);
       await r3.unlock();
-      expect(await keysUnder(`${name}/`)).toBe(0);
+      expect(await lineLength(etcd, name)).toBe(0);
     },
   );
 
@@ -372,12 +353,12 @@ describe("read-write lock", () => {
       const [ws, r1s] = await Promise.all([session(), session()]);
       const w = await ws.rwlock(name).writeLock();
       const r1 = r1s.rwlock(name).readLock();
-      await joined(`${name}/`, 2);
+      await untilLineLength(etcd, name, 2);
       const fetch = recordingFetch(backend.fetch);
       const readerSession = await session(30, backend.client({ fetch }));
       const mark = fetch.mark();
       const r2 = readerSession.rwlock(name).readLock();
-      await joined(`${name}/`, 3);
+      await untilLineLength(etcd, name, 3);
       await w.unlock();
       const [first, second] = await within(5_000, "both readers", Promise.all([r1, r2]));
       expect(fetch.since(mark)).toEqual(["/v3/kv/txn", "/v3/watch", "/v3/kv/txn"]);
@@ -392,7 +373,7 @@ describe("read-write lock", () => {
     const reader = await short.rwlock(name).readLock();
     const writerSession = await session(60);
     const writing = writerSession.rwlock(name).writeLock();
-    await joined(`${name}/`, 2);
+    await untilLineLength(etcd, name, 2);
     await backend.advance(3_500);
     const writer = await within(EXPIRY_GRACE_MS + 1_000, "writer after the reader's lease expired", writing);
     expect((await etcd.txn().if(reader.ifHeld()).then(op.put(resource, "stale read")).commit()).succeeded).toBe(false);
@@ -402,11 +383,11 @@ describe("read-write lock", () => {
     const other = (await session()).rwlock(name);
     const abort = new AbortController();
     const aborted = other.readLock({ signal: abort.signal });
-    await joined(`${name}/`, 2);
+    await untilLineLength(etcd, name, 2);
     abort.abort();
     expect((await rejection(aborted)).code).toBe("ABORTED");
     expect((await rejection(other.writeLock({ timeout: 150 }))).code).toBe("TIMEOUT");
-    expect(await keysUnder(`${name}/`)).toBe(1);
+    expect(await lineLength(etcd, name)).toBe(1);
 
     // The writer's lease is revoked: its fenced write is refused from then on.
     await etcd.lease.revoke(writerSession.leaseId);
@@ -423,18 +404,18 @@ describe("read-write lock", () => {
       const s = await session(30, backend.client({ fetch }));
       fetch.arm();
       const reading = s.rwlock(name).readLock();
-      await joined(`${name}/`, 2);
+      await untilLineLength(etcd, name, 2);
       expect(await stillPending(reading, 100)).toBe(true);
       await writer.unlock();
       const reader = await within(5_000, "resent reader", reading);
       fetch.arm();
       const writing = s.rwlock(name).writeLock();
-      await joined(`${name}/`, 2);
+      await untilLineLength(etcd, name, 2);
       expect(await stillPending(writing, 100)).toBe(true);
       await reader.unlock();
       const next = await within(5_000, "resent writer", writing);
       expect(fetch.lost).toBe(2);
-      expect(await keysUnder(`${name}/`)).toBe(1);
+      expect(await lineLength(etcd, name)).toBe(1);
       await next.unlock();
     },
   );
@@ -471,7 +452,7 @@ describe("lockAll", () => {
             .commit()
         ).succeeded,
       ).toBe(false);
-      expect((await keysUnder(`${a}/`)) + (await keysUnder(`${b}/`))).toBe(0);
+      expect((await lineLength(etcd, a)) + (await lineLength(etcd, b))).toBe(0);
       await expect(both.unlock()).rejects.toMatchObject({ code: "LOCK_RELEASED" });
     },
   );
@@ -481,10 +462,10 @@ describe("lockAll", () => {
     const [ms, ls, ms2] = await Promise.all([session(), session(), session()]);
     const mutexB = await ms.mutex(b).lock();
     const taking = ls.lockAll([a, b]);
-    await joined(`${b}/`, 2);
+    await untilLineLength(etcd, b, 2);
     // lockAll holds its place in a's line: a mutex on a now waits for it.
     const mutexA = ms2.mutex(a).lock();
-    await joined(`${a}/`, 2);
+    await untilLineLength(etcd, a, 2);
     expect(await stillPending(Promise.race([taking, mutexA]), 100)).toBe(true);
     await expect((await session()).mutex(a).tryLock()).resolves.toBeUndefined();
     await mutexB.unlock();
@@ -521,7 +502,7 @@ describe("lockAll", () => {
                 holding.set(name, (holding.get(name) ?? 0) + 1);
                 if (holding.get(name)! > 1) overlaps++;
               }
-              await new Promise((resolve) => setTimeout(resolve, 2));
+              await sleep(2);
               for (const name of set) holding.set(name, holding.get(name)! - 1);
               acquisitions++;
               await locks.unlock();
@@ -531,7 +512,7 @@ describe("lockAll", () => {
       );
       expect(overlaps).toBe(0);
       expect(acquisitions).toBe(24);
-      for (const name of names) expect(await keysUnder(`${name}/`)).toBe(0);
+      for (const name of names) expect(await lineLength(etcd, name)).toBe(0);
     },
   );
 
@@ -542,14 +523,14 @@ describe("lockAll", () => {
       const holder = await (await session()).mutex(b).lock();
       const s = await session();
       expect((await rejection(s.lockAll([a, b], { timeout: 0 }))).code).toBe("LOCKED");
-      expect(await keysUnder(`${a}/`)).toBe(0);
+      expect(await lineLength(etcd, a)).toBe(0);
       const abort = new AbortController();
       const aborted = s.lockAll([a, b], { signal: abort.signal });
-      await joined(`${b}/`, 2);
+      await untilLineLength(etcd, b, 2);
       abort.abort();
       expect((await rejection(aborted)).code).toBe("ABORTED");
       expect((await rejection(s.lockAll([b, a], { timeout: 150 }))).code).toBe("TIMEOUT");
-      expect([await keysUnder(`${a}/`), await keysUnder(`${b}/`)]).toEqual([0, 1]);
+      expect([await lineLength(etcd, a), await lineLength(etcd, b)]).toEqual([0, 1]);
       await holder.unlock();
 
       const fetch = recordingFetch(backend.fetch);
@@ -567,7 +548,7 @@ describe("lockAll", () => {
     const short = await session(2);
     const both = await short.lockAll([a, b]);
     const next = (await session(60)).mutex(a).lock();
-    await joined(`${a}/`, 2);
+    await untilLineLength(etcd, a, 2);
     await backend.advance(3_500);
     const lock = await within(EXPIRY_GRACE_MS + 1_000, "mutex after the multi-lock's lease expired", next);
     expect(
@@ -592,14 +573,14 @@ describe("lockAll", () => {
     const s = await session(30, backend.client({ fetch }));
     fetch.arm();
     const taking = s.lockAll([a, b]);
-    await joined(`${b}/`, 2);
+    await untilLineLength(etcd, b, 2);
     expect(await stillPending(taking, 100)).toBe(true);
     await holder.unlock();
     const both = await within(5_000, "resent lockAll", taking);
     expect(fetch.lost).toBe(1);
     expect((await etcd.inspectLock(a)).holder?.revision).toBe(both.revision);
     expect((await etcd.inspectLock(b)).holder?.revision).toBe(both.revision);
-    expect([await keysUnder(`${a}/`), await keysUnder(`${b}/`)]).toEqual([1, 1]);
+    expect([await lineLength(etcd, a), await lineLength(etcd, b)]).toEqual([1, 1]);
     await both.unlock();
   });
 });
@@ -619,8 +600,8 @@ describe("a join still on the wire when the caller gives up", () => {
     const aborted = s.semaphore(sem, { permits: 1 }).acquire({ signal: abort.signal });
     abort.abort();
     expect((await rejection(aborted)).code).toBe("ABORTED");
-    await new Promise((resolve) => setTimeout(resolve, 300));
-    for (const prefix of [sem, rw, a, b]) expect(await keysUnder(`${prefix}/`)).toBe(0);
+    await sleep(300);
+    for (const prefix of [sem, rw, a, b]) expect(await lineLength(etcd, prefix)).toBe(0);
   });
 });
 
@@ -652,7 +633,7 @@ describe("withSemaphore, withLocks", () => {
       { ttl: 10 },
     );
     expect(sum).toBe(2);
-    expect([await keysUnder(`${name}/`), await keysUnder(`${a}/`), await keysUnder(`${b}/`)]).toEqual([0, 0, 0]);
+    expect([await lineLength(etcd, name), await lineLength(etcd, a), await lineLength(etcd, b)]).toEqual([0, 0, 0]);
     await expect(etcd.withSemaphore(name, 0, () => 1)).rejects.toBeInstanceOf(EtcdError);
     await expect(etcd.withLocks([a, a], () => 1)).rejects.toMatchObject({ code: "INVALID_ARGUMENT" });
   });

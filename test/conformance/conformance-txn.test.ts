@@ -3,12 +3,12 @@
 import { describe, expect, it } from "vitest";
 import { cmp, type Compare, op, type RangeResult } from "../../src/index.js";
 import { rejection } from "../support/async.js";
+import { freshNames } from "../support/etcd.js";
 import { useBackend } from "./backend.js";
 
 const { backend, etcd } = useBackend();
 
-let n = 0;
-const fresh = () => `txn${++n}/`;
+const fresh = freshNames("txn", "/");
 
 /** Whether the compare holds, by a read-only txn. */
 async function holds(...compares: Compare[]): Promise<boolean> {

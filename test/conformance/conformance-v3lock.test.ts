@@ -4,8 +4,9 @@
 // until the lock is acquired.
 import { afterAll, describe, expect, it } from "vitest";
 import type { Session } from "../../src/index.js";
-import { stillPending, until, within } from "../support/async.js";
-import { sharedEndpoint } from "../support/etcd.js";
+import { stillPending, within } from "../support/async.js";
+import { freshNames, untilLineLength, sharedEndpoint } from "../support/etcd.js";
+import { b64, unb64 } from "../support/wire.js";
 import { useBackend } from "./backend.js";
 
 const { backend, etcd } = useBackend();
@@ -18,10 +19,7 @@ afterAll(async () => {
   await Promise.all(sessions.map((s) => s.close().catch(() => {})));
 });
 
-const utf8 = new TextEncoder();
-const b64 = (s: string) => btoa(String.fromCharCode(...utf8.encode(s)));
-let n = 0;
-const fresh = () => `v3lock${++n}`;
+const fresh = freshNames("v3lock");
 
 /** The gateway the backend's clients talk to (the mock answers any host). */
 function endpoint(): string {
@@ -58,9 +56,7 @@ async function v3lock(name: string, lease: string): Promise<V3Lock> {
   aborts.push(abort);
   const res = await post("/v3/lock/lock", { name: b64(backend.namespace + name), lease }, abort.signal);
   const rawKey = res.key as string;
-  const key = new TextDecoder()
-    .decode(Uint8Array.from(atob(rawKey), (c) => c.charCodeAt(0)))
-    .slice(backend.namespace.length);
+  const key = unb64(rawKey).slice(backend.namespace.length);
   const kv = await etcd.get(key);
   return { key, revision: kv!.createRevision, rawKey };
 }
@@ -77,22 +73,13 @@ async function grant(ttl = 30): Promise<string> {
   return (await etcd.lease.grant(ttl)).id;
 }
 
-async function lineLength(name: string, count: number): Promise<void> {
-  await until(
-    `${count} in the line of ${name}`,
-    5_000,
-    async () => (await etcd.range({ prefix: `${name}/`, countOnly: true })).count === count,
-    10,
-  );
-}
-
 describe("v3lock and the SDK's mutex share one line", () => {
   it("a v3lock caller waits for the SDK holder, then the SDK waits for it; fencing tokens increase", async () => {
     const name = fresh();
     const holder = await (await session()).mutex(name).lock();
     const lease = await grant();
     const server = v3lock(name, lease);
-    await lineLength(name, 2);
+    await untilLineLength(etcd, name, 2);
     expect(await stillPending(server, 200)).toBe(true);
     const line = await etcd.inspectLock(name);
     expect(line).toMatchObject({
@@ -113,7 +100,7 @@ describe("v3lock and the SDK's mutex share one line", () => {
     const next = (await session()).mutex(name);
     expect(await next.tryLock()).toBeUndefined();
     const waiting = next.lock();
-    await lineLength(name, 2);
+    await untilLineLength(etcd, name, 2);
     expect(await stillPending(waiting, 200)).toBe(true);
     await v3unlock(held);
     const lock = await within(5_000, "SDK acquires after v3lock unlocks", waiting);
@@ -143,7 +130,7 @@ describe("v3lock and the SDK's mutex share one line", () => {
     const labels = ["sdk-1", "v3lock-2", "sdk-3", "v3lock-4"];
     for (const [i, label] of labels.entries()) {
       waiters.push(label.startsWith("sdk") ? sdkWaiter(label) : serverWaiter(label));
-      await lineLength(name, i + 2);
+      await untilLineLength(etcd, name, i + 2);
     }
     expect(order).toEqual([]);
     await v3unlock(first);
@@ -157,7 +144,7 @@ describe("v3lock and the SDK's mutex share one line", () => {
     const lease = await grant();
     const held = await v3lock(name, lease);
     const waiting = (await session()).mutex(name).lock();
-    await lineLength(name, 2);
+    await untilLineLength(etcd, name, 2);
     await etcd.lease.revoke(lease);
     const lock = await within(5_000, "SDK acquires after the v3lock lease ended", waiting);
     expect(await etcd.get(held.key)).toBeUndefined();

@@ -6,15 +6,14 @@ import { runInNewContext } from "node:vm";
 import { describe, expect, it } from "vitest";
 import { EtcdError, op, type WatchBatch, type WatchQuery } from "../../src/index.js";
 import { sleep, within } from "../support/async.js";
-import { eventCount, pull, useWatches } from "../support/etcd.js";
+import { eventCount, freshNames, pull, useWatches } from "../support/etcd.js";
 import { useBackend } from "./backend.js";
 
 const { backend, etcd } = useBackend();
 
 const watchOn = useWatches();
 
-let n = 0;
-const fresh = () => `watch${++n}/`;
+const fresh = freshNames("watch", "/");
 
 /** Pulls batches until `events` events have arrived (within 5 s). */
 const take = (iterator: AsyncIterator<WatchBatch>, events: number) => pull(iterator, eventCount(events), 5_000);

@@ -3,7 +3,7 @@
 // (Tokens, permissions and failures that both backends share: test/conformance/conformance-auth.test.ts.)
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Etcd, WatchBatch } from "../../src/index.js";
-import { client, events, pull, recordingFetch } from "../support/etcd.js";
+import { authCalls, client, events, pull, recordingFetch } from "../support/etcd.js";
 import { addUser, enableAuth, startEtcd, type EtcdMember } from "./harness.js";
 
 const rootPassword = "root-pw";
@@ -22,9 +22,6 @@ function appClient(): { etcd: Etcd; fetch: ReturnType<typeof recordingFetch> } {
   const fetch = recordingFetch();
   return { etcd: client({ endpoints: member.clientUrl, auth: { username: "app", password: "app-pw" }, fetch }), fetch };
 }
-
-const authCalls = (fetch: ReturnType<typeof recordingFetch>) =>
-  fetch.paths().filter((p) => p === "/v3/auth/authenticate").length;
 
 describe("token refresh after the server forgets its tokens", () => {
   let sequential: ReturnType<typeof appClient>;

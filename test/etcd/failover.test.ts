@@ -2,7 +2,7 @@
 // server that never answers and endpoints that refuse connections.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cmp, EtcdError, EtcdTimeoutError, op, type WatchBatch } from "../../src/index.js";
-import { within } from "../support/async.js";
+import { sleep, within } from "../support/async.js";
 import { client, events, pull, recordingFetch, sharedEndpoint, uniquePrefix } from "../support/etcd.js";
 import { closedPortUrl, silentServer } from "../support/loopback.js";
 import { makeLeader, startCluster, type EtcdCluster } from "./harness.js";
@@ -133,7 +133,7 @@ describe("3-member cluster", () => {
       );
       if (error instanceof EtcdError && error.code === "UNAVAILABLE") break;
       if (Date.now() > deadline) throw new Error(`member 2 still answers without quorum: ${String(error)}`);
-      await new Promise((r) => setTimeout(r, 200));
+      await sleep(200);
     }
     const started = Date.now();
     await expect(lonely.get(`${ns}k0`)).rejects.toMatchObject({

@@ -4,14 +4,16 @@
 // an untrusted server), and etcd's refusal of a client certificate with a Common Name once auth is enabled.
 // Members are started and stopped here by PID, on free loopback ports.
 import { type ChildProcess, execFile, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, openSync, closeSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, openSync, closeSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Etcd, EtcdError, type EtcdOptions, op } from "../../src/index.js";
+import { type Etcd, type EtcdError, type EtcdOptions, op } from "../../src/index.js";
 import { createNodeFetch, type NodeFetch, type NodeFetchOptions } from "../../src/node/index.js";
-import { within } from "../support/async.js";
+import { rejection, sleep, within } from "../support/async.js";
+import { client } from "../support/etcd.js";
 import { freePort } from "../support/etcd-members.js";
+import { killedWithParent } from "../support/processes.js";
 import { etcdBinDir } from "./harness.js";
 
 const run = (command: string, args: string[], cwd: string, env: NodeJS.ProcessEnv = process.env) =>
@@ -95,8 +97,6 @@ interface TlsMember {
   stop(): Promise<void>;
 }
 
-const SETPRIV = "/usr/bin/setpriv";
-
 async function startTlsMember(dir: string, name: string, clientCertAuth: boolean): Promise<TlsMember> {
   const [clientPort, peerPort] = [await freePort(), await freePort()];
   const url = `https://127.0.0.1:${clientPort}`;
@@ -131,9 +131,7 @@ async function startTlsMember(dir: string, name: string, clientCertAuth: boolean
   // The parent-death signal ends etcd with this process, however it ends.
   // The run's etcd version (each etcd-3.x project sets it).
   const etcd = join(etcdBinDir(), "etcd");
-  const child: ChildProcess = existsSync(SETPRIV)
-    ? spawn(SETPRIV, ["--pdeathsig", "KILL", "--", etcd, ...args], { stdio: ["ignore", log, log], env })
-    : spawn(etcd, args, { stdio: ["ignore", log, log], env });
+  const child: ChildProcess = spawn(...killedWithParent(etcd, args), { stdio: ["ignore", log, log], env });
   closeSync(log);
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   const tls = [
@@ -171,7 +169,7 @@ async function startTlsMember(dir: string, name: string, clientCertAuth: boolean
           { cause: error },
         );
       }
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      await sleep(200);
     }
   }
 }
@@ -187,20 +185,13 @@ function nodeFetch(options: NodeFetchOptions): NodeFetch {
   fetches.push(fetch);
   return fetch;
 }
-function client(member: TlsMember, options: Partial<EtcdOptions> = {}): Etcd {
-  return new Etcd({ endpoints: [member.url], timeout: 5_000, retries: 1, ...options });
+/** A client of a TLS member (each test gives it the fetch that holds the certificates). */
+function tlsClient(member: TlsMember, options: Partial<EtcdOptions> = {}): Etcd {
+  return client({ endpoints: [member.url], timeout: 5_000, retries: 1, ...options });
 }
-async function typed(promise: Promise<unknown>): Promise<EtcdError> {
-  const outcome = await within(
-    10_000,
-    "the call",
-    promise.then(
-      () => undefined,
-      (error: unknown) => error,
-    ),
-  );
-  expect(outcome, "the call succeeded").toBeInstanceOf(EtcdError);
-  return outcome as EtcdError;
+/** The EtcdError the call fails with, within 10 s. */
+function typed(promise: Promise<unknown>): Promise<EtcdError> {
+  return rejection(within(10_000, "the call", promise));
 }
 
 beforeAll(async () => {
@@ -221,7 +212,7 @@ afterAll(async () => {
 describe("mutual TLS (--client-cert-auth) with createNodeFetch({ ca, cert, key })", () => {
   it("KV, txn, lease, watch and a lock all work", async () => {
     const fetch = nodeFetch({ ca: pem("ca.crt"), cert: pem("client-cn.crt"), key: pem("client-cn.key") });
-    const etcd = client(mutual, { fetch });
+    const etcd = tlsClient(mutual, { fetch });
     await etcd.put("mtls/k", "v1");
     expect((await etcd.get("mtls/k"))?.value).toBe("v1");
     const controller = new AbortController();
@@ -231,7 +222,7 @@ describe("mutual TLS (--client-cert-auth) with createNodeFetch({ ca, cert, key }
       }
       return undefined;
     })();
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await sleep(200);
     await etcd.put("mtls/w/1", "event");
     expect(await within(5_000, "watch event", seen)).toBe("event");
     controller.abort();
@@ -248,9 +239,9 @@ describe("mutual TLS (--client-cert-auth) with createNodeFetch({ ca, cert, key }
   });
 
   it("without a client certificate the handshake is refused: UNAVAILABLE, nothing written", async () => {
-    const error = await typed(client(mutual, { fetch: nodeFetch({ ca: pem("ca.crt") }) }).put("mtls/refused", "x"));
+    const error = await typed(tlsClient(mutual, { fetch: nodeFetch({ ca: pem("ca.crt") }) }).put("mtls/refused", "x"));
     expect(error.code).toBe("UNAVAILABLE");
-    const check = client(mutual, {
+    const check = tlsClient(mutual, {
       fetch: nodeFetch({ ca: pem("ca.crt"), cert: pem("client-nocn.crt"), key: pem("client-nocn.key") }),
     });
     expect(await check.get("mtls/refused")).toBeUndefined();
@@ -258,7 +249,7 @@ describe("mutual TLS (--client-cert-auth) with createNodeFetch({ ca, cert, key }
 
   it("a client certificate from another CA is refused", async () => {
     const fetch = nodeFetch({ ca: pem("ca.crt"), cert: pem("stranger.crt"), key: pem("stranger.key") });
-    expect((await typed(client(mutual, { fetch }).get("mtls/k"))).code).toBe("UNAVAILABLE");
+    expect((await typed(tlsClient(mutual, { fetch }).get("mtls/k"))).code).toBe("UNAVAILABLE");
   });
 
   it("cert without key (or key without cert) is refused when the fetch is made", () => {
@@ -273,7 +264,7 @@ describe("mutual TLS (--client-cert-auth) with createNodeFetch({ ca, cert, key }
 
 describe("a private CA without client certificates", () => {
   it("createNodeFetch({ ca }) trusts it", async () => {
-    const etcd = client(privateCa, { fetch: nodeFetch({ ca: pem("ca.crt") }) });
+    const etcd = tlsClient(privateCa, { fetch: nodeFetch({ ca: pem("ca.crt") }) });
     await etcd.put("private/k", "v");
     expect((await etcd.get("private/k"))?.value).toBe("v");
   });
@@ -281,11 +272,11 @@ describe("a private CA without client certificates", () => {
   it(
     "the server certificate is verified: Node's roots alone, " + "in the global fetch or createNodeFetch(), refuse it",
     async () => {
-      expect((await typed(client(privateCa).get("private/k"))).code).toBe("UNAVAILABLE");
-      expect((await typed(client(privateCa, { fetch: nodeFetch({}) }).get("private/k"))).code).toBe("UNAVAILABLE");
+      expect((await typed(tlsClient(privateCa).get("private/k"))).code).toBe("UNAVAILABLE");
+      expect((await typed(tlsClient(privateCa, { fetch: nodeFetch({}) }).get("private/k"))).code).toBe("UNAVAILABLE");
       // The right CA but the wrong name to check the certificate against.
       const misnamed = nodeFetch({ ca: pem("ca.crt"), servername: "not-etcd.test" });
-      expect((await typed(client(privateCa, { fetch: misnamed }).get("private/k"))).code).toBe("UNAVAILABLE");
+      expect((await typed(tlsClient(privateCa, { fetch: misnamed }).get("private/k"))).code).toBe("UNAVAILABLE");
     },
   );
 });
@@ -305,7 +296,7 @@ describe("auth with --client-cert-auth: etcd's gateway refuses a client certific
   it("with a CN: UNAUTHENTICATED saying what to change (etcd answers a plain-text 400 before any auth)", async () => {
     const fetch = nodeFetch({ ca: pem("ca.crt"), cert: pem("client-cn.crt"), key: pem("client-cn.key") });
     const error = await typed(
-      client(mutual, { fetch, auth: { username: "app", password: "app-pw" } }).put("auth/k", "v"),
+      tlsClient(mutual, { fetch, auth: { username: "app", password: "app-pw" } }).put("auth/k", "v"),
     );
     expect(error.code).toBe("UNAUTHENTICATED");
     expect(error.message).toMatch(/without a CN/);
@@ -313,7 +304,7 @@ describe("auth with --client-cert-auth: etcd's gateway refuses a client certific
 
   it("without a CN, username and password work as usual", async () => {
     const fetch = nodeFetch({ ca: pem("ca.crt"), cert: pem("client-nocn.crt"), key: pem("client-nocn.key") });
-    const etcd = client(mutual, { fetch, auth: { username: "app", password: "app-pw" } });
+    const etcd = tlsClient(mutual, { fetch, auth: { username: "app", password: "app-pw" } });
     await etcd.put("auth/k", "v");
     expect((await etcd.get("auth/k"))?.value).toBe("v");
     expect((await typed(etcd.put("outside", "v"))).code).toBe("PERMISSION_DENIED");

@@ -3,38 +3,27 @@
 // clusters, restarts, auth and the TCP relay, all of the project's etcd version.
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { eventually, sharedEndpoint } from "../support/etcd.js";
+import { send } from "../support/raw-gateway.js";
 import { startTcpProxy } from "../support/tcp-proxy.js";
+import { b64, unb64 } from "../support/wire.js";
 import { addUser, enableAuth, etcdVersion, makeLeader, startCluster, startEtcd, type EtcdCluster } from "./harness.js";
 
-const b64 = (s: string) => Buffer.from(s, "utf8").toString("base64");
-const unb64 = (s: string) => Buffer.from(s, "base64").toString("utf8");
-
-interface CallResult {
-  status: number;
-  body: Record<string, unknown>;
-}
-
-async function call(
+/** One POST to a member (any status), its answer parsed. */
+async function request(
   endpoint: string,
   path: string,
   body: unknown,
   headers: Record<string, string> = {},
-): Promise<CallResult> {
-  const res = await fetch(`${endpoint}${path}`, {
-    method: "POST",
-    // hasleader makes a leaderless member answer 503 at once instead of after ~7 s.
-    headers: { "content-type": "application/json", "Grpc-Metadata-hasleader": "true", ...headers },
-    body: JSON.stringify(body),
-    signal: AbortSignal.timeout(5_000),
-  });
-  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+): Promise<{ status: number; body: Record<string, unknown> }> {
+  const { status, text } = await send(endpoint, path, body, { headers, timeoutMs: 5_000 });
+  return { status, body: JSON.parse(text) as Record<string, unknown> };
 }
 
 const put = (endpoint: string, key: string, value: string, headers?: Record<string, string>) =>
-  call(endpoint, "/v3/kv/put", { key: b64(key), value: b64(value) }, headers);
+  request(endpoint, "/v3/kv/put", { key: b64(key), value: b64(value) }, headers);
 
 async function get(endpoint: string, key: string): Promise<string | undefined> {
-  const { status, body } = await call(endpoint, "/v3/kv/range", { key: b64(key) });
+  const { status, body } = await request(endpoint, "/v3/kv/range", { key: b64(key) });
   if (status !== 200) throw new Error(`range ${key}: HTTP ${status} ${JSON.stringify(body)}`);
   const kvs = (body.kvs ?? []) as Array<{ value?: string }>;
   return kvs[0] === undefined ? undefined : unb64(kvs[0].value ?? "");
@@ -177,7 +166,7 @@ describe("auth", () => {
       expect((await put(member.clientUrl, "app/anon", "x")).status).not.toBe(200);
 
       const token = async (name: string, password: string) => {
-        const { status, body } = await call(member.clientUrl, "/v3/auth/authenticate", { name, password });
+        const { status, body } = await request(member.clientUrl, "/v3/auth/authenticate", { name, password });
         expect(status).toBe(200);
         expect(typeof body.token).toBe("string");
         return { authorization: body.token as string };

@@ -2,11 +2,11 @@
 // the fault relay and checks that the lock, session or release still does what it promises, within a bound.
 // Each of these stalled or lied before the liveness work: the comment on each says how.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Etcd, type Fetch, isEtcdError, type Lock } from "../../src/index.js";
+import type { Etcd, Fetch, Lock } from "../../src/index.js";
 import { createNodeFetch } from "../../src/node/index.js";
 import { type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
 import { rejection, sleep, stillPending, until, within } from "../support/async.js";
-import { client, keysUnder, sharedEndpoint, uniqueName } from "../support/etcd.js";
+import { client, keysUnder, leaseAlive, sharedEndpoint, uniqueName } from "../support/etcd.js";
 import { startEtcd } from "./harness.js";
 
 const etcd = client();
@@ -23,16 +23,6 @@ afterAll(async () => {
 /** A client that reaches etcd only through the relay. */
 function relayed(options: Partial<ConstructorParameters<typeof Etcd>[0]> = {}): Etcd {
   return client({ endpoints: [proxy.url], timeout: 5_000, ...options });
-}
-
-async function leaseAlive(leaseId: string): Promise<boolean> {
-  return etcd.lease.timeToLive(leaseId).then(
-    () => true,
-    (error: unknown) => {
-      if (isEtcdError(error, "LEASE_NOT_FOUND")) return false;
-      throw error;
-    },
-  );
 }
 
 describe("a waiter whose watch connection goes silent", () => {
@@ -75,7 +65,7 @@ describe("a silent endpoint costs one attempt, not the call", () => {
     try {
       await sleep(7_000);
       expect(session.alive).toBe(true);
-      expect(await leaseAlive(session.leaseId)).toBe(true);
+      expect(await leaseAlive(etcd, session.leaseId)).toBe(true);
     } finally {
       proxy.resume();
       await session.close();
@@ -252,7 +242,7 @@ describe("release is idempotent and honest", () => {
     const dropped = proxy.dropNextAnswer({ path: "/v3/lease/revoke" });
     expect(await session.close()).toBe(true);
     expect(await dropped).toBeDefined();
-    expect(await leaseAlive(session.leaseId)).toBe(false);
+    expect(await leaseAlive(etcd, session.leaseId)).toBe(false);
   });
 
   it("a per-call withLock whose revoke answer was lost returns fn's value", async () => {
@@ -285,7 +275,7 @@ describe("manual leases wait as long as the caller allows", () => {
     expect(session.alive).toBe(true);
     await session.renewWhile(() => sleep(1_800));
     expect(session.alive).toBe(true);
-    expect(await leaseAlive(session.leaseId)).toBe(true);
+    expect(await leaseAlive(etcd, session.leaseId)).toBe(true);
     await session.close();
   });
 

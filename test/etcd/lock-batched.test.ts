@@ -56,10 +56,7 @@ describe("locks started together on one client", () => {
       const rest = others.map((s, i) => s.mutex(`${name}-other${i}`).lock());
       const held = await Promise.race(both);
       const later = both[(await Promise.race(both.map((p, i) => p.then(() => i)))) === 0 ? 1 : 0]!;
-      const outcome = await Promise.race([
-        later.then(() => "taken"),
-        new Promise((r) => setTimeout(r, 300, "waiting")),
-      ]);
+      const outcome = await Promise.race([later.then(() => "taken"), sleep(300).then(() => "waiting")]);
       expect(outcome).toBe("waiting");
       expect((await keysUnder(etcd, name)).length).toBe(2);
       // The name's joins never shared a request: each session's put alone went in one of its own (the other

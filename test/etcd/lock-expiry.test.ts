@@ -3,7 +3,7 @@
 import { describe, it } from "vitest";
 import { EtcdError, type Lock, op, type Session } from "../../src/index.js";
 import { rejection, sleep, stillPending, until, within } from "../support/async.js";
-import { client, keysUnder, leaseHex, uniqueName, useSessions } from "../support/etcd.js";
+import { client, keysUnder, leaseAlive, leaseHex, uniqueName, useSessions } from "../support/etcd.js";
 
 const etcd = client();
 const newSession = useSessions(etcd, { ttl: 10 });
@@ -13,17 +13,6 @@ async function heldLock(): Promise<{ name: string; lock: Lock; session: Session 
   const name = uniqueName();
   const session = await newSession({ ttl: 20 });
   return { name, session, lock: await session.mutex(name).lock() };
-}
-
-/** Whether the server still has the lease (a TTL of 0 means "expiring", not yet revoked). */
-async function leaseExists(leaseId: string): Promise<boolean> {
-  try {
-    await etcd.lease.timeToLive(leaseId);
-    return true;
-  } catch (error) {
-    if (error instanceof EtcdError && error.code === "LEASE_NOT_FOUND") return false;
-    throw error;
-  }
 }
 
 function aborted(signal: AbortSignal): Promise<void> {
@@ -154,7 +143,7 @@ describe.concurrent("a holder whose lease runs out", () => {
       expect(session.alive).toBe(false);
 
       // On the server: once the lease has expired, the fence refuses the stale holder.
-      await until("server expired the lease", 10_000, async () => !(await leaseExists(lock.leaseId)), 100);
+      await until("server expired the lease", 10_000, async () => !(await leaseAlive(etcd, lock.leaseId)), 100);
       const stale = await etcd.txn().if(lock.ifHeld()).then(op.put(fenced, "stale")).commit();
       expect(stale.succeeded).toBe(false);
       expect((await etcd.get(fenced))?.value).toBe("first");
@@ -229,7 +218,7 @@ describe.concurrent("a holder whose lease runs out", () => {
     expect(session.alive).toBe(true);
     expect(session.remaining()).toBeGreaterThan(0);
     expect(lock.held).toBe(true);
-    expect(await leaseExists(session.leaseId)).toBe(true);
+    expect(await leaseAlive(etcd, session.leaseId)).toBe(true);
     expect((await etcd.inspectLock(name)).holder?.key).toBe(lock.key);
     expect(
       (
@@ -392,7 +381,7 @@ describe.concurrent("tickets", () => {
     const ticket = lock.toJSON();
     await lock.unlock();
     expect((await rejection(client().resumeLock(ticket, { keepAlive: "auto" }))).code).toBe("LOCK_LOST");
-    await until("the abandoned lease expired", 8_000, async () => !(await leaseExists(owner.leaseId)), 200);
+    await until("the abandoned lease expired", 8_000, async () => !(await leaseAlive(etcd, owner.leaseId)), 200);
   });
 });
 

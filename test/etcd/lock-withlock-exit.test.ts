@@ -7,24 +7,14 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { EtcdError, type Lock, op } from "../../src/index.js";
+import { type Lock, op } from "../../src/index.js";
 import { rejection, sleep } from "../support/async.js";
-import { client, keysUnder, recordingFetch, sharedEndpoint, uniqueName } from "../support/etcd.js";
+import { client, keysUnder, leaseAlive, recordingFetch, sharedEndpoint, uniqueName } from "../support/etcd.js";
 
 const etcd = client();
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, "../..");
 const fixture = join(here, "fixtures", "withlock-exit.mjs");
-
-async function leaseGone(leaseId: string): Promise<boolean> {
-  try {
-    await etcd.lease.timeToLive(leaseId);
-    return false;
-  } catch (error) {
-    if (error instanceof EtcdError && error.code === "LEASE_NOT_FOUND") return true;
-    throw error;
-  }
-}
 
 describe("withLock in-process", () => {
   it(
@@ -53,7 +43,7 @@ describe("withLock in-process", () => {
       expect(seen).toBeDefined();
       expect((await etcd.inspectLock(name)).holder).toBeUndefined();
       expect(await keysUnder(etcd, name)).toEqual([]);
-      expect(await leaseGone(seen!.leaseId)).toBe(true);
+      expect(await leaseAlive(etcd, seen!.leaseId)).toBe(false);
     },
   );
 
@@ -81,7 +71,7 @@ describe("withLock in-process", () => {
       ).rejects.toBe(boom);
       expect(heldWhenThrown).toBe(true);
       expect((await etcd.inspectLock(name)).holder).toBeUndefined();
-      expect(await leaseGone(leaseId!)).toBe(true);
+      expect(await leaseAlive(etcd, leaseId!)).toBe(false);
     },
   );
 
@@ -132,7 +122,7 @@ describe("withLock in-process", () => {
       expect(ran).toBe(false);
       expect(await keysUnder(etcd, name)).toEqual([lock.key]);
       expect(granted).toHaveLength(1);
-      expect(await leaseGone(granted[0]!)).toBe(true);
+      expect(await leaseAlive(etcd, granted[0]!)).toBe(false);
       await holder.close();
     },
   );
@@ -161,9 +151,9 @@ describe("withLock in-process", () => {
     expect(fetch.since(mark)).toEqual(["/v3/kv/txn", "/v3/kv/txn"]);
     expect(await keysUnder(etcd, name)).toEqual([]);
     // The lease stays for the next call, holding nothing, until the client is closed.
-    expect(await leaseGone(first)).toBe(false);
+    expect(await leaseAlive(etcd, first)).toBe(true);
     await warm.close();
-    expect(await leaseGone(first)).toBe(true);
+    expect(await leaseAlive(etcd, first)).toBe(false);
   });
 
   it(
@@ -226,7 +216,7 @@ describe("withLock in-process", () => {
     expect(finished).toBe(true);
     expect(error.code).toBe("LOCK_LOST");
     expect(performance.now() - started).toBeLessThan(10_000);
-    expect(await leaseGone(leaseId!)).toBe(true);
+    expect(await leaseAlive(etcd, leaseId!)).toBe(false);
     // The lock is free for others.
     const session = await etcd.session({ ttl: 10 });
     const next = await session.mutex(name).tryLock();

@@ -18,6 +18,7 @@
 import fc from "fast-check";
 import { afterAll, beforeAll, expect, inject, it } from "vitest";
 import { serveMockEtcd, type MockEtcdServer } from "../../src/testing/server/index.js";
+import { sleep } from "../support/async.js";
 import { startEtcd, type EtcdMember } from "./harness.js";
 import { EXPLICIT_LEASES, ops, type Op, type Tpl } from "./mock-vs-etcd-ops.js";
 
@@ -33,8 +34,6 @@ interface Answer {
   status: number | "dropped" | "no answer";
   body: Json;
 }
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** How long one side may lag behind the other's answer (generous: 2 busy cores, several members). */
 const OTHER_SIDE_MS = 10_000;

@@ -3,6 +3,7 @@
 // templates: markers name things that differ per side (a lease ID etcd picked, a lock key with that ID in it)
 // and are resolved when the request is sent.
 import fc from "fast-check";
+import { b64 } from "../support/wire.js";
 
 /** A body template. Objects with a `$` key are markers. */
 export type Tpl = string | number | boolean | null | Tpl[] | { [field: string]: Tpl | undefined } | Marker;
@@ -31,12 +32,12 @@ export interface Op {
 /** Lease IDs the test chooses; the last one is beyond 2^53. */
 export const EXPLICIT_LEASES = [11n, 12n, 13n, 7057220748511990900n] as const;
 
-const b64 = (s: string) => btoa(s);
 const raw = (text: string): Marker => ({ $raw: text });
 const bool = fc.boolean();
 
 const key = fc.constantFrom("a", "b", "b0", "c", "cc", "d", "L1/x", "E1/y").map(b64);
-const value = fc.constantFrom("", "x", "y", "\u00ff", "xx").map(b64);
+// Uint8Array.of(0xff): the byte 0xff, which no UTF-8 text holds.
+const value = fc.constantFrom<string | Uint8Array>("", "x", "y", Uint8Array.of(0xff), "xx").map(b64);
 const end = fc.option(fc.constantFrom("b", "c", "d", "e", "\0", "M").map(b64), { nil: undefined });
 
 /** An explicit lease, as a string or a bare JSON number, or one etcd picked earlier. */
@@ -312,7 +313,7 @@ function invalid(version: "3.4" | "3.5"): fc.Arbitrary<Op> {
 const bigPut: fc.Arbitrary<Op> = fc.constantFrom(1_572_840, 1_572_841, 2_097_100, 2_097_153).map((n) => ({
   kind: "unary",
   path: "/v3/kv/put",
-  body: { $text: JSON.stringify({ key: b64("big"), value: btoa("v".repeat(n)) }) },
+  body: { $text: JSON.stringify({ key: b64("big"), value: b64("v".repeat(n)) }) },
 }));
 
 const unaryOp =

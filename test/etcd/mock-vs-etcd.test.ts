@@ -7,7 +7,9 @@
 // start at revision 1 and stay in lockstep, so revisions are compared exactly, not as deltas.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createMockEtcd, type MockEtcd } from "../../src/testing/index.js";
+import { b64 } from "../support/wire.js";
 import { addUser, enableAuth, startEtcd, type EtcdMember } from "./harness.js";
+import { sleep } from "../support/async.js";
 
 /** The gateway dialect of a member, from its /version. */
 async function versionOf(member: EtcdMember): Promise<"3.4" | "3.5"> {
@@ -22,8 +24,6 @@ interface Answer {
   status: number;
   body: unknown;
 }
-
-const b64 = (s: string) => btoa(s);
 
 /** Drops what legitimately differs: cluster/member IDs and raft term, and random lease IDs (when asked). */
 function normalise(value: unknown, opts: { leaseIds?: boolean } = {}): unknown {
@@ -484,7 +484,7 @@ describe("mock vs real etcd with auth enabled", () => {
           signal: abort.signal,
         });
         const c = collect(res.body!);
-        await new Promise((r) => setTimeout(r, 200));
+        await sleep(200);
         abort.abort();
         return { status: res.status, lines: normalise(c.lines) };
       };

@@ -3,34 +3,25 @@
 // a temp project outside the repo, next to the scenario scripts (test/runtimes/scenario/).
 // Every runtime then imports "etcd-edge" by name from there.
 /// <reference path="./provided.d.ts" />
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { TestProject } from "vitest/node";
+import { DIST_ENTRY, distIsCurrent } from "../support/build.js";
 import { startEtcd, type EtcdMember } from "../support/etcd-members.js";
 import { etcdBinaries, ETCD_VERSIONS, type EtcdVersion } from "../support/etcd-versions.js";
 import { runProcess } from "../support/processes.js";
 
 const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
-/** Newest modification time of the files under `dir`. */
-function newestMtime(dir: string): number {
-  let newest = 0;
-  for (const entry of readdirSync(dir, { withFileTypes: true, recursive: true })) {
-    if (entry.isFile()) newest = Math.max(newest, statSync(join(entry.parentPath, entry.name)).mtimeMs);
-  }
-  return newest;
-}
-
 function assertBuilt(): void {
-  const entry = join(REPO_ROOT, "dist", "index.js");
-  if (!existsSync(entry)) {
+  if (!existsSync(DIST_ENTRY)) {
     throw new Error(
       "dist/index.js is missing: the runtimes project tests the built package; run `npm run build` first",
     );
   }
-  if (newestMtime(join(REPO_ROOT, "src")) > statSync(entry).mtimeMs) {
+  if (!distIsCurrent()) {
     throw new Error(
       "dist/ is older than src/: the runtimes project would test a stale build; run `npm run build` first",
     );

@@ -44,13 +44,14 @@ describe("examples/workers in workerd", () => {
 
   it("serialises order updates under the lock and fences each write", async () => {
     const order = uniquePrefix("workers-example").replace(/\W/g, "-");
-    const call = async (status: string) => {
+    /** Asks the Worker to set the order's status. */
+    const update = async (status: string) => {
       const response = await fetch(`${server!.url}/?order=${order}&status=${status}`, {
         signal: AbortSignal.timeout(30_000),
       });
       return { status: response.status, body: (await response.json()) as { ok: boolean; fencingToken: number } };
     };
-    const [first, second] = await Promise.all([call("paid"), call("shipped")]);
+    const [first, second] = await Promise.all([update("paid"), update("shipped")]);
     expect(first, server!.output()).toMatchObject({ status: 200, body: { ok: true } });
     expect(second, server!.output()).toMatchObject({ status: 200, body: { ok: true } });
     expect(first.body.fencingToken).not.toBe(second.body.fencingToken);

@@ -1,9 +1,9 @@
-// Bounded waiting for tests: every wait here ends by itself.
+// Bounded waiting for tests: every wait here ends by itself. `sleep` is time.ts's (a module plain Node loads too),
+// offered here beside the other waits.
 import { EtcdError } from "../../src/index.js";
+import { sleep } from "./time.js";
 
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
+export { sleep };
 
 /** Polls `check` until it returns a value other than undefined/false; throws after `timeoutMs`. */
 export async function until<T>(
@@ -43,10 +43,13 @@ export async function stillPending(promise: Promise<unknown>, ms: number): Promi
   return result === marker;
 }
 
-/** The EtcdError a promise rejects with (fails if it resolves, or rejects with something else). */
-export async function rejection(promise: Promise<unknown>): Promise<EtcdError> {
+/**
+ * The EtcdError a promise rejects with, or that a call throws or rejects with (fails if it succeeds, or fails
+ * with something else). Pass a call, `() => ...`, where the error may come before any promise does.
+ */
+export async function rejection(failing: Promise<unknown> | (() => unknown)): Promise<EtcdError> {
   try {
-    await promise;
+    await (typeof failing === "function" ? failing() : failing);
   } catch (error) {
     if (error instanceof EtcdError) return error;
     throw new Error(`expected an EtcdError, got ${String(error)}`, { cause: error });

@@ -1,12 +1,14 @@
 // Starts real etcd members of a given version (the directory holding its etcd and etcdctl) on 127.0.0.1 for
 // tests, and stops them by PID. Version-agnostic: test files start members of their project's version through
-// test/etcd/harness.ts; global setups pass the directory themselves. Imports nothing but Node's modules, so
-// vitest's main process and plain Node (npm run chaos) load it as well as test files.
+// test/etcd/harness.ts; global setups pass the directory themselves. Imports nothing but Node's modules,
+// processes.ts and time.ts, so vitest's main process and plain Node (npm run chaos) load it as well as test files.
 import { spawn, execFile, type ChildProcess } from "node:child_process";
-import { closeSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statfsSync } from "node:fs";
+import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statfsSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { killedWithParent } from "./processes.ts";
+import { sleep } from "./time.ts";
 
 export interface EtcdMember {
   readonly name: string;
@@ -94,10 +96,6 @@ function installExitHooks(): void {
   process.on("SIGTERM", onFatalSignal);
   process.on("SIGHUP", onFatalSignal);
 }
-
-// A SIGKILLed test process runs no hooks; the kernel's parent-death signal still reaches etcd.
-const SETPRIV = "/usr/bin/setpriv";
-const hasSetpriv = existsSync(SETPRIV);
 
 // ---------------------------------------------------------------------------------------------
 // Ports and directories
@@ -245,7 +243,7 @@ function spawnEtcd(binDir: string, args: string[], logFile: string): ChildProces
   const log = openSync(logFile, "a");
   try {
     const etcd = join(binDir, "etcd");
-    const [command, argv] = hasSetpriv ? [SETPRIV, ["--pdeathsig", "KILL", "--", etcd, ...args]] : [etcd, args];
+    const [command, argv] = killedWithParent(etcd, args);
     // ETCD_* variables in the caller's environment would silently override our flags.
     const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("ETCD_")));
     const child = spawn(command, argv, { stdio: ["ignore", log, log], env });
@@ -527,8 +525,4 @@ export async function addUser(member: EtcdMember, opts: AddUserOptions): Promise
   await member.etcdctl(asRoot, "role", "add", role);
   await member.etcdctl(asRoot, "role", "grant-permission", role, permission, ...range);
   await member.etcdctl(asRoot, "user", "grant-role", opts.user, role);
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -8,13 +8,14 @@ import {
   Etcd,
   type EtcdOptions,
   type Fetch,
+  isEtcdError,
   type KeyValue,
   type Session,
   type SessionOptions,
   type WatchBatch,
   type WatchQuery,
 } from "../../src/index.js";
-import { sleep, within } from "./async.js";
+import { sleep, until, within } from "./async.js";
 
 /**
  * The project's shared member for this worker. Global setup starts one per vitest worker (VITEST_POOL_ID,
@@ -66,9 +67,39 @@ export function uniquePrefix(label = "t"): string {
   return `${uniqueName(label)}/`;
 }
 
+/**
+ * Short names for a file whose backend keeps its keys apart from other files' (the conformance suites): each
+ * call of the result gives `<label><n><end>`, n counting from 1 across labels (`label` by default).
+ */
+export function freshNames(label: string, end = ""): (label?: string) => string {
+  let n = 0;
+  return (other = label) => `${other}${++n}${end}`;
+}
+
 /** The lease ID as Go's concurrency package writes it in lock and election keys: lowercase hex. */
 export function leaseHex(leaseId: string): string {
   return BigInt(leaseId).toString(16);
+}
+
+/** Whether etcd still has the lease (one whose TTL reads 0 is expiring, not yet gone). */
+export async function leaseAlive(etcd: Etcd, leaseId: string): Promise<boolean> {
+  return etcd.lease.timeToLive(leaseId).then(
+    () => true,
+    (error: unknown) => {
+      if (isEtcdError(error, "LEASE_NOT_FOUND")) return false;
+      throw error;
+    },
+  );
+}
+
+/** How many keys are under `<name>/`: the contenders in a lock's, an election's or a recipe's line. */
+export async function lineLength(etcd: Etcd, name: string): Promise<number> {
+  return (await etcd.range({ prefix: `${name}/`, countOnly: true })).count;
+}
+
+/** Waits (up to 5 s) until the line of `name` is `count` long. */
+export async function untilLineLength(etcd: Etcd, name: string, count: number): Promise<void> {
+  await until(`${count} contenders in ${name}`, 5_000, async () => (await lineLength(etcd, name)) === count, 10);
 }
 
 /** Keys currently under `<name>/` (a lock's or an election's line). */
@@ -129,6 +160,10 @@ export function recordingFetch(inner: Fetch = (input, init) => globalThis.fetch(
     since: (mark: number) => calls.slice(mark).map((c) => c.path),
   });
 }
+
+/** How many times the client behind `fetch` authenticated. */
+export const authCalls = (fetch: RecordingFetch): number =>
+  fetch.paths().filter((path) => path === "/v3/auth/authenticate").length;
 
 // ---- waiting on real servers ------------------------------------------------------------------------------
 

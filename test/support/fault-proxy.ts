@@ -5,6 +5,7 @@
 // byte. Node-only; a superset of test/etcd/tcp-proxy.ts.
 import { connect, createServer, type Server, type Socket } from "node:net";
 import { HttpFramer, type Piece, parseRequestLine } from "./http-framing.ts";
+import { sleep, wallNow } from "./time.ts";
 
 export interface SniffedRequest {
   method: string;
@@ -89,8 +90,6 @@ type Fate = "forward" | "swallow" | "drop-answer";
 const DEFAULT_WITHIN_MS = 10_000;
 // A latency queue past this many bytes stops reading its source until it drains: bounded memory.
 const MAX_QUEUED_BYTES = 1024 * 1024;
-
-const wallNow = () => performance.timeOrigin + performance.now();
 
 export async function startFaultProxy(target: string): Promise<FaultProxy> {
   const { hostname, port } = new URL(target);
@@ -203,7 +202,7 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
           return;
         } catch (error) {
           if ((error as NodeJS.ErrnoException).code !== "EADDRINUSE" || attempt >= 50) throw error;
-          await new Promise((resolve) => setTimeout(resolve, 100));
+          await sleep(100);
         }
       }
     },

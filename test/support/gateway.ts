@@ -1,13 +1,19 @@
-// A fake etcd gRPC-gateway for the unit project's client tests: one msw server per test file,
-// handlers that record what the client sent, and response builders that reproduce the real gateway's
-// bytes (see wire.ts for bodies).
+// A fake etcd gRPC-gateway for the unit project's client tests: one msw server per test file with handlers
+// that record what the client sent, or a stub fetch that answers by itself; response builders that reproduce
+// the real gateway's bytes (see wire.ts for bodies); and the client that talks to them. The in-memory etcd is
+// mock.ts; a real member read without the SDK is raw-gateway.ts.
 import { getResponse, http, HttpResponse } from "msw";
 import { setupServer, type SetupServer } from "msw/node";
 import { afterAll, afterEach, beforeAll, expect } from "vitest";
-export { rejection, sleep } from "./async.js";
+import { Etcd, type EtcdOptions, type Fetch } from "../../src/index.js";
 
 export const A = "http://etcd-a.test:2379";
 export const B = "http://etcd-b.test:2379";
+
+/** A client of the fake gateway at A that never retries (so each test sees exactly the requests it answers). */
+export function gatewayClient(options: Partial<EtcdOptions> = {}): Etcd {
+  return new Etcd({ endpoints: [A], retries: 0, ...options });
+}
 
 /** What the client sent, as the server saw it. */
 export interface Captured {
@@ -86,6 +92,20 @@ export function route(server: SetupServer, path: string, reply: Reply, endpoint 
     }),
   );
   return seen;
+}
+
+/** A fetch answering every call with `reply(path, init)` by itself (no msw); records each call's path. */
+export function stubFetch(
+  reply: (path: string, init: Parameters<Fetch>[1]) => Response | Promise<Response>,
+): Fetch & { calls: string[] } {
+  const calls: string[] = [];
+  const fetch = async (input: string, init: Parameters<Fetch>[1]) => {
+    const path = new URL(input).pathname;
+    calls.push(path);
+    if (init.signal.aborted) throw init.signal.reason;
+    return reply(path, init);
+  };
+  return Object.assign(fetch, { calls });
 }
 
 /** Waits until the request is aborted (or `ms` passes): a server that never answers in time. */

@@ -1,5 +1,7 @@
 // Loopback servers that misbehave on purpose, for the client's timeouts and failover: one that accepts and
-// never answers (a hung member), and an address where nothing listens (a stopped member).
+// never answers (a hung member), an address where nothing listens (a stopped member), and an HTTP answer that
+// pours bytes for as long as the client takes them.
+import type { ServerResponse } from "node:http";
 import { createServer, type Socket } from "node:net";
 import { freePort } from "./etcd-members.js";
 
@@ -31,4 +33,25 @@ export async function silentServer(): Promise<{ url: string; connections(): numb
 /** A loopback URL whose port had no listener a moment ago: connections are refused. */
 export async function closedPortUrl(): Promise<string> {
   return `http://127.0.0.1:${await freePort()}`;
+}
+
+/**
+ * Writes `chunk` up to `total` bytes (no end by default) while the client takes them, respecting backpressure,
+ * and stops when it goes away. `sent()` is how far it got: writes stall while the client reads nothing.
+ */
+export function pour(
+  response: ServerResponse,
+  chunk: Uint8Array,
+  total = Number.POSITIVE_INFINITY,
+): { sent: () => number } {
+  let sent = 0;
+  const write = (): void => {
+    while (sent < total && !response.destroyed) {
+      sent += chunk.byteLength;
+      if (!response.write(chunk)) return void response.once("drain", write);
+    }
+    if (!response.destroyed) response.end();
+  };
+  write();
+  return { sent: () => sent };
 }

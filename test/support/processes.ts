@@ -5,6 +5,15 @@ import { existsSync } from "node:fs";
 
 const SETPRIV = "/usr/bin/setpriv";
 const hasSetpriv = existsSync(SETPRIV);
+
+/**
+ * `command` and its arguments, run through `setpriv --pdeathsig KILL` where setpriv exists: a SIGKILLed test
+ * process runs no hooks, but the kernel still kills what it started.
+ */
+export function killedWithParent(command: string, args: readonly string[]): [file: string, args: string[]] {
+  return hasSetpriv ? [SETPRIV, ["--pdeathsig", "KILL", "--", command, ...args]] : [command, [...args]];
+}
+
 const children = new Set<ChildProcess>();
 let hooksInstalled = false;
 
@@ -42,7 +51,7 @@ export interface SpawnOptions {
 /** Starts `command` with parent-death SIGKILL; the caller must `kill()` it (or let it exit). */
 export function spawnChild(command: string, args: string[], options: Omit<SpawnOptions, "timeoutMs">): ChildProcess {
   installHooks();
-  const [file, argv] = hasSetpriv ? [SETPRIV, ["--pdeathsig", "KILL", "--", command, ...args]] : [command, args];
+  const [file, argv] = killedWithParent(command, args);
   const child = spawn(file, argv, {
     cwd: options.cwd,
     env: options.env ?? process.env,

@@ -23,6 +23,9 @@ import { expect, inject } from "vitest";
 import { freePort } from "./etcd-members.js";
 import type { EtcdVersion } from "./etcd-versions.js";
 import { cleanEnv, runProcess, spawnChild, tail } from "./processes.js";
+import { post } from "./raw-gateway.js";
+import { sleep } from "./time.js";
+import { b64, prefixEnd, unb64 } from "./wire.js";
 
 export const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
 /** Where runtimes are installed once and reused by later runs (gitignored). */
@@ -331,40 +334,14 @@ export async function expectScenario(
 // ---------------------------------------------------------------------------------------------
 // etcd read over the JSON gateway with plain fetch: independent of the SDK under test.
 
-const b64 = (text: string) => Buffer.from(text, "utf8").toString("base64");
-const unb64 = (text: string | undefined) => Buffer.from(text ?? "", "base64").toString("utf8");
-
-async function gateway<T>(endpoint: string, path: string, body: unknown): Promise<T> {
-  const response = await fetch(`${endpoint}${path}`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify(body),
-    signal: AbortSignal.timeout(5_000),
-  });
-  const text = await response.text();
-  if (!response.ok) throw new Error(`${path}: HTTP ${response.status} ${text}`);
-  return JSON.parse(text) as T;
-}
-
-/** The end of the range of keys starting with `prefix` (etcd's prefix_end). */
-function prefixEnd(prefix: string): string {
-  const bytes = Buffer.from(prefix, "utf8");
-  for (let i = bytes.length - 1; i >= 0; i--) {
-    if (bytes[i]! < 0xff) {
-      bytes[i]!++;
-      return bytes.subarray(0, i + 1).toString("base64");
-    }
-  }
-  return Buffer.from([0]).toString("base64");
-}
-
 export async function gatewayRange(endpoint: string, key: string, options: { prefix?: boolean } = {}) {
   const body: Record<string, string> = { key: b64(key) };
   if (options.prefix) body.range_end = prefixEnd(key);
-  const json = await gateway<{ kvs?: Array<{ key: string; value?: string; mod_revision?: string }> }>(
+  const json = await post<{ kvs?: Array<{ key: string; value?: string; mod_revision?: string }> }>(
     endpoint,
     "/v3/kv/range",
     body,
+    5_000,
   );
   return {
     kvs: (json.kvs ?? []).map((kv) => ({
@@ -377,7 +354,7 @@ export async function gatewayRange(endpoint: string, key: string, options: { pre
 
 /** The lease's remaining TTL in seconds; -1 once it has expired or been revoked. */
 export async function gatewayLeaseTtl(endpoint: string, leaseId: string): Promise<number> {
-  const json = await gateway<{ TTL?: string }>(endpoint, "/v3/lease/timetolive", { ID: leaseId });
+  const json = await post<{ TTL?: string }>(endpoint, "/v3/lease/timetolive", { ID: leaseId }, 5_000);
   return Number(json.TTL ?? 0);
 }
 
@@ -475,7 +452,7 @@ export async function startWorkerd(
       } catch {
         // Not listening yet.
       }
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await sleep(100);
     }
     await stop();
     // The port was free when we looked; someone may have taken it before workerd bound it.

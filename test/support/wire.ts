@@ -1,18 +1,33 @@
 // Fixture builders in the real gateway's wire shape (protojson: snake_case names, int64 as strings, bytes as
-// padded standard base64, zero values omitted). See /work/shared/gateway-notes.md.
+// padded standard base64, zero values omitted). See /work/shared/gateway-notes.md. Imports nothing, so plain
+// Node (the chaos runner) loads it as well as test files.
 
 export const CLUSTER_ID = "14841639068965178418"; // > 2^53, as real cluster IDs are
 export const MEMBER_ID = "10276657743932975437";
 /** A lease ID as etcd hands them out: above 2^53, so a double would corrupt it. */
 export const BIG_LEASE = "7587899071857085703";
 
-/** Padded standard base64 (what the gateway sends and what 3.4 insists on receiving). */
+/** Padded standard base64 of a string's UTF-8 or of bytes (what the gateway sends and 3.4 insists on receiving). */
 export function b64(value: string | Uint8Array): string {
   return Buffer.from(typeof value === "string" ? Buffer.from(value, "utf8") : value).toString("base64");
 }
 
-export function unb64(value: string): string {
-  return Buffer.from(value, "base64").toString("utf8");
+/** The text of a base64 field; "" for a field protojson left out. */
+export function unb64(value: string | undefined): string {
+  return Buffer.from(value ?? "", "base64").toString("utf8");
+}
+
+/** etcd's range end of the keys starting with `prefix` (its last byte below 0xff raised, the rest cut), in base64. */
+export function prefixEnd(prefix: string): string {
+  const bytes = Buffer.from(prefix, "utf8");
+  for (let i = bytes.length - 1; i >= 0; i--) {
+    if (bytes[i]! < 0xff) {
+      const end = bytes.subarray(0, i + 1);
+      end[i] = end[i]! + 1;
+      return end.toString("base64");
+    }
+  }
+  return Buffer.from([0]).toString("base64");
 }
 
 export function header(revision: number | string = 42, raftTerm: number | string = 2) {

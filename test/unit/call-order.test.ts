@@ -3,8 +3,8 @@
 // mutex → attempt → mutex → attempt path did). Checked on the mock at every request a lock sends: the stack at
 // that moment (innermost first) must show each src/lock file in one run of frames.
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { Etcd, EtcdClient, LeaseClient, PreparedTxn, TxnBuilder } from "../../src/index.js";
-import { createMockEtcd } from "../../src/testing/index.js";
+import { type Etcd, EtcdClient, LeaseClient, PreparedTxn, TxnBuilder } from "../../src/index.js";
+import { mockClient } from "../support/mock.js";
 
 const LOCK_FILE = /\/src\/lock\/([\w/-]+\.ts)/;
 
@@ -47,9 +47,7 @@ afterEach(() => {
   Error.stackTraceLimit = limit;
 });
 
-function client(): Etcd {
-  return new Etcd({ endpoints: "http://etcd.test:2379", fetch: createMockEtcd().fetch });
-}
+const onMock = (): Etcd => mockClient().etcd;
 
 /** Every recorded stack, checked; returns them for the caller's own checks. */
 function checkedStacks(): string[][] {
@@ -65,7 +63,7 @@ describe("a lock's path, in call order", () => {
   });
 
   it("uncontended: lock() and unlock() of a mutex", async () => {
-    const etcd = client();
+    const etcd = onMock();
     const session = await etcd.session({ keepAlive: "manual" });
     const lock = await session.mutex("job").lock();
     await lock.unlock();
@@ -79,7 +77,7 @@ describe("a lock's path, in call order", () => {
   });
 
   it("contended: a waiter joins, watches its predecessor, and takes the lock when it goes", async () => {
-    const etcd = client();
+    const etcd = onMock();
     const holder = await (await etcd.session({ keepAlive: "manual" })).mutex("job").lock();
     const waiterSession = await etcd.session({ keepAlive: "manual" });
     const waiting = waiterSession.mutex("job").lock({ timeout: 5_000 });
@@ -93,7 +91,7 @@ describe("a lock's path, in call order", () => {
   });
 
   it("every other recipe: a permit, a read and a write lock, several locks, leadership", async () => {
-    const etcd = client();
+    const etcd = onMock();
     const session = await etcd.session({ keepAlive: "manual" });
     await (await session.semaphore("pool", { permits: 2 }).acquire()).release();
     await (await session.rwlock("doc").readLock()).unlock();

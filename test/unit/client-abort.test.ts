@@ -2,6 +2,7 @@
 // watch's connection is dropped (its ReadableStream cancelled) when the caller stops.
 import { describe, expect, it } from "vitest";
 import { Etcd, EtcdError, EtcdTimeoutError, type Fetch } from "../../src/index.js";
+import { rejection, sleep } from "../support/async.js";
 import {
   A,
   B,
@@ -9,9 +10,7 @@ import {
   directFetch,
   hang,
   json,
-  rejection,
   route,
-  sleep,
   streamResponse,
   useGateway,
 } from "../support/gateway.js";

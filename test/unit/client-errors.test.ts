@@ -3,17 +3,17 @@ import { describe, expect, it } from "vitest";
 import {
   EtcdBadResponseError,
   EtcdCompactedError,
-  Etcd,
+  type Etcd,
   EtcdError,
   EtcdServerError,
   type EtcdErrorCode,
 } from "../../src/index.js";
 import { HttpResponse } from "msw";
-import { A, jsonText, rejection, route, useGateway } from "../support/gateway.js";
+import { rejection } from "../support/async.js";
+import { A, gatewayClient, jsonText, route, useGateway } from "../support/gateway.js";
 import { BIG_LEASE, type EtcdVersion, header, streamErrorLine, unaryErrorBody } from "../support/wire.js";
 
 const server = useGateway();
-const client = () => new Etcd({ endpoints: [A], retries: 0 });
 
 async function expectCode(promise: Promise<unknown>, code: EtcdErrorCode): Promise<any> {
   const error = await rejection(promise);
@@ -157,7 +157,7 @@ const CASES: Case[] = [
 describe.each(["3.4", "3.5", "3.6"] as EtcdVersion[])("etcd %s unary error bodies", (version) => {
   it.each(CASES)("$name → $code", async ({ status, grpc, message, code, call, path }) => {
     const seen = route(server, path, () => jsonText(unaryErrorBody(version, grpc, message), status));
-    const error = await expectCode(call(client()), code);
+    const error = await expectCode(call(gatewayClient()), code);
     expect(seen).toHaveLength(1);
     expect(error.message).toContain(message);
     expect(error.endpoint).toBe(A);
@@ -177,22 +177,22 @@ describe("the gRPC code decides, not the HTTP status", () => {
       route(server, "/v3/kv/put", () =>
         jsonText(unaryErrorBody("3.5", 9, "etcdserver: authentication is not enabled"), status),
       );
-      await expectCode(client().put("k", "v"), "FAILED_PRECONDITION");
+      await expectCode(gatewayClient().put("k", "v"), "FAILED_PRECONDITION");
     }
   });
 
   it("a 400 with code 14 is UNAVAILABLE; a 503 with code 3 is INVALID_ARGUMENT", async () => {
     route(server, "/v3/kv/put", () => jsonText(unaryErrorBody("3.6", 14, "etcdserver: request timed out"), 400));
-    await expectCode(client().put("k", "v"), "UNAVAILABLE");
+    await expectCode(gatewayClient().put("k", "v"), "UNAVAILABLE");
     route(server, "/v3/kv/put", () => jsonText(unaryErrorBody("3.6", 3, "etcdserver: bad thing"), 503));
-    await expectCode(client().put("k", "v"), "INVALID_ARGUMENT");
+    await expectCode(gatewayClient().put("k", "v"), "INVALID_ARGUMENT");
   });
 
   it("a 3.6 body with extra `details` still maps", async () => {
     route(server, "/v3/kv/put", () =>
       jsonText(`{"code":7, "message":"etcdserver: permission denied", "details":[]}`, 403),
     );
-    await expectCode(client().put("k", "v"), "PERMISSION_DENIED");
+    await expectCode(gatewayClient().put("k", "v"), "PERMISSION_DENIED");
   });
 });
 
@@ -204,7 +204,7 @@ describe("answers that are not the gateway's JSON → BAD_RESPONSE", () => {
       "/v3/kv/put",
       () => new HttpResponse(html, { status: 502, headers: { "content-type": "text/html" } }),
     );
-    const error = await expectCode(client().put("k", "v"), "BAD_RESPONSE");
+    const error = await expectCode(gatewayClient().put("k", "v"), "BAD_RESPONSE");
     expect(error).toBeInstanceOf(EtcdBadResponseError);
     expect(error.status).toBe(502);
     expect(error.body.startsWith("<html><head><title>502 Bad Gateway")).toBe(true);
@@ -215,7 +215,7 @@ describe("answers that are not the gateway's JSON → BAD_RESPONSE", () => {
 
   it("an empty 200 body", async () => {
     route(server, "/v3/kv/range", () => new HttpResponse("", { status: 200 }));
-    const error = await expectCode(client().get("k"), "BAD_RESPONSE");
+    const error = await expectCode(gatewayClient().get("k"), "BAD_RESPONSE");
     expect(error).toBeInstanceOf(EtcdBadResponseError);
     expect(error.status).toBe(200);
     expect(error.body).toBe("");
@@ -224,7 +224,7 @@ describe("answers that are not the gateway's JSON → BAD_RESPONSE", () => {
   it("a truncated JSON 200 body", async () => {
     const truncated = `{"header":{"cluster_id":"${"1".repeat(10)}","member_id":"1","rev`;
     route(server, "/v3/kv/range", () => jsonText(truncated));
-    const error = await expectCode(client().get("k"), "BAD_RESPONSE");
+    const error = await expectCode(gatewayClient().get("k"), "BAD_RESPONSE");
     expect(error).toBeInstanceOf(EtcdBadResponseError);
     expect(error.status).toBe(200);
     expect(error.body).toBe(truncated);
@@ -233,7 +233,7 @@ describe("answers that are not the gateway's JSON → BAD_RESPONSE", () => {
   it("a 200 JSON body that does not match the schema", async () => {
     for (const body of [`{"header":{},"kvs":"nope"}`, `{"kvs":[{"key":5}]}`, `[]`, `null`, `"ok"`, `{"count":true}`]) {
       route(server, "/v3/kv/range", () => jsonText(body));
-      const error = await expectCode(client().range({ prefix: "p" }), "BAD_RESPONSE");
+      const error = await expectCode(gatewayClient().range({ prefix: "p" }), "BAD_RESPONSE");
       expect(error).toBeInstanceOf(EtcdBadResponseError);
       expect(error.status).toBe(200);
     }
@@ -241,7 +241,7 @@ describe("answers that are not the gateway's JSON → BAD_RESPONSE", () => {
 
   it("a non-200 JSON body that is not an etcd error (a proxy's JSON 500)", async () => {
     route(server, "/v3/kv/put", () => jsonText(`{"status":"fail","reason":"upstream"}`, 500));
-    const error = await expectCode(client().put("k", "v"), "BAD_RESPONSE");
+    const error = await expectCode(gatewayClient().put("k", "v"), "BAD_RESPONSE");
     expect(error.status).toBe(500);
   });
 
@@ -249,13 +249,13 @@ describe("answers that are not the gateway's JSON → BAD_RESPONSE", () => {
     "a connection closed with no reply (upstream 3.4.23 on any gateway error) is an error, " + "not a success",
     async () => {
       route(server, "/v3/kv/put", () => HttpResponse.error());
-      await expectCode(client().put("k", "v"), "UNAVAILABLE");
+      await expectCode(gatewayClient().put("k", "v"), "UNAVAILABLE");
     },
   );
 
   it("wrong-method answers (405 text of 3.4) never happen: the client always POSTs", async () => {
     const seen = route(server, "/v3/kv/range", () => jsonText(`{"header":${JSON.stringify(header(1))}}`));
-    await client().get("k");
+    await gatewayClient().get("k");
     expect(seen.map((s) => s.method)).toEqual(["POST"]);
   });
 });
@@ -270,7 +270,7 @@ describe("stream error lines (lease keepalive)", () => {
 
   it.each(cases)("%s error line code %i (%s) after a 200 status → %s", async (version, grpc, message, code) => {
     route(server, "/v3/lease/keepalive", () => jsonText(streamErrorLine(version, grpc, message), 200));
-    const error = await expectCode(client().lease.keepAliveOnce(BIG_LEASE), code);
+    const error = await expectCode(gatewayClient().lease.keepAliveOnce(BIG_LEASE), code);
     expect(error.message).toContain(message);
   });
 
@@ -284,7 +284,7 @@ describe("stream error lines (lease keepalive)", () => {
     "%s error line code %i with HTTP %i (%s, before any result) → %s",
     async (version, grpc, status, message, code) => {
       route(server, "/v3/lease/keepalive", () => jsonText(streamErrorLine(version, grpc, message), status));
-      const error = await expectCode(client().lease.keepAliveOnce(BIG_LEASE), code);
+      const error = await expectCode(gatewayClient().lease.keepAliveOnce(BIG_LEASE), code);
       expect(error.message).toContain(message);
     },
   );

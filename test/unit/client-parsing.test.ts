@@ -1,26 +1,26 @@
 // Decoding of the gateway's protojson answers: omitted zero values, int64 strings, big IDs, base64.
 import { describe, expect, it } from "vitest";
-import { cmp, Etcd, EtcdError, op } from "../../src/index.js";
-import { A, jsonText, json, rejection, route, useGateway } from "../support/gateway.js";
+import { cmp, EtcdError, op } from "../../src/index.js";
+import { rejection } from "../support/async.js";
+import { gatewayClient, jsonText, json, route, useGateway } from "../support/gateway.js";
 import { BIG_LEASE, CLUSTER_ID, MEMBER_ID, b64, header, kv } from "../support/wire.js";
 
 const server = useGateway();
-const client = () => new Etcd({ endpoints: [A], retries: 0 });
 
 describe("omitted protojson fields get zero values", () => {
   it("a range that found nothing answers only the header: kvs [], count 0, more false", async () => {
     route(server, "/v3/kv/range", () => json({ header: header(7) }));
-    const result = await client().range({ prefix: "nothing/" });
+    const result = await gatewayClient().range({ prefix: "nothing/" });
     expect(result.kvs).toEqual([]);
     expect(result.count).toBe(0);
     expect(result.more).toBe(false);
     expect(result.header).toEqual({ clusterId: CLUSTER_ID, memberId: MEMBER_ID, revision: 7, raftTerm: 2 });
-    expect(await client().get("missing")).toBeUndefined();
+    expect(await gatewayClient().get("missing")).toBeUndefined();
   });
 
   it("a body of only {} (no header at all) is BAD_RESPONSE: etcd always sends a header with a revision", async () => {
     route(server, "/v3/kv/range", () => jsonText("{}"));
-    const error = await rejection(client().range({ key: "k" }));
+    const error = await rejection(gatewayClient().range({ key: "k" }));
     expect(error.code).toBe("BAD_RESPONSE");
   });
 
@@ -28,7 +28,7 @@ describe("omitted protojson fields get zero values", () => {
     route(server, "/v3/kv/range", () =>
       json({ header: header(9), kvs: [{ key: b64("empty"), mod_revision: "9" }], count: "1" }),
     );
-    const got = await client().get("empty");
+    const got = await gatewayClient().get("empty");
     expect(got).toMatchObject({ key: "empty", value: "", lease: "0", version: 0, createRevision: 0, modRevision: 9 });
     expect(got!.valueBytes).toEqual(new Uint8Array(0));
   });
@@ -48,7 +48,7 @@ describe("omitted protojson fields get zero values", () => {
         ],
       }),
     );
-    const result = await client()
+    const result = await gatewayClient()
       .txn()
       .if(cmp.version("lock", "==", 0))
       .then(op.put("lock", "me"))
@@ -64,7 +64,7 @@ describe("omitted protojson fields get zero values", () => {
     route(server, "/v3/kv/txn", () =>
       json({ header: header(13), succeeded: true, responses: [{ response_put: { header: header(13) } }] }),
     );
-    const result = await client()
+    const result = await gatewayClient()
       .txn()
       .if(cmp.version("lock", "==", 0))
       .then(op.put("lock", "me"))
@@ -76,8 +76,8 @@ describe("omitted protojson fields get zero values", () => {
   it("a put without prev_kv has prevKv undefined; a delete of nothing has deleted 0 and prevKvs []", async () => {
     route(server, "/v3/kv/put", () => json({ header: header(5) }));
     route(server, "/v3/kv/deleterange", () => json({ header: header(5) }));
-    expect((await client().put("k", "v")).prevKv).toBeUndefined();
-    expect(await client().delete("k")).toMatchObject({ deleted: 0, prevKvs: [] });
+    expect((await gatewayClient().put("k", "v")).prevKv).toBeUndefined();
+    expect(await gatewayClient().delete("k")).toMatchObject({ deleted: 0, prevKvs: [] });
   });
 });
 
@@ -91,7 +91,7 @@ describe("int64 fields", () => {
         count: "5000",
       }),
     );
-    const result = await client().range({ prefix: "a", limit: 1 });
+    const result = await gatewayClient().range({ prefix: "a", limit: 1 });
     expect(result.header.revision).toBe(123456);
     expect(result.header.raftTerm).toBe(17);
     expect(result.count).toBe(5000);
@@ -102,14 +102,14 @@ describe("int64 fields", () => {
 
   it("cluster and member IDs above 2^53 stay exact decimal strings", async () => {
     route(server, "/v3/kv/range", () => json({ header: header(1) }));
-    const { header: h } = await client().range({ key: "k" });
+    const { header: h } = await gatewayClient().range({ key: "k" });
     expect(h.clusterId).toBe(CLUSTER_ID);
     expect(h.memberId).toBe(MEMBER_ID);
   });
 
   it("a revision above Number.MAX_SAFE_INTEGER is refused with BAD_RESPONSE, not rounded", async () => {
     route(server, "/v3/kv/range", () => json({ header: { ...header(1), revision: "9007199254740993" } }));
-    const error = await rejection(client().range({ key: "k" }));
+    const error = await rejection(gatewayClient().range({ key: "k" }));
     expect(error).toBeInstanceOf(EtcdError);
     expect(error.code).toBe("BAD_RESPONSE");
     expect(error.message).toContain("9007199254740993");
@@ -119,7 +119,7 @@ describe("int64 fields", () => {
     route(server, "/v3/kv/range", () =>
       json({ header: header(1), kvs: [{ key: b64("k"), mod_revision: "18014398509481984" }], count: "1" }),
     );
-    const error = await rejection(client().get("k"));
+    const error = await rejection(gatewayClient().get("k"));
     expect(error).toBeInstanceOf(EtcdError);
     expect(error.code).toBe("BAD_RESPONSE");
   });
@@ -138,7 +138,7 @@ describe("int64 fields", () => {
     route(server, "/v3/lease/timetolive", () =>
       json({ header: header(4), ID: BIG_LEASE, TTL: "29", grantedTTL: "30", keys: [b64("held")] }),
     );
-    const etcd = client();
+    const etcd = gatewayClient();
     const grant = await etcd.lease.grant(30);
     expect(grant).toMatchObject({ id: BIG_LEASE, ttl: 30 });
     expect(grant.id).toBe("7587899071857085703");
@@ -152,7 +152,7 @@ describe("int64 fields", () => {
       jsonText(`{"result":{"header":${JSON.stringify(header(3))},"ID":"${BIG_LEASE}"}}\n`),
     );
     route(server, "/v3/lease/timetolive", () => json({ header: header(3), ID: BIG_LEASE, TTL: "-1" }));
-    const etcd = client();
+    const etcd = gatewayClient();
     const keep = await rejection(etcd.lease.keepAliveOnce(BIG_LEASE));
     expect(keep).toBeInstanceOf(EtcdError);
     expect(keep.code).toBe("LEASE_NOT_FOUND");
@@ -164,7 +164,7 @@ describe("int64 fields", () => {
     route(server, "/v3/lease/keepalive", () =>
       jsonText(`{"result":{"header":${JSON.stringify(header(3))},"ID":"${BIG_LEASE}","TTL":"30"}}\n`),
     );
-    expect(await client().lease.keepAliveOnce(BIG_LEASE)).toMatchObject({ id: BIG_LEASE, ttl: 30 });
+    expect(await gatewayClient().lease.keepAliveOnce(BIG_LEASE)).toMatchObject({ id: BIG_LEASE, ttl: 30 });
   });
 });
 
@@ -186,7 +186,7 @@ describe("bytes", () => {
         }),
       ),
     );
-    const { kvs } = await client().range({ prefix: "" });
+    const { kvs } = await gatewayClient().range({ prefix: "" });
     expect(kvs.map((k) => [k.key, k.value])).toEqual([
       ["a", "a"],
       ["ab", "ab"],
@@ -204,7 +204,7 @@ describe("bytes", () => {
     route(server, "/v3/kv/range", () =>
       json({ header: header(8), kvs: [kv({ key: "k1", value: "v1", create: 2, mod: 8, version: 3 })], count: "1" }),
     );
-    const got = (await client().get("k1"))!;
+    const got = (await gatewayClient().get("k1"))!;
     expect(Object.keys(got).sort()).toEqual(
       ["createRevision", "key", "keyBytes", "lease", "modRevision", "value", "valueBytes", "version"].sort(),
     );

@@ -2,13 +2,20 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { cmp, Etcd, op } from "../../src/index.js";
 import { createMockEtcd } from "../../src/testing/index.js";
-import { A, controlledStream, json, jsonText, route, streamResponse, useGateway } from "../support/gateway.js";
+import {
+  A,
+  controlledStream,
+  gatewayClient,
+  json,
+  jsonText,
+  route,
+  streamResponse,
+  useGateway,
+} from "../support/gateway.js";
 import { until } from "../support/async.js";
 import { BIG_LEASE, b64, createdLine, header, kv } from "../support/wire.js";
 
 const server = useGateway();
-const client = (options: Partial<ConstructorParameters<typeof Etcd>[0]> = {}) =>
-  new Etcd({ endpoints: [A], retries: 0, ...options });
 
 const STANDARD_PADDED_BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 
@@ -17,8 +24,8 @@ describe("keys and values", () => {
     const seen = route(server, "/v3/kv/put", () => json({ header: header(2) }));
     // Bytes chosen so that URL-safe base64 would differ (+ and / vs - and _) and padding is needed.
     const key = new Uint8Array([0xfb, 0xff, 0xbf]); // "+/+/" in standard, "-_-_" in URL-safe
-    await client().put(key, new Uint8Array([0xfb, 0xef]));
-    await client().put("a", "ab");
+    await gatewayClient().put(key, new Uint8Array([0xfb, 0xef]));
+    await gatewayClient().put("a", "ab");
     expect(seen[0]!.body).toEqual({ key: "+/+/", value: "++8=" });
     expect(seen[1]!.body).toEqual({ key: "YQ==", value: "YWI=" });
     for (const { body } of seen) {
@@ -29,13 +36,13 @@ describe("keys and values", () => {
 
   it("utf-8 keys are encoded as UTF-8 bytes", async () => {
     const seen = route(server, "/v3/kv/range", () => json({ header: header(2) }));
-    await client().get("clé/✓");
+    await gatewayClient().get("clé/✓");
     expect(seen[0]!.body).toEqual({ key: b64("clé/✓") });
   });
 
   it("an empty value is left out (protojson zero value)", async () => {
     const seen = route(server, "/v3/kv/put", () => json({ header: header(2) }));
-    await client().put("k", "");
+    await gatewayClient().put("k", "");
     expect(seen[0]!.body).toEqual({ key: b64("k") });
   });
 });
@@ -43,39 +50,39 @@ describe("keys and values", () => {
 describe("ranges", () => {
   it("a prefix gets range_end = prefix with its last byte incremented", async () => {
     const seen = route(server, "/v3/kv/range", () => json({ header: header(2) }));
-    await client().range({ prefix: "jobs/" });
+    await gatewayClient().range({ prefix: "jobs/" });
     expect(seen[0]!.body).toEqual({ key: b64("jobs/"), range_end: b64("jobs0") });
   });
 
   it("a prefix ending in 0xff bytes cuts them and increments the last byte below 0xff", async () => {
     const seen = route(server, "/v3/kv/range", () => json({ header: header(2) }));
-    await client().range({ prefix: new Uint8Array([0x61, 0xff, 0xff]) });
+    await gatewayClient().range({ prefix: new Uint8Array([0x61, 0xff, 0xff]) });
     expect(seen[0]!.body).toEqual({ key: b64(new Uint8Array([0x61, 0xff, 0xff])), range_end: b64("b") });
   });
 
   it('an all-0xff prefix has no end: range_end "AA==" ("\\0", every key >= key)', async () => {
     const seen = route(server, "/v3/kv/range", () => json({ header: header(2) }));
-    await client().range({ prefix: new Uint8Array([0xff, 0xff]) });
+    await gatewayClient().range({ prefix: new Uint8Array([0xff, 0xff]) });
     expect(seen[0]!.body).toEqual({ key: "//8=", range_end: "AA==" });
   });
 
   it('an empty prefix means every key: key "AA==" and range_end "AA=="', async () => {
     const seen = route(server, "/v3/kv/range", () => json({ header: header(2) }));
-    await client().range({ prefix: "" });
+    await gatewayClient().range({ prefix: "" });
     expect(seen[0]!.body).toEqual({ key: "AA==", range_end: "AA==" });
   });
 
   it("{ key, end } sends both; end '\\0' sends AA==", async () => {
     const seen = route(server, "/v3/kv/range", () => json({ header: header(2) }));
-    await client().range({ key: "a", end: "c" });
-    await client().range({ key: "a", end: "\0" });
+    await gatewayClient().range({ key: "a", end: "c" });
+    await gatewayClient().range({ key: "a", end: "\0" });
     expect(seen[0]!.body).toEqual({ key: b64("a"), range_end: b64("c") });
     expect(seen[1]!.body).toEqual({ key: b64("a"), range_end: "AA==" });
   });
 
   it("deleterange with a prefix sends the same key/range_end", async () => {
     const seen = route(server, "/v3/kv/deleterange", () => json({ header: header(2), deleted: "2" }));
-    const result = await client().delete({ prefix: "jobs/" });
+    const result = await gatewayClient().delete({ prefix: "jobs/" });
     expect(result.deleted).toBe(2);
     expect(seen[0]!.body).toEqual({ key: b64("jobs/"), range_end: b64("jobs0") });
   });
@@ -84,7 +91,7 @@ describe("ranges", () => {
 describe("int64 and zero-value options", () => {
   it("int64 fields go out as strings; sort enums as names", async () => {
     const seen = route(server, "/v3/kv/range", () => json({ header: header(2) }));
-    await client().range({
+    await gatewayClient().range({
       prefix: "p/",
       limit: 10,
       revision: 42,
@@ -116,10 +123,17 @@ describe("int64 and zero-value options", () => {
 
   it("zero and false options are omitted entirely", async () => {
     const seen = route(server, "/v3/kv/range", () => json({ header: header(2) }));
-    await client().range({ key: "k", limit: 0, revision: 0, keysOnly: false, countOnly: false, serializable: false });
+    await gatewayClient().range({
+      key: "k",
+      limit: 0,
+      revision: 0,
+      keysOnly: false,
+      countOnly: false,
+      serializable: false,
+    });
     expect(seen[0]!.text).toBe(`{"key":"${b64("k")}"}`);
     const puts = route(server, "/v3/kv/put", () => json({ header: header(2) }));
-    await client().put("k", "v", { prevKv: false, ignoreLease: false, lease: "0" });
+    await gatewayClient().put("k", "v", { prevKv: false, ignoreLease: false, lease: "0" });
     expect(puts[0]!.body).toEqual({ key: b64("k"), value: b64("v") });
   });
 
@@ -127,7 +141,7 @@ describe("int64 and zero-value options", () => {
     const seen = route(server, "/v3/kv/put", () =>
       json({ header: header(2), prev_kv: kv({ key: "k", value: "old", create: 1, mod: 1, version: 1 }) }),
     );
-    const result = await client().put("k", "v", { lease: BIG_LEASE, prevKv: true });
+    const result = await gatewayClient().put("k", "v", { lease: BIG_LEASE, prevKv: true });
     expect(seen[0]!.body).toEqual({ key: b64("k"), value: b64("v"), lease: BIG_LEASE, prev_kv: true });
     expect(result.prevKv).toMatchObject({ key: "k", value: "old" });
   });
@@ -141,7 +155,7 @@ describe("int64 and zero-value options", () => {
     const ttls = route(server, "/v3/lease/timetolive", () =>
       json({ header: header(2), ID: BIG_LEASE, TTL: "20", grantedTTL: "30" }),
     );
-    const etcd = client();
+    const etcd = gatewayClient();
     await etcd.lease.grant(30);
     await etcd.lease.grant(30, { id: BIG_LEASE });
     await etcd.lease.revoke(BIG_LEASE);
@@ -156,7 +170,7 @@ describe("int64 and zero-value options", () => {
 
   it("compact sends its revision as a string", async () => {
     const seen = route(server, "/v3/kv/compaction", () => json({ header: header(50) }));
-    await client().compact(40);
+    await gatewayClient().compact(40);
     expect(seen[0]!.body).toEqual({ revision: "40" });
   });
 
@@ -168,7 +182,7 @@ describe("int64 and zero-value options", () => {
         responses: [{ response_put: { header: header(9) } }, { response_delete_range: { header: header(9) } }],
       }),
     );
-    await client()
+    await gatewayClient()
       .txn()
       .if(
         cmp.version("a", "==", 0),
@@ -201,7 +215,7 @@ describe("int64 and zero-value options", () => {
 });
 
 describe("namespace", () => {
-  const ns = () => client({ namespace: "app/" });
+  const ns = () => gatewayClient({ namespace: "app/" });
 
   it("prefixes keys and range ends, and strips it from returned keys", async () => {
     const seen = route(server, "/v3/kv/range", () =>
@@ -308,7 +322,7 @@ describe("HTTP request", () => {
 
   it("is a POST to /v3/... with JSON content-type, etcd-edge user-agent and hasleader", async () => {
     const seen = route(server, "/v3/kv/range", () => json({ header: header(2) }));
-    await client().get("k");
+    await gatewayClient().get("k");
     const [req] = seen;
     expect(req!.method).toBe("POST");
     expect(req!.url).toBe(`${A}/v3/kv/range`);
@@ -320,7 +334,7 @@ describe("HTTP request", () => {
 
   it("requireLeader: false drops hasleader; extra headers are sent", async () => {
     const seen = route(server, "/v3/kv/range", () => json({ header: header(2) }));
-    await client({ requireLeader: false, headers: { "x-proxy-key": "s3cret" } }).get("k");
+    await gatewayClient({ requireLeader: false, headers: { "x-proxy-key": "s3cret" } }).get("k");
     expect(seen[0]!.headers["grpc-metadata-hasleader"]).toBeUndefined();
     expect(seen[0]!.headers["x-proxy-key"]).toBe("s3cret");
   });
@@ -328,8 +342,8 @@ describe("HTTP request", () => {
   it("an endpoint with a trailing slash or a path prefix gives clean URLs", async () => {
     const seen = route(server, "/v3/kv/range", () => json({ header: header(2) }));
     const prefixed = route(server, "/etcd/v3/kv/range", () => json({ header: header(2) }), "http://proxy.test");
-    await client({ endpoints: `${A}/` }).get("k");
-    await client({ endpoints: ["http://proxy.test/etcd/"] }).get("k");
+    await gatewayClient({ endpoints: `${A}/` }).get("k");
+    await gatewayClient({ endpoints: ["http://proxy.test/etcd/"] }).get("k");
     expect(seen[0]!.url).toBe(`${A}/v3/kv/range`);
     expect(prefixed[0]!.url).toBe("http://proxy.test/etcd/v3/kv/range");
   });
@@ -344,7 +358,7 @@ describe("HTTP request", () => {
         inits.push(init);
         return globalThis.fetch(input, init);
       };
-      await client({ fetch }).get("k");
+      await gatewayClient({ fetch }).get("k");
       expect(inits).toHaveLength(1);
       const init = inits[0]!;
       expect(Object.keys(init).sort()).toEqual(["body", "headers", "method", "redirect", "signal"]);
@@ -365,7 +379,7 @@ describe("HTTP request", () => {
         receivers.push(this);
         return globalThis.fetch(input, init);
       };
-      const etcd = client({ fetch });
+      const etcd = gatewayClient({ fetch });
       await etcd.get("k");
       await etcd.range({ prefix: "p" });
       expect(receivers).toEqual([undefined, undefined]);
@@ -374,7 +388,7 @@ describe("HTTP request", () => {
 
   it("the global fetch is looked up on every call, not captured at construction", async () => {
     route(server, "/v3/kv/range", () => json({ header: header(2) }));
-    const etcd = client();
+    const etcd = gatewayClient();
     const original = globalThis.fetch;
     const replacement = vi.fn((input: any, init: any) => original(input, init));
     globalThis.fetch = replacement as typeof fetch;

@@ -1,7 +1,8 @@
 // Failover between endpoints, which calls are resent (and which must not be), backoff, auth token refresh.
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { cmp, Etcd, EtcdError, op, type Fetch } from "../../src/index.js";
-import { A, B, connectionReset, json, jsonText, rejection, route, useGateway } from "../support/gateway.js";
+import { rejection, sleep } from "../support/async.js";
+import { A, B, connectionReset, json, jsonText, route, useGateway } from "../support/gateway.js";
 import { BIG_LEASE, header, kv, unaryErrorBody } from "../support/wire.js";
 
 const server = useGateway();
@@ -245,7 +246,7 @@ describe("auth", () => {
 
   it("concurrent calls share one authenticate request", async () => {
     const auths = route(server, "/v3/auth/authenticate", async () => {
-      await new Promise((r) => setTimeout(r, 30));
+      await sleep(30);
       return json({ header: header(1), token: "shared" });
     });
     const reads = route(server, "/v3/kv/range", rangeOk);
@@ -259,7 +260,7 @@ describe("auth", () => {
   it("concurrent calls refused with the same expired token re-authenticate once between them", async () => {
     let n = 0;
     const auths = route(server, "/v3/auth/authenticate", async () => {
-      await new Promise((r) => setTimeout(r, 10));
+      await sleep(10);
       return json({ header: header(1), token: `tok${++n}` });
     });
     route(server, "/v3/kv/range", (req) =>

@@ -4,14 +4,13 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { Etcd, EtcdCompactedError, EtcdError, type WatchBatch, type WatchQuery } from "../../src/index.js";
+import { rejection, sleep } from "../support/async.js";
 import {
   A,
   controlledStream,
   directFetch,
   json,
-  rejection,
   route,
-  sleep,
   streamResponse,
   type StreamControl,
   useGateway,

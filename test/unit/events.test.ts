@@ -2,31 +2,22 @@
 // a throwing handler breaks nothing; with no handler nothing is built.
 import { describe, expect, it } from "vitest";
 import { Etcd, type EtcdEvent } from "../../src/index.js";
-import { createMockEtcdCore } from "../../src/testing/mock.js";
+import { sleep } from "../support/async.js";
 import { eventShapes } from "../support/events.js";
 import { A, B, json, jsonText, route, useGateway } from "../support/gateway.js";
+import { mockClient } from "../support/mock.js";
 import { header, kv, unaryErrorBody } from "../support/wire.js";
 
 const server = useGateway();
 
-function onMock(events: EtcdEvent[]) {
-  const mock = createMockEtcdCore();
-  const etcd = new Etcd({
-    endpoints: "http://etcd.test:2379",
-    fetch: mock.fetch as never,
-    onEvent: (event) => void events.push(event),
-  });
-  return { mock, etcd };
-}
-
 describe("onEvent", () => {
   it("a contended lock: waiting with its place, acquired, released, then the next holder acquired", async () => {
     const events: EtcdEvent[] = [];
-    const { etcd } = onMock(events);
+    const { etcd } = mockClient({ onEvent: (event) => void events.push(event) });
     const [first, second] = [await etcd.session({ ttl: 30 }), await etcd.session({ ttl: 30 })];
     const held = await first.mutex("jobs").lock();
     const waiting = second.mutex("jobs").lock({ timeout: 5_000 });
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await sleep(50);
     await held.unlock();
     const next = await waiting;
     const shapes = eventShapes(events, ["lock.waiting", "lock.acquired", "lock.released"]);
@@ -73,7 +64,7 @@ describe("onEvent", () => {
 
   it("a lost session: its renewal finds the lease gone, the session and the lock it held are lost", async () => {
     const events: EtcdEvent[] = [];
-    const { etcd, mock } = onMock(events);
+    const { etcd, mock } = mockClient({ onEvent: (event) => void events.push(event) });
     const session = await etcd.session({ ttl: 5, keepAlive: "manual" });
     const lock = await session.mutex("jobs").lock();
     await session.renew();
@@ -88,11 +79,8 @@ describe("onEvent", () => {
   });
 
   it("a handler that throws (or rejects) never breaks the call", async () => {
-    const mock = createMockEtcdCore();
     let calls = 0;
-    const etcd = new Etcd({
-      endpoints: "http://etcd.test:2379",
-      fetch: mock.fetch as never,
+    const { etcd } = mockClient({
       onEvent: (event) => {
         calls++;
         if (event.type === "request") throw new Error("handler bug");

@@ -9,7 +9,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Etcd, EtcdBadResponseError, EtcdError, type Fetch } from "../../src/index.js";
 import { createNodeFetch } from "../../src/node/index.js";
 import { within } from "../support/async.js";
-import { HEADER } from "../support/hardening.js";
+import { pour } from "../support/loopback.js";
+import { header } from "../support/wire.js";
 
 type Handler = (request: IncomingMessage, response: ServerResponse, body: string) => void;
 
@@ -55,19 +56,6 @@ async function loopback(): Promise<Loopback> {
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
-}
-
-/** Writes `chunk` until `total` bytes are sent or the client goes away, respecting backpressure. */
-function pour(response: ServerResponse, chunk: Buffer, total = Number.POSITIVE_INFINITY): void {
-  let sent = 0;
-  const write = () => {
-    while (sent < total && !response.destroyed) {
-      sent += chunk.byteLength;
-      if (!response.write(chunk)) return void response.once("drain", write);
-    }
-    if (!response.destroyed) response.end();
-  };
-  write();
 }
 
 /** Memory the process holds (JS heap and array buffers). */
@@ -148,7 +136,8 @@ describe.each(fetches)("through %s", (_name, makeFetch) => {
   afterAll(async () => {
     await fetch.close?.();
   });
-  const client = (
+  /** A client of this file's hostile server, through the fetch under test. */
+  const hostileClient = (
     options: { auth?: { username: string; password: string }; headers?: Record<string, string>; timeout?: number } = {},
   ) => new Etcd({ endpoints: [gateway.url], fetch, retries: 1, timeout: BUDGET, maxResponseBytes: CAP, ...options });
 
@@ -173,7 +162,7 @@ describe.each(fetches)("through %s", (_name, makeFetch) => {
   it.each([
     ["HTML from a proxy", "text/html", "<html><body>502 Bad Gateway</body></html>"],
     ["binary garbage", "application/octet-stream", "\u0000\u00ff\u0001garbage\u0002"],
-    ["truncated JSON", "application/json", `{"header":${JSON.stringify(HEADER).slice(0, 30)}`],
+    ["truncated JSON", "application/json", `{"header":${JSON.stringify(header()).slice(0, 30)}`],
     ["JSON of the wrong shape", "application/json", '{"kvs":"none"}'],
     ["an empty 200", "application/json", ""],
   ])("%s is BAD_RESPONSE with the status and the start of the body", async (_case, type, text) => {
@@ -181,7 +170,7 @@ describe.each(fetches)("through %s", (_name, makeFetch) => {
       response.writeHead(200, { "content-type": type });
       response.end(text);
     });
-    const error = await fails(() => client().get("k"));
+    const error = await fails(() => hostileClient().get("k"));
     expect(error).toBeInstanceOf(EtcdBadResponseError);
     expect(error).toMatchObject({ code: "BAD_RESPONSE", status: 200 });
     expect((error as EtcdBadResponseError).body).toBe(text.slice(0, 512));
@@ -196,9 +185,9 @@ describe.each(fetches)("through %s", (_name, makeFetch) => {
       });
       elsewhere.handle((_request, response) => {
         response.writeHead(200, { "content-type": "application/json" });
-        response.end(JSON.stringify({ header: HEADER, token: "stolen" }));
+        response.end(JSON.stringify({ header: header(), token: "stolen" }));
       });
-      const error = await fails(() => client({ auth: { username: "root", password: "hunter2" } }).get("k"));
+      const error = await fails(() => hostileClient({ auth: { username: "root", password: "hunter2" } }).get("k"));
       expect(error).toMatchObject({ code: "BAD_RESPONSE", status });
       expect(gateway.seen.map((request) => request.path)).toEqual(["/v3/auth/authenticate"]);
       expect(elsewhere.seen).toEqual([]);
@@ -211,7 +200,7 @@ describe.each(fetches)("through %s", (_name, makeFetch) => {
       response.end();
     });
     elsewhere.handle((_request, response) => response.end("{}"));
-    const error = await fails(() => client({ headers: { "x-proxy-secret": "s" } }).get("k"));
+    const error = await fails(() => hostileClient({ headers: { "x-proxy-secret": "s" } }).get("k"));
     expect(error.code).toBe("BAD_RESPONSE");
     expect(elsewhere.seen).toEqual([]);
   });
@@ -219,11 +208,11 @@ describe.each(fetches)("through %s", (_name, makeFetch) => {
   it("a 300 MiB answer is RESOURCE_EXHAUSTED at the cap, with bounded memory", async () => {
     gateway.handle((_request, response) => {
       response.writeHead(200, { "content-type": "application/json", "content-length": String(HUGE) });
-      response.write(`{"header":${JSON.stringify(HEADER)},"kvs":[{"key":"`);
+      response.write(`{"header":${JSON.stringify(header())},"kvs":[{"key":"`);
       pour(response, Buffer.alloc(64 * 1024, "a"), HUGE);
     });
     const { outcome, growth } = await peakGrowth(() =>
-      fails(() => client().range({ prefix: "k" })).then((error) => Promise.reject(error)),
+      fails(() => hostileClient().range({ prefix: "k" })).then((error) => Promise.reject(error)),
     );
     expect((outcome as EtcdError).code).toBe("RESOURCE_EXHAUSTED");
     expect(growth).toBeLessThan(BOUND);
@@ -235,7 +224,7 @@ describe.each(fetches)("through %s", (_name, makeFetch) => {
       pour(response, Buffer.alloc(16 * 1024, " "));
     });
     const { outcome, growth } = await peakGrowth(() =>
-      fails(() => client().get("k")).then((error) => Promise.reject(error)),
+      fails(() => hostileClient().get("k")).then((error) => Promise.reject(error)),
     );
     expect((outcome as EtcdError).code).toBe("RESOURCE_EXHAUSTED");
     expect(growth).toBeLessThan(BOUND);
@@ -247,7 +236,7 @@ describe.each(fetches)("through %s", (_name, makeFetch) => {
       pour(response, Buffer.alloc(16 * 1024, "e"));
     });
     const { outcome, growth } = await peakGrowth(() =>
-      fails(() => client().put("k", "v")).then((error) => Promise.reject(error)),
+      fails(() => hostileClient().put("k", "v")).then((error) => Promise.reject(error)),
     );
     expect(outcome).toMatchObject({ code: "BAD_RESPONSE", status: 500 });
     expect(growth).toBeLessThan(BOUND);
@@ -263,7 +252,7 @@ describe.each(fetches)("through %s", (_name, makeFetch) => {
       response.end(bomb);
     });
     const { outcome, growth } = await peakGrowth(() =>
-      fails(() => client().get("k")).then((error) => Promise.reject(error)),
+      fails(() => hostileClient().get("k")).then((error) => Promise.reject(error)),
     );
     // The global fetch inflates: the cap counts inflated bytes. undici's request does not: the gzip is not JSON.
     expect(["RESOURCE_EXHAUSTED", "BAD_RESPONSE"]).toContain((outcome as EtcdError).code);
@@ -274,7 +263,7 @@ describe.each(fetches)("through %s", (_name, makeFetch) => {
     gateway.handle(() => {
       // Never answers; the client's abort closes the socket.
     });
-    const error = await fails(() => client().get("k", { timeout: 300 }), 300);
+    const error = await fails(() => hostileClient().get("k", { timeout: 300 }), 300);
     expect(error.code).toBe("TIMEOUT");
   });
 
@@ -284,28 +273,28 @@ describe.each(fetches)("through %s", (_name, makeFetch) => {
       response.write("{");
       const timer = setInterval(() => (response.destroyed ? clearInterval(timer) : response.write(" ")), 20);
     });
-    const error = await fails(() => client().get("k", { timeout: 400 }), 400);
+    const error = await fails(() => hostileClient().get("k", { timeout: 400 }), 400);
     expect(error.code).toBe("TIMEOUT");
   });
 
   it("a keepalive that streams forever is read to its first line only", async () => {
     gateway.handle((_request, response) => {
       response.writeHead(200, { "content-type": "application/json" });
-      pour(response, Buffer.from(`{"result":{"header":${JSON.stringify(HEADER)},"ID":"7","TTL":"30"}}\n`));
+      pour(response, Buffer.from(`{"result":{"header":${JSON.stringify(header())},"ID":"7","TTL":"30"}}\n`));
     });
-    const result = await within(BUDGET, "keepalive", client().lease.keepAliveOnce("7"));
+    const result = await within(BUDGET, "keepalive", hostileClient().lease.keepAliveOnce("7"));
     expect(result.ttl).toBe(30);
   });
 
   it("a watch line without a newline ends the watch with RESOURCE_EXHAUSTED, with bounded memory", async () => {
     gateway.handle((_request, response) => {
       response.writeHead(200, { "content-type": "application/json" });
-      response.write(`{"result":{"header":${JSON.stringify(HEADER)},"created":true}}\n{"result":{"events":[`);
+      response.write(`{"result":{"header":${JSON.stringify(header())},"created":true}}\n{"result":{"events":[`);
       pour(response, Buffer.alloc(64 * 1024, "w"));
     });
     const watching = async () => {
       // The watch's line cap is the default (16 MiB) until watch.ts passes the client's maxResponseBytes.
-      for await (const _ of client().watch({ key: "k", retries: 0 })) {
+      for await (const _ of hostileClient().watch({ key: "k", retries: 0 })) {
         // nothing valid arrives
       }
     };
@@ -320,10 +309,10 @@ describe.each(fetches)("through %s", (_name, makeFetch) => {
     "an answer in small chunks, a character split between two, " + "a keepalive's newline in a late chunk: read whole",
     async () => {
       const text =
-        `{"header":${JSON.stringify(HEADER)},"kvs":[{"key":"aw==",` +
+        `{"header":${JSON.stringify(header())},"kvs":[{"key":"aw==",` +
         `"mod_revision":"6","value":"dg=="}],"count":"1","note":"clé ✓"}`;
       const bytes = Buffer.from(text);
-      const line = Buffer.from(`{"result":{"header":${JSON.stringify(HEADER)},"ID":"7","TTL":"30"}}\n{"result":`);
+      const line = Buffer.from(`{"result":{"header":${JSON.stringify(header())},"ID":"7","TTL":"30"}}\n{"result":`);
       gateway.handle((request, response) => {
         const body = request.url === "/v3/lease/keepalive" ? line : bytes;
         response.writeHead(200, { "content-type": "application/json" });
@@ -336,14 +325,14 @@ describe.each(fetches)("through %s", (_name, makeFetch) => {
         };
         next();
       });
-      expect((await client().get("k"))?.value).toBe("v");
-      expect((await client().lease.keepAliveOnce("7")).ttl).toBe(30);
+      expect((await hostileClient().get("k"))?.value).toBe("v");
+      expect((await hostileClient().lease.keepAliveOnce("7")).ttl).toBe(30);
     },
   );
 
   it("a connection closed without an answer is UNAVAILABLE", async () => {
     gateway.handle((request) => request.socket.destroy());
-    const error = await fails(() => client().get("k"));
+    const error = await fails(() => hostileClient().get("k"));
     expect(error.code).toBe("UNAVAILABLE");
   });
 
@@ -351,11 +340,11 @@ describe.each(fetches)("through %s", (_name, makeFetch) => {
   it("a server that answers `created` then closes, in a loop, ends the watch within its retries", async () => {
     gateway.handle((_request, response) => {
       response.writeHead(200, { "content-type": "application/json" });
-      response.end(`{"result":{"header":${JSON.stringify(HEADER)},"created":true}}\n`);
+      response.end(`{"result":{"header":${JSON.stringify(header())},"created":true}}\n`);
     });
     const controller = new AbortController();
     const watching = (async () => {
-      for await (const _ of client().watch({ key: "k", retries: 2, signal: controller.signal })) {
+      for await (const _ of hostileClient().watch({ key: "k", retries: 2, signal: controller.signal })) {
         // no events
       }
     })();

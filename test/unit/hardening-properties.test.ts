@@ -5,7 +5,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { cmp, Etcd, EtcdError, type EtcdOptions, type LockTicket, op } from "../../src/index.js";
 import { within } from "../support/async.js";
-import { counted, type Counted, ENDPOINT } from "../support/hardening.js";
+import { MOCK_ENDPOINT, type MockClient, mockClient } from "../support/mock.js";
 
 const RUNS = { numRuns: 60 };
 
@@ -118,12 +118,12 @@ const badRangeOptions = fc.oneof(
 
 // --- checking one bad call ----------------------------------------------------------------------------------
 
-function state(ctx: Counted) {
+function state(ctx: MockClient) {
   return { revision: ctx.mock.revision, keys: ctx.mock.keys(), leases: ctx.mock.leases().map((lease) => lease.id) };
 }
 
 /** The call must fail with INVALID_ARGUMENT, promptly, sending nothing and writing nothing. */
-async function refused(ctx: Counted, call: () => unknown): Promise<void> {
+async function refused(ctx: MockClient, call: () => unknown): Promise<void> {
   const before = state(ctx);
   const sent = ctx.calls.length;
   const outcome = await within(
@@ -149,7 +149,7 @@ async function refused(ctx: Counted, call: () => unknown): Promise<void> {
 async function refusesEvery(calls: fc.Arbitrary<(etcd: Etcd) => unknown>, { seeded = false } = {}): Promise<void> {
   await fc.assert(
     fc.asyncProperty(calls, async (call) => {
-      const ctx = counted();
+      const ctx = mockClient({ retries: 0 });
       if (seeded) {
         await ctx.etcd.put("k/1", "v");
         ctx.calls.length = 0;
@@ -162,7 +162,7 @@ async function refusesEvery(calls: fc.Arbitrary<(etcd: Etcd) => unknown>, { seed
 
 /** A fresh member with a key and a manual session in it; the setup's requests are not counted. */
 async function withSession() {
-  const ctx = counted();
+  const ctx = mockClient({ retries: 0 });
   await ctx.etcd.put("k/1", "v");
   const session = await ctx.etcd.session({ ttl: 30, keepAlive: "manual" });
   ctx.calls.length = 0;
@@ -188,13 +188,16 @@ describe("bad arguments are refused before any request", () => {
           .array(anything, { minLength: 1, maxLength: 2 })
           .filter((list) => list.some((e) => typeof e !== "string")),
       }),
-      fc.record({ endpoints: fc.constant([ENDPOINT]), timeout: badTimeout }),
-      fc.record({ endpoints: fc.constant([ENDPOINT]), retries: badCount }),
-      fc.record({ endpoints: fc.constant([ENDPOINT]), requireLeader: badFlag }),
-      fc.record({ endpoints: fc.constant([ENDPOINT]), maxResponseBytes: fc.oneof(badCount, fc.constant(0)) }),
-      fc.record({ endpoints: fc.constant([ENDPOINT]), namespace: badValue.filter((value) => value !== undefined) }),
+      fc.record({ endpoints: fc.constant([MOCK_ENDPOINT]), timeout: badTimeout }),
+      fc.record({ endpoints: fc.constant([MOCK_ENDPOINT]), retries: badCount }),
+      fc.record({ endpoints: fc.constant([MOCK_ENDPOINT]), requireLeader: badFlag }),
+      fc.record({ endpoints: fc.constant([MOCK_ENDPOINT]), maxResponseBytes: fc.oneof(badCount, fc.constant(0)) }),
       fc.record({
-        endpoints: fc.constant([ENDPOINT]),
+        endpoints: fc.constant([MOCK_ENDPOINT]),
+        namespace: badValue.filter((value) => value !== undefined),
+      }),
+      fc.record({
+        endpoints: fc.constant([MOCK_ENDPOINT]),
         headers: fc.oneof(
           anythingBut((value) => value === undefined || (typeof value === "object" && value !== null)),
           fc.dictionary(
@@ -204,15 +207,15 @@ describe("bad arguments are refused before any request", () => {
           ),
         ),
       }),
-      fc.record({ endpoints: fc.constant([ENDPOINT]), auth: anythingBut((value) => value === undefined) }),
+      fc.record({ endpoints: fc.constant([MOCK_ENDPOINT]), auth: anythingBut((value) => value === undefined) }),
       fc.record({
-        endpoints: fc.constant([ENDPOINT]),
+        endpoints: fc.constant([MOCK_ENDPOINT]),
         fetch: anythingBut((value) => value === undefined || typeof value === "function"),
       }),
     );
     await fc.assert(
       fc.asyncProperty(badOptions, async (options) => {
-        const ctx = counted();
+        const ctx = mockClient({ retries: 0 });
         await refused(ctx, () => new Etcd({ fetch: ctx.fetch, ...any<EtcdOptions>(options) }));
       }),
       RUNS,
@@ -341,7 +344,7 @@ describe("bad arguments are refused before any request", () => {
     );
     await fc.assert(
       fc.asyncProperty(badQuery, async (query) => {
-        const ctx = counted();
+        const ctx = mockClient({ retries: 0 });
         await refused(ctx, async () => {
           const controller = new AbortController();
           try {
@@ -365,7 +368,7 @@ describe("bad arguments are refused before any request", () => {
     );
     await fc.assert(
       fc.asyncProperty(badOptions, async (options) => {
-        const ctx = counted();
+        const ctx = mockClient({ retries: 0 });
         await refused(ctx, () => ctx.etcd.session(any(options)));
       }),
       RUNS,
@@ -445,7 +448,7 @@ describe("bad arguments are refused before any request", () => {
     );
     await fc.assert(
       fc.asyncProperty(badCall, async ({ name, fn, options }) => {
-        const ctx = counted();
+        const ctx = mockClient({ retries: 0 });
         await refused(ctx, () => ctx.etcd.withLock(any(name), any(fn), any(options)));
       }),
       RUNS,
@@ -567,7 +570,7 @@ describe("bad arguments of the lock layer are refused before its first request",
       );
       await fc.assert(
         fc.asyncProperty(badOptions, async ({ name, fn, options }) => {
-          const ctx = counted();
+          const ctx = mockClient({ retries: 0 });
           await refused(ctx, () => ctx.etcd.withLock(any(name), any(fn), any(options)));
         }),
         { numRuns: 20 },
@@ -578,7 +581,7 @@ describe("bad arguments of the lock layer are refused before its first request",
   it("resumeLock: a ticket name with a lone surrogate sends nothing", async () => {
     await fc.assert(
       fc.asyncProperty(loneSurrogate, async (name) => {
-        const ctx = counted();
+        const ctx = mockClient({ retries: 0 });
         await refused(ctx, () =>
           ctx.etcd.resumeLock({ name, key: `${name}/7`, leaseId: "7", revision: 5, secret: "s" }),
         );
@@ -588,7 +591,7 @@ describe("bad arguments of the lock layer are refused before its first request",
   });
 
   it("resumeLock: a keepAlive object without a prototype is INVALID_ARGUMENT", async () => {
-    const ctx = counted();
+    const ctx = mockClient({ retries: 0 });
     await refused(ctx, () =>
       ctx.etcd.resumeLock(
         { name: "job", key: "job/7", leaseId: "7", revision: 5, secret: "s" },

@@ -2,9 +2,9 @@
 // watches its predecessor without missing a release that lands before its watch exists.
 import { describe, expect, it } from "vitest";
 import { Etcd, type Fetch } from "../../src/index.js";
-import { createMockEtcdCore } from "../../src/testing/mock.js";
-import { rejection } from "../support/async.js";
+import { rejection, sleep } from "../support/async.js";
 import { A, B, connectionReset, hang, json, jsonText, route, useGateway } from "../support/gateway.js";
+import { mockClient } from "../support/mock.js";
 import { header, unaryErrorBody } from "../support/wire.js";
 
 const server = useGateway();
@@ -106,21 +106,24 @@ describe("a waiter's watch", () => {
   it(
     "has no start revision (etcd delivers it at once) " + "and still sees a release that lands before it exists",
     async () => {
-      const mock = createMockEtcdCore();
       const watches: unknown[] = [];
       let releaseFirst: (() => Promise<void>) | undefined;
       // Hold back the waiter's watch until the holder has released: the release lands in the gap between the
       // waiter's read of the line and the watch's creation.
-      const fetch: Fetch = async (input, init) => {
-        if (input.endsWith("/v3/watch")) {
-          watches.push(JSON.parse(init.body));
-          const release = releaseFirst;
-          releaseFirst = undefined;
-          await release?.();
-        }
-        return mock.fetch(input, init as never) as ReturnType<Fetch>;
-      };
-      const etcd = new Etcd({ endpoints: "http://etcd.test:2379", fetch });
+      const { etcd } = mockClient(
+        {},
+        {
+          through: async (input, init, forward) => {
+            if (input.endsWith("/v3/watch")) {
+              watches.push(JSON.parse(init.body));
+              const release = releaseFirst;
+              releaseFirst = undefined;
+              await release?.();
+            }
+            return forward(input, init);
+          },
+        },
+      );
       const holderSession = await etcd.session({ ttl: 30 });
       const holder = await holderSession.mutex("gap").lock();
       releaseFirst = () => holder.unlock();
@@ -146,23 +149,20 @@ describe("requests in flight", () => {
     async () => {
       let active = 0;
       let peak = 0;
-      const mock = createMockEtcdCore();
       // Each request takes 100 ms on the wire: with a limit of 4, 20 reads take 5 rounds (~500 ms), longer than
       // one attempt's 200 ms, so a queued read that counted its wait against its attempt would time out.
-      const slow: Fetch = async (input, init) => {
-        active++;
-        peak = Math.max(peak, active);
-        await new Promise((resolve) => setTimeout(resolve, 100));
-        active--;
-        return mock.fetch(input, init as never) as ReturnType<Fetch>;
-      };
-      const etcd = new Etcd({
-        endpoints: "http://etcd.test:2379",
-        fetch: slow,
-        maxConcurrentRequests: 4,
-        attemptTimeout: 200,
-        timeout: 5_000,
-      });
+      const { etcd } = mockClient(
+        { maxConcurrentRequests: 4, attemptTimeout: 200, timeout: 5_000 },
+        {
+          through: async (input, init, forward) => {
+            active++;
+            peak = Math.max(peak, active);
+            await sleep(100);
+            active--;
+            return forward(input, init);
+          },
+        },
+      );
       const reads = await Promise.all(Array.from({ length: 20 }, (_, i) => etcd.get(`k${i}`)));
       expect(reads).toHaveLength(20);
       expect(peak).toBe(4);

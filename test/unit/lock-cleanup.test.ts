@@ -1,27 +1,27 @@
 // Keys an acquisition leaves behind only through faults: a join that lands late, after the acquisition is
 // over; a failed acquisition whose cleanup meets an outage. Neither may block the line for the lease's life.
 import { describe, expect, it } from "vitest";
-import { Etcd, type Fetch } from "../../src/index.js";
-import { createMockEtcdCore } from "../../src/testing/mock.js";
-import { rejection, until } from "../support/async.js";
+import { rejection, sleep, until } from "../support/async.js";
 import { connectionReset } from "../support/gateway.js";
-
-const ENDPOINT = "http://etcd.test:2379";
+import { mockClient } from "../support/mock.js";
 
 describe("a join that lands after its acquisition is over", () => {
   it("is swept by the session's next renewal: the line is not blocked for the lease's life", async () => {
-    const mock = createMockEtcdCore();
     let held: (() => Promise<unknown>) | undefined;
     // The first join is held up on its way (a paused leader with the proposal), and its sender sees the
     // connection break, so the SDK resends it. The held copy lands later, when the test releases it.
-    const fetch: Fetch = async (input, init) => {
-      if (held === undefined && input.endsWith("/v3/kv/txn") && init.body.includes("request_put")) {
-        held = () => mock.fetch(input, { ...init, signal: undefined } as never);
-        throw connectionReset();
-      }
-      return mock.fetch(input, init as never) as ReturnType<Fetch>;
-    };
-    const etcd = new Etcd({ endpoints: ENDPOINT, fetch });
+    const { mock, etcd } = mockClient(
+      {},
+      {
+        through: async (input, init, forward) => {
+          if (held === undefined && input.endsWith("/v3/kv/txn") && init.body.includes("request_put")) {
+            held = () => forward(input, { ...init, signal: undefined } as never);
+            throw connectionReset();
+          }
+          return forward(input, init);
+        },
+      },
+    );
     const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
     const lock = await session.mutex("jobs").lock();
     await lock.unlock();
@@ -39,25 +39,28 @@ describe("a join that lands after its acquisition is over", () => {
   it(
     "a join made while the sweep's delete is on its way waits for it: " + "the delete never takes the new key",
     async () => {
-      const mock = createMockEtcdCore();
       let late: (() => Promise<unknown>) | undefined;
       let sweepDelete: (() => Promise<unknown>) | undefined;
-      const fetch: Fetch = async (input, init) => {
-        if (late === undefined && input.endsWith("/v3/kv/txn") && init.body.includes("request_put")) {
-          late = () => mock.fetch(input, { ...init, signal: undefined } as never);
-          throw connectionReset();
-        }
-        // The sweep's delete (guarded by the lease) is held up on its way, as the late join was.
-        if (sweepDelete === undefined && input.endsWith("/v3/kv/txn") && init.body.includes('"LEASE"')) {
-          const answer = new Promise<Response>((resolve) => {
-            sweepDelete = async () =>
-              resolve((await mock.fetch(input, { ...init, signal: undefined } as never)) as Response);
-          });
-          return answer as ReturnType<Fetch>;
-        }
-        return mock.fetch(input, init as never) as ReturnType<Fetch>;
-      };
-      const etcd = new Etcd({ endpoints: ENDPOINT, fetch });
+      const { mock, etcd } = mockClient(
+        {},
+        {
+          through: async (input, init, forward) => {
+            if (late === undefined && input.endsWith("/v3/kv/txn") && init.body.includes("request_put")) {
+              late = () => forward(input, { ...init, signal: undefined } as never);
+              throw connectionReset();
+            }
+            // The sweep's delete (guarded by the lease) is held up on its way, as the late join was.
+            if (sweepDelete === undefined && input.endsWith("/v3/kv/txn") && init.body.includes('"LEASE"')) {
+              const answer = new Promise<Response>((resolve) => {
+                sweepDelete = async () =>
+                  resolve((await forward(input, { ...init, signal: undefined } as never)) as Response);
+              });
+              return answer;
+            }
+            return forward(input, init);
+          },
+        },
+      );
       const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
       const mutex = session.mutex("jobs");
       await (await mutex.lock()).unlock();
@@ -67,10 +70,10 @@ describe("a join that lands after its acquisition is over", () => {
       // The session locks the name again while that delete is on its way. Before, the join found the late copy
       // and took it as its own, and the delete then removed the key of a held lock.
       const next = mutex.lock({ timeout: 5_000 });
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      await sleep(50);
       await sweepDelete!();
       const lock = await next;
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      await sleep(50);
       expect(mock.keys("jobs/")).toEqual([lock.key]);
       expect((await etcd.get(lock.key))?.createRevision).toBe(lock.revision);
       await lock.unlock();
@@ -78,21 +81,24 @@ describe("a join that lands after its acquisition is over", () => {
   );
 
   it("a key the session still uses is never swept", async () => {
-    const mock = createMockEtcdCore();
     let sends = 0;
-    const fetch: Fetch = async (input, init) => {
-      // The first join's answer is lost after it was applied: the resend finds the key.
-      if (input.endsWith("/v3/kv/txn") && init.body.includes("request_put") && sends++ === 0) {
-        await mock.fetch(input, init as never);
-        throw connectionReset();
-      }
-      return mock.fetch(input, init as never) as ReturnType<Fetch>;
-    };
-    const etcd = new Etcd({ endpoints: ENDPOINT, fetch });
+    const { mock, etcd } = mockClient(
+      {},
+      {
+        through: async (input, init, forward) => {
+          // The first join's answer is lost after it was applied: the resend finds the key.
+          if (input.endsWith("/v3/kv/txn") && init.body.includes("request_put") && sends++ === 0) {
+            await forward(input, init);
+            throw connectionReset();
+          }
+          return forward(input, init);
+        },
+      },
+    );
     const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
     const lock = await session.mutex("jobs").lock();
     await session.renew();
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await sleep(100);
     expect(mock.keys("jobs/")).toEqual([lock.key]);
     expect(lock.held).toBe(true);
     await lock.unlock();
@@ -101,13 +107,7 @@ describe("a join that lands after its acquisition is over", () => {
 
 describe("a join that guessed an empty line", () => {
   it("whose put was refused (the line was busy) leaves no suspect: the next renewal sweeps nothing", async () => {
-    const mock = createMockEtcdCore();
-    const paths: string[] = [];
-    const fetch: Fetch = async (input, init) => {
-      paths.push(new URL(input).pathname);
-      return mock.fetch(input, init as never) as ReturnType<Fetch>;
-    };
-    const etcd = new Etcd({ endpoints: ENDPOINT, fetch });
+    const { mock, etcd, calls: paths } = mockClient();
     const holder = await (await etcd.session({ ttl: 30, keepAlive: "manual" })).mutex("jobs").lock();
     const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
     const start = paths.length;
@@ -120,15 +120,14 @@ describe("a join that guessed an empty line", () => {
     // Only a send whose answer was lost can land later: a renewal now renews, and reads no key to sweep.
     const renewal = paths.length;
     await session.renew();
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await sleep(100);
     expect(paths.slice(renewal)).toEqual(["/v3/lease/keepalive"]);
   });
 });
 
 describe("a failed acquisition whose cleanup meets an outage", () => {
   it("fails within its timeout plus a short grace, and its key is still removed once the outage ends", async () => {
-    const mock = createMockEtcdCore();
-    const etcd = new Etcd({ endpoints: ENDPOINT, fetch: mock.fetch as never, retries: 1 });
+    const { mock, etcd } = mockClient({ retries: 1 });
     const holder = await (await etcd.session({ ttl: 30 })).mutex("jobs").lock();
     const waiter = await etcd.session({ ttl: 30 });
     const waiting = rejection(waiter.mutex("jobs").lock({ timeout: 300 }));

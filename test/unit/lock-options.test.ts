@@ -1,23 +1,24 @@
 // Options of lock calls that bound a single request, and options refused before anything changes.
 import { describe, expect, it } from "vitest";
-import { Etcd, type Fetch } from "../../src/index.js";
-import { createMockEtcdCore } from "../../src/testing/mock.js";
 import { rejection, within } from "../support/async.js";
+import { mockClient } from "../support/mock.js";
 
 /** The mock, except that lock joins (txns) hang once `hang` is set: a member that stopped answering. */
-function client() {
-  const mock = createMockEtcdCore();
+function stallingMock() {
   const state = { hang: false };
-  const fetch: Fetch = (input, init) =>
-    state.hang && input.endsWith("/v3/kv/txn")
-      ? new Promise(() => {})
-      : (mock.fetch(input, init as never) as ReturnType<Fetch>);
-  return { state, etcd: new Etcd({ endpoints: "http://etcd.test:2379", fetch, timeout: 10_000 }) };
+  const { etcd } = mockClient(
+    { timeout: 10_000 },
+    {
+      through: (input, init, forward) =>
+        state.hang && input.endsWith("/v3/kv/txn") ? new Promise(() => {}) : forward(input, init),
+    },
+  );
+  return { state, etcd };
 }
 
 describe("lock call options", () => {
   it("tryLock's timeout bounds its one request: TIMEOUT, not the client's 10 s", async () => {
-    const { state, etcd } = client();
+    const { state, etcd } = stallingMock();
     const session = await etcd.session({ ttl: 30 });
     state.hang = true;
     const started = performance.now();
@@ -31,7 +32,7 @@ describe("lock call options", () => {
   });
 
   it("session.close() with bad options is refused and leaves the session open; a good close still works", async () => {
-    const { etcd } = client();
+    const { etcd } = stallingMock();
     const session = await etcd.session({ ttl: 30 });
     expect((await rejection(session.close({ timeout: -1 }))).code).toBe("INVALID_ARGUMENT");
     expect((await rejection(session.close({ signal: {} as never }))).code).toBe("INVALID_ARGUMENT");

@@ -1,19 +1,11 @@
 import { setupServer } from "msw/node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createMockEtcd, type MockEtcd } from "../../src/testing/index.js";
+import { createMockEtcd } from "../../src/testing/index.js";
 import { mswHandlers } from "../../src/testing/msw.js";
+import { call } from "../support/mock.js";
+import { b64 } from "../support/wire.js";
 
 const BASE = "http://etcd.test:2379";
-const b64 = (s: string) => btoa(s);
-
-async function call(mock: MockEtcd, path: string, body: unknown, token?: string) {
-  const res = await mock.fetch(`${BASE}${path}`, {
-    method: "POST",
-    body: JSON.stringify(body),
-    headers: token === undefined ? {} : { authorization: token },
-  });
-  return { status: res.status, body: (await res.json()) as Record<string, any> };
-}
 
 const authed = () =>
   createMockEtcd({

@@ -10,8 +10,8 @@ import { Etcd } from "../../src/index.js";
 import { createMockEtcd } from "../../src/testing/index.js";
 import { serveMockEtcd, type MockEtcdServer } from "../../src/testing/server/index.js";
 import { until, within } from "../support/async.js";
+import { b64 } from "../support/wire.js";
 
-const b64 = (s: string) => btoa(s);
 const root = fileURLToPath(new URL("../..", import.meta.url));
 
 let scratch: string;

@@ -1,14 +1,10 @@
 import { describe, expect, it } from "vitest";
-import { createMockEtcd, type MockEtcd } from "../../src/testing/index.js";
+import { createMockEtcd } from "../../src/testing/index.js";
+import { call } from "../support/mock.js";
+import { b64 } from "../support/wire.js";
 
 const BASE = "http://etcd.test:2379";
-const b64 = (s: string) => btoa(s);
 const HEADER = { cluster_id: expect.any(String), member_id: expect.any(String), raft_term: "2" };
-
-async function call(mock: MockEtcd, path: string, body: unknown) {
-  const res = await mock.fetch(`${BASE}${path}`, { method: "POST", body: JSON.stringify(body) });
-  return { status: res.status, body: (await res.json()) as Record<string, any> };
-}
 
 describe("kv over mock.fetch", () => {
   it("starts at revision 1 and omits every zero value", async () => {

@@ -1,19 +1,10 @@
 // The mock's v3lock and v3election services, status and member list, through raw gateway requests.
 import { describe, expect, it } from "vitest";
-import { createMockEtcd, type MockEtcd } from "../../src/testing/index.js";
+import { createMockEtcd } from "../../src/testing/index.js";
+import { call } from "../support/mock.js";
+import { b64, unb64 } from "../support/wire.js";
 
 const BASE = "http://etcd.test:2379";
-const b64 = (s: string) => btoa(s);
-const text = (b: string) => atob(b);
-
-async function call(mock: MockEtcd, path: string, body: unknown, signal?: AbortSignal) {
-  const res = await mock.fetch(`${BASE}${path}`, {
-    method: "POST",
-    body: JSON.stringify(body),
-    ...(signal ? { signal } : {}),
-  });
-  return { status: res.status, body: (await res.json()) as Record<string, any> };
-}
 
 /** Whether a promise is still pending once queued work has run. */
 async function pending(p: Promise<unknown>): Promise<boolean> {
@@ -49,8 +40,8 @@ describe("v3lock", () => {
     const mock = createMockEtcd();
     const lock = await call(mock, "/v3/lock/lock", { name: b64("n") });
     const [lease] = mock.leases();
-    expect(lease).toMatchObject({ ttl: 60, keys: [text(lock.body.key)] });
-    expect(text(lock.body.key)).toBe(`n/${lease!.id.toString(16)}`);
+    expect(lease).toMatchObject({ ttl: 60, keys: [unb64(lock.body.key)] });
+    expect(unb64(lock.body.key)).toBe(`n/${lease!.id.toString(16)}`);
     mock.advance(60_000);
     expect(mock.keys("n/")).toEqual([]);
   });

@@ -1,12 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { createMockEtcd, type MockEtcd } from "../../src/testing/index.js";
+import { call } from "../support/mock.js";
+import { b64 } from "../support/wire.js";
 
-const b64 = (s: string) => btoa(s);
-
-async function txn(mock: MockEtcd, body: unknown) {
-  const res = await mock.fetch("http://etcd.test:2379/v3/kv/txn", { method: "POST", body: JSON.stringify(body) });
-  return { status: res.status, body: (await res.json()) as Record<string, any> };
-}
+const txn = (mock: MockEtcd, body: unknown) => call(mock, "/v3/kv/txn", body);
 
 const put = (key: string, value = "v") => ({ request_put: { key: b64(key), value: b64(value) } });
 const get = (key: string) => ({ request_range: { key: b64(key) } });

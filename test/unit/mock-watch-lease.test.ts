@@ -1,13 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { createMockEtcd, PROGRESS_NOTIFY_INTERVAL_MS, type MockEtcd } from "../../src/testing/index.js";
+import { call } from "../support/mock.js";
+import { b64 } from "../support/wire.js";
 
 const BASE = "http://etcd.test:2379";
-const b64 = (s: string) => btoa(s);
-
-async function call(mock: MockEtcd, path: string, body: unknown) {
-  const res = await mock.fetch(`${BASE}${path}`, { method: "POST", body: JSON.stringify(body) });
-  return { status: res.status, body: (await res.json()) as Record<string, any> };
-}
 
 /** Opens a watch and exposes its NDJSON lines as parsed objects. */
 async function openWatch(mock: MockEtcd, createRequest: object) {

@@ -2,9 +2,9 @@
 // and around compaction, prev_kv read at the previous revision.
 import { describe, expect, it } from "vitest";
 import { createMockEtcd, type MockEtcd } from "../../src/testing/index.js";
+import { b64 } from "../support/wire.js";
 
 const BASE = "http://etcd.test:2379";
-const b64 = (s: string) => btoa(s);
 
 /** Opens a watch with these requests in one body; lines() drains what arrived (after queued work ran). */
 async function watch(mock: MockEtcd, ...requests: object[]) {

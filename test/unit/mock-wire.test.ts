@@ -3,9 +3,9 @@
 // Every expected answer here was observed on etcd 3.4.23 and 3.5.16 (Debian builds).
 import { describe, expect, it } from "vitest";
 import { createMockEtcd, type MockEtcd } from "../../src/testing/index.js";
+import { b64 } from "../support/wire.js";
 
 const BASE = "http://etcd.test:2379";
-const b64 = (s: string) => btoa(s);
 
 async function raw(mock: MockEtcd, path: string, body: string) {
   const res = await mock.fetch(`${BASE}${path}`, { method: "POST", body });

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type FetchResponse, READ_BOUNDED, type ReadBounded } from "../../src/gateway/fetch.js";
 import { createNodeFetch, type NodeFetch } from "../../src/node/index.js";
 import { sleep, until, within } from "../support/async.js";
+import { pour } from "../support/loopback.js";
 
 type Handler = (request: IncomingMessage, response: ServerResponse) => void;
 
@@ -74,23 +75,6 @@ function readBounded(response: FetchResponse, maxBytes: number, firstLine = fals
 /** Resolves once `socket` is closed: the client dropped the connection. */
 function closed(socket: Socket): Promise<void> {
   return socket.destroyed ? Promise.resolve() : new Promise((resolve) => socket.once("close", () => resolve()));
-}
-
-/**
- * Writes `chunk` up to `total` bytes while the client takes them (respecting backpressure), stopping when
- * it goes away. `sent()` is how far it got: writes stall while the client reads nothing.
- */
-function pour(response: ServerResponse, chunk: Uint8Array, total: number): { sent: () => number } {
-  let sent = 0;
-  const write = (): void => {
-    while (sent < total && !response.destroyed) {
-      sent += chunk.byteLength;
-      if (!response.write(chunk)) return void response.once("drain", write);
-    }
-    if (!response.destroyed) response.end();
-  };
-  write();
-  return { sent: () => sent };
 }
 
 /** Reads a web stream to its end. */

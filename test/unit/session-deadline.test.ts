@@ -1,28 +1,23 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { Etcd } from "../../src/index.js";
-import { createMockEtcd } from "../../src/testing/index.js";
-
-function client() {
-  const mock = createMockEtcd();
-  return { mock, etcd: new Etcd({ endpoints: "http://etcd.test:2379", fetch: mock.fetch as never }) };
-}
+import { sleep } from "../support/async.js";
+import { mockClient } from "../support/mock.js";
 
 afterEach(() => vi.restoreAllMocks());
 
 describe("session deadline", () => {
   it("aborts the signal of a manual session past its TTL even when timers fire early", async () => {
-    const { etcd } = client();
+    const { etcd } = mockClient();
     const session = await etcd.session({ ttl: 2, keepAlive: "manual" });
     // Timers measured against a clock that lags performance.now() fire "early": the session must re-arm.
     const real = performance.now.bind(performance);
     vi.spyOn(performance, "now").mockImplementation(() => real() - 50);
-    await new Promise((resolve) => setTimeout(resolve, 2_300));
+    await sleep(2_300);
     expect(session.signal.aborted).toBe(true);
     expect(session.signal.reason).toMatchObject({ code: "SESSION_EXPIRED" });
   });
 
   it("renewWhile keeps a manual session alive for as long as the work runs, and no longer", async () => {
-    const { etcd, mock } = client();
+    const { etcd, mock } = mockClient();
     const session = await etcd.session({ ttl: 2, keepAlive: "manual" });
     const renewals: number[] = [];
     const renew = session.renew.bind(session);
@@ -30,11 +25,11 @@ describe("session deadline", () => {
       renewals.push(performance.now());
       return renew(options);
     });
-    await session.renewWhile(() => new Promise((resolve) => setTimeout(resolve, 3_000)));
+    await session.renewWhile(() => sleep(3_000));
     expect(session.alive).toBe(true);
     expect(renewals.length).toBeGreaterThanOrEqual(3);
     const count = renewals.length;
-    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    await sleep(1_000);
     expect(renewals).toHaveLength(count);
     expect(mock.leases()).toHaveLength(1);
     await session.close();

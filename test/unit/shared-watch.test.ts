@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest";
 import { Etcd } from "../../src/index.js";
 import { enterLine, type SharedWatch } from "../../src/lock/line/shared-watch.js";
 import { createMockEtcdCore } from "../../src/testing/mock.js";
+import { sleep } from "../support/async.js";
 
 function onMock() {
   const mock = createMockEtcdCore();
@@ -22,7 +23,6 @@ const never = new AbortController().signal;
 
 /** A key as a waiter saw it; the create revision matters only where a test marks a key first. */
 const seen = (key: string, createRevision = 1) => ({ key, createRevision });
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** The line's shared watch, opened as a client's second waiter in the line opens it. */
 function shared(etcd: Etcd, key: string): SharedWatch {

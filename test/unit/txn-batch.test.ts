@@ -1,24 +1,26 @@
 // Joins and releases that callers of one client start in the same turn go as one transaction of nested
 // transactions (TxnBatcher): fewer requests, the same answers as alone, and no caller held by another.
 import { describe, expect, it } from "vitest";
-import { Etcd, type Fetch, isEtcdError } from "../../src/index.js";
-import { createMockEtcdCore } from "../../src/testing/mock.js";
-import { rejection, until } from "../support/async.js";
-
-const ENDPOINT = "http://etcd.test:2379";
+import { isEtcdError } from "../../src/index.js";
+import { rejection, sleep, until } from "../support/async.js";
+import { mockClient } from "../support/mock.js";
 
 /** A client on a fresh mock whose txn requests are recorded, body by body. */
 function recorded(hold?: (body: string, signal: AbortSignal | undefined) => Promise<void> | undefined) {
-  const mock = createMockEtcdCore();
   const txns: string[] = [];
-  const fetch: Fetch = async (input, init) => {
-    if (input.endsWith("/v3/kv/txn")) {
-      txns.push(init.body);
-      await hold?.(init.body, init.signal);
-    }
-    return mock.fetch(input, init as never) as ReturnType<Fetch>;
-  };
-  return { mock, txns, etcd: new Etcd({ endpoints: ENDPOINT, fetch }) };
+  const { mock, etcd } = mockClient(
+    {},
+    {
+      through: async (input, init, forward) => {
+        if (input.endsWith("/v3/kv/txn")) {
+          txns.push(init.body);
+          await hold?.(init.body, init.signal);
+        }
+        return forward(input, init);
+      },
+    },
+  );
+  return { mock, txns, etcd };
 }
 
 const batched = (body: string) => body.startsWith('{"success":[{"request_txn":');
@@ -104,7 +106,7 @@ describe("joins and releases started in the same turn", () => {
     const quit = new AbortController();
     const quitting = a!.mutex("q1").lock({ signal: quit.signal });
     const staying = b!.mutex("q2").lock();
-    await new Promise((r) => setTimeout(r, 10));
+    await sleep(10);
     quit.abort(new Error("enough"));
     const error = await rejection(quitting);
     expect(isEtcdError(error, "ABORTED")).toBe(true);
@@ -128,7 +130,7 @@ describe("joins and releases started in the same turn", () => {
     const [qa, qb] = [new AbortController(), new AbortController()];
     const ua = la!.unlock({ signal: qa.signal });
     const ub = lb!.unlock({ signal: qb.signal });
-    await new Promise((r) => setTimeout(r, 10));
+    await sleep(10);
     expect(shared?.aborted).toBe(false);
     qa.abort(new Error("enough"));
     expect((await rejection(ua)).code).toBe("ABORTED");
@@ -138,8 +140,7 @@ describe("joins and releases started in the same turn", () => {
     expect(shared?.aborted).toBe(true);
     release!();
     // Each release goes on in the background and the keys go.
-    for (let i = 0; i < 100 && mock.keys("r1/").length + mock.keys("r2/").length > 0; i++)
-      await new Promise((r) => setTimeout(r, 20));
+    for (let i = 0; i < 100 && mock.keys("r1/").length + mock.keys("r2/").length > 0; i++) await sleep(20);
     expect([...mock.keys("r1/"), ...mock.keys("r2/")]).toEqual([]);
   });
 

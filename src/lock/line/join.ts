@@ -125,7 +125,7 @@ export class Join {
   readonly #put: Put;
   readonly #history: JoinHistory | undefined;
 
-  /** `history`: the line's history, to guess an empty line (see EMPTY_RUN_TO_GUESS); without it, always the full join. */
+  /** `history`: the line's, to guess an empty line (see EMPTY_RUN_TO_GUESS); without it, always the full join. */
   constructor(client: EtcdClient, prefix: string, key: string, value: string, leaseId: string, history?: JoinHistory) {
     this.#client = client;
     this.prefix = prefix;

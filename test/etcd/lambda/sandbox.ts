@@ -4,11 +4,10 @@ import { existsSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { within } from "../../support/async.js";
+import { killedWithParent } from "../../support/processes.js";
 
 const RUNTIME = fileURLToPath(new URL("./runtime.mjs", import.meta.url));
 const DIST = fileURLToPath(new URL("../../../dist/index.js", import.meta.url));
-// As in test/support/etcd-members.ts: if the test process is SIGKILLed, the kernel still kills the sandbox.
-const SETPRIV = "/usr/bin/setpriv";
 
 export interface InvocationMeta {
   pid: number;
@@ -65,9 +64,7 @@ export async function startSandbox(
   }
   const node = process.execPath;
   const handler = options.handler === undefined ? [] : [options.handler];
-  const [command, args] = existsSync(SETPRIV)
-    ? [SETPRIV, ["--pdeathsig", "KILL", "--", node, RUNTIME, ...handler]]
-    : [node, [RUNTIME, ...handler]];
+  const [command, args] = killedWithParent(node, [RUNTIME, ...handler]);
   const child = spawn(command, args, { env: { ...process.env, ...env }, stdio: ["pipe", "pipe", "pipe"] });
   live.add(child);
   let stderr = "";

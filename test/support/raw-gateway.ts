@@ -1,35 +1,37 @@
-// The chaos runner's own view of the cluster: raw gateway JSON over the global fetch, straight to each
-// member (never through the fault proxies). It does not use the SDK under test, so an SDK bug cannot blind
-// the judge.
+// etcd over its JSON gateway with the global fetch, straight to a member: no SDK code, so an SDK bug cannot blind
+// what reads here (the chaos runner's judge, the runtimes' checks, the harness's own tests). Not a fake gateway:
+// that is gateway.ts. Imports only wire.ts, so plain Node (npm run chaos) loads it too.
+import { b64, prefixEnd, unb64 } from "./wire.ts";
 
-export const wallNow = (): number => performance.timeOrigin + performance.now();
-
-export const b64 = (text: string): string => Buffer.from(text, "utf8").toString("base64");
-export const unb64 = (text: string | undefined): string => Buffer.from(text ?? "", "base64").toString("utf8");
-
-/** The range end that selects every key starting with `prefix`. */
-export function prefixEnd(prefix: string): string {
-  const bytes = Buffer.from(prefix, "utf8");
-  for (let i = bytes.length - 1; i >= 0; i--) {
-    if (bytes[i]! < 0xff) {
-      const end = bytes.subarray(0, i + 1);
-      end[i] = end[i]! + 1;
-      return end.toString("base64");
-    }
-  }
-  return Buffer.from([0]).toString("base64");
+/** What a member answered, whatever the status. */
+export interface Answer {
+  status: number;
+  text: string;
 }
 
-/** One POST with its own deadline; throws on anything but a 200 with JSON. */
-export async function post<T>(endpoint: string, path: string, body: unknown, timeoutMs = 2_000): Promise<T> {
+/**
+ * One POST with a deadline of its own. `grpc-metadata-hasleader` makes a member without a leader answer 503 at
+ * once instead of after ~7 s.
+ */
+export async function send(
+  endpoint: string,
+  path: string,
+  body: unknown,
+  { headers = {}, timeoutMs = 2_000 }: { headers?: Record<string, string>; timeoutMs?: number } = {},
+): Promise<Answer> {
   const response = await fetch(endpoint + path, {
     method: "POST",
-    headers: { "content-type": "application/json", "grpc-metadata-hasleader": "true" },
+    headers: { "content-type": "application/json", "grpc-metadata-hasleader": "true", ...headers },
     body: JSON.stringify(body),
     signal: AbortSignal.timeout(timeoutMs),
   });
-  const text = await response.text();
-  if (response.status !== 200) throw new Error(`${path} on ${endpoint}: HTTP ${response.status} ${text.slice(0, 200)}`);
+  return { status: response.status, text: await response.text() };
+}
+
+/** One POST (see send); throws on anything but a 200 with JSON. */
+export async function post<T>(endpoint: string, path: string, body: unknown, timeoutMs = 2_000): Promise<T> {
+  const { status, text } = await send(endpoint, path, body, { timeoutMs });
+  if (status !== 200) throw new Error(`${path} on ${endpoint}: HTTP ${status} ${text.slice(0, 200)}`);
   return JSON.parse(text) as T;
 }
 

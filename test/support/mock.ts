@@ -1,0 +1,63 @@
+// The in-memory etcd (src/testing) from a test: a client on a fresh mock, and one raw request to a mock as a
+// gateway client without the SDK would send it. No msw: the client calls the mock's own fetch.
+import { Etcd, type EtcdOptions, type Fetch } from "../../src/index.js";
+import { createMockEtcd, type MockEtcd } from "../../src/testing/index.js";
+
+/** Where clients of the mock send their requests: the mock's fetch answers any URL. */
+export const MOCK_ENDPOINT = "http://etcd.test:2379";
+
+/** A request on its way to the mock: pass it on with `forward`, hold it, change it, or answer it yourself. */
+export type Through = (input: string, init: Parameters<Fetch>[1], forward: Fetch) => ReturnType<Fetch>;
+
+export interface MockClient {
+  mock: MockEtcd;
+  etcd: Etcd;
+  /** The fetch `etcd` uses: it records each request's path in `calls`, then hands it to the mock (via `through`). */
+  fetch: Fetch;
+  /** The path of every request the client sent, in order. */
+  calls: string[];
+}
+
+/**
+ * A client on a fresh in-memory member (or on `mock`), at MOCK_ENDPOINT, with `options` (the SDK's defaults
+ * otherwise). `through`, when given, sees every request before the mock does.
+ */
+export function mockClient(
+  options: Partial<EtcdOptions> = {},
+  { mock = createMockEtcd(), through }: { mock?: MockEtcd; through?: Through } = {},
+): MockClient {
+  const forward: Fetch = (input, init) => mock.fetch(input, init as RequestInit) as ReturnType<Fetch>;
+  const calls: string[] = [];
+  const fetch: Fetch = (input, init) => {
+    calls.push(new URL(input).pathname);
+    return through === undefined ? forward(input, init) : through(input, init, forward);
+  };
+  return { mock, etcd: new Etcd({ endpoints: [MOCK_ENDPOINT], fetch, ...options }), fetch, calls };
+}
+
+/** What the mock answered to a raw request. */
+export interface RawAnswer {
+  status: number;
+  body: Record<string, any>;
+}
+
+/**
+ * One POST of `body` as JSON to `path` on the mock, as a raw gateway client sends it, with an auth `token` or
+ * an abort `signal`; the status and the parsed JSON answer.
+ */
+export function call(mock: MockEtcd, path: string, body: unknown, token?: string): Promise<RawAnswer>;
+export function call(mock: MockEtcd, path: string, body: unknown, signal?: AbortSignal): Promise<RawAnswer>;
+export async function call(
+  mock: MockEtcd,
+  path: string,
+  body: unknown,
+  tokenOrSignal?: string | AbortSignal,
+): Promise<RawAnswer> {
+  const res = await mock.fetch(`${MOCK_ENDPOINT}${path}`, {
+    method: "POST",
+    body: JSON.stringify(body),
+    ...(typeof tokenOrSignal === "string" ? { headers: { authorization: tokenOrSignal } } : {}),
+    ...(tokenOrSignal instanceof AbortSignal ? { signal: tokenOrSignal } : {}),
+  });
+  return { status: res.status, body: (await res.json()) as Record<string, any> };
+}
