@@ -1,13 +1,14 @@
-// Where a fresh process's first withLock spends its CPU, by hand (not part of `npm run bench`):
-//   npm run --silent build && node bench/cold-profile.mjs [--runs 5] [--top 25] [--prime] [--with-import]
-// Against a local etcd (started here unless ETCD_ENDPOINTS is set), with no added delay, each of Node's
-// global fetch and etcd-edge/node: fresh processes run their first withLock under `node --cpu-prof`, and the
-// samples taken during that call (import excluded) are summed by function, mapped through dist's source maps
-// to the SDK's own sources or the modules bundled into it (zod), or left to the runtime (undici, Node, V8).
-// `--prime` sends one request through the fetch before the first withLock, so the runtime's own
-// first-request setup is out of the window; `--with-import` widens the window to the whole process up to the
-// end of the first withLock (module evaluation: schemas built at import). Also prints first ÷ warm withLock
-// in the same processes, and the same for the three raw requests.
+// Where a fresh process's first withLock spends its time, by hand (not part of `npm run bench`):
+//   npm run --silent build && node bench/cold-profile.mjs [--runs 5] [--top 20] [--prime] [--with-import]
+//                                                        [--fetch stub,global,node]
+// Against a local etcd (started here unless ETCD_ENDPOINTS is set) with no added delay, or a stub fetch that
+// answers at once (no network, no runtime fetch: the client's own work alone). Fresh processes run their
+// first withLock under `node --cpu-prof`; the samples taken during that call (`--with-import`: from the
+// process's start) are summed by function, mapped through dist's source maps to the SDK's own sources or the
+// modules bundled into it (zod), or left to the runtime (undici, Node, V8). Printed per fetch: first ÷ warm
+// call in the same process (wall and CPU), for withLock and for the same three raw requests; self time by
+// owner and by function; and the SDK functions whose calls the samples fall under (inclusive). `--prime`
+// sends one request through the fetch first, so the runtime's own first-request setup is out of the window.
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { SourceMap } from "node:module";
 import { tmpdir } from "node:os";
@@ -15,102 +16,147 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { openBackend } from "../examples/demo/backend.mjs";
 import { coldLock } from "./lib/cold-lock.mjs";
-import { FETCH_KINDS, FETCH_LABEL } from "./lib/fetches.mjs";
 import { fmt, median } from "./lib/stats.mjs";
 import { printTable } from "./lib/table.mjs";
 
 const args = process.argv.slice(2);
-const flag = (name, def) => {
+const value = (name, def) => {
   const i = args.indexOf(`--${name}`);
-  return i < 0 ? def : Number(args[i + 1]);
+  return i < 0 ? def : args[i + 1];
 };
-const runs = flag("runs", 5);
-const top = flag("top", 25);
+const runs = Number(value("runs", 5));
+const top = Number(value("top", 20));
+const kinds = value("fetch", "stub,global,node").split(",");
 const prime = args.includes("--prime");
 const withImport = args.includes("--with-import");
+const LABEL = { stub: "stub fetch (no network)", global: "global fetch", node: "etcd-edge/node" };
+const dist = fileURLToPath(new URL("../dist/", import.meta.url));
 /** dist file → its source map (undefined: none). */
 const maps = new Map();
 
-const backend = await openBackend();
-if (backend.fetch) throw new Error("needs a real etcd: set ETCD_ENDPOINTS or put etcd on PATH");
-const endpoint = backend.endpoints[0];
-const dist = fileURLToPath(new URL("../dist/", import.meta.url));
-try {
-  console.log(
-    `first withLock in a fresh process, ${runs} runs per fetch, ${prime ? "after" : "with"} the first request`,
-  );
-  for (const kind of FETCH_KINDS) {
-    const ratios = { edge: [], raw: [] };
-    const byItem = new Map();
-    const byOwner = new Map();
-    let windowUs = 0;
-    for (let run = 0; run < runs; run++) {
-      for (const who of ["edge", "raw"]) {
-        const name = `bench/profile/${Date.now().toString(36)}/${who}-${kind}-${run}`;
-        const dir = mkdtempSync(join(tmpdir(), "etcd-edge-cold-profile-"));
-        try {
-          const nodeArgs = who === "edge" ? ["--cpu-prof", "--cpu-prof-interval", "100", "--cpu-prof-dir", dir] : [];
-          const result = await coldLock({ who, fetch: kind, endpoint, name, warm: 9, prime }, { nodeArgs });
-          ratios[who].push(result.callMs / result.warmMs);
-          if (who !== "edge") continue;
-          const file = readdirSync(dir).find((f) => f.endsWith(".cpuprofile"));
-          const profile = JSON.parse(readFileSync(join(dir, file), "utf8"));
-          const window = [withImport ? profile.startTime : result.callUs[0], result.callUs[1]];
-          windowUs += window[1] - window[0];
-          for (const [item, us] of selfTimes(profile, window, dist)) {
-            byItem.set(item.key, { ...item, us: (byItem.get(item.key)?.us ?? 0) + us });
-            byOwner.set(item.owner, (byOwner.get(item.owner) ?? 0) + us);
-          }
-        } finally {
-          rmSync(dir, { recursive: true, force: true });
+async function profileKind(kind) {
+  const calls = { edge: [], raw: [] };
+  // Per side: self time by function and by owner; for etcd-edge, time under each SDK function too.
+  const self = { edge: new Map(), raw: new Map() };
+  const owners = { edge: new Map(), raw: new Map() };
+  const inclusive = new Map();
+  const windowUs = { edge: 0, raw: 0 };
+  for (let run = 0; run < runs; run++) {
+    for (const who of ["edge", "raw"]) {
+      const name = `bench/profile/${Date.now().toString(36)}/${who}-${kind}-${run}`;
+      const dir = mkdtempSync(join(tmpdir(), "etcd-edge-cold-profile-"));
+      try {
+        const nodeArgs = ["--cpu-prof", "--cpu-prof-interval", "100", "--cpu-prof-dir", dir];
+        const result = await coldLock({ who, fetch: kind, endpoint, name, warm: 20, prime }, { nodeArgs });
+        calls[who].push(result);
+        const file = join(
+          dir,
+          readdirSync(dir).find((f) => f.endsWith(".cpuprofile")),
+        );
+        const profile = JSON.parse(readFileSync(file, "utf8"));
+        const window = [withImport ? profile.startTime : result.callUs[0], result.callUs[1]];
+        windowUs[who] += window[1] - window[0];
+        for (const { leaf, sdk, us } of samples(profile, window)) {
+          add(self[who], leaf.key, us, leaf);
+          add(owners[who], leaf.owner, us);
+          if (who === "edge") for (const item of sdk) add(inclusive, item.key, us, item);
         }
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
       }
     }
-    const share = (us) => `${fmt((100 * us) / windowUs, 1)}%`;
-    console.log(
-      `\n${FETCH_LABEL[kind]}: first ÷ median warm call (same process), withLock ` +
-        `${fmt(median(ratios.edge), 2)}× [${ratios.edge.map((r) => fmt(r, 1)).join(" ")}], ` +
-        `raw requests ${fmt(median(ratios.raw), 2)}× [${ratios.raw.map((r) => fmt(r, 1)).join(" ")}]; ` +
-        `${withImport ? "start to end of the first withLock" : "first withLock"} ` +
-        `${fmt(windowUs / runs / 1000, 1)} ms on average, by owner of the code on CPU:`,
-    );
-    printTable(
-      ["owner", "self ms per run", "share"],
-      [...byOwner].sort((a, b) => b[1] - a[1]).map(([owner, us]) => [owner, fmt(us / runs / 1000, 2), share(us)]),
-    );
-    const rows = [...byItem.values()]
-      .sort((a, b) => b.us - a.us)
-      .slice(0, top)
-      .map((item) => [item.owner, item.fn, item.where, fmt(item.us / runs / 1000, 2), share(item.us)]);
-    printTable(["owner", "function", "source", "self ms per run", "share"], rows, { align: "lllrr" });
   }
-} finally {
-  await backend.close();
+  const perRun = (us) => fmt((us ?? 0) / runs / 1000, 2);
+  const share = (us) => `${fmt((100 * us) / windowUs.edge, 1)}%`;
+  const ratio = (list, a, b) => `${fmt(median(list.map((r) => r[a] / r[b])), 1)}×`;
+  const ms = (list, key) => fmt(median(list.map((r) => r[key])), 2);
+  console.log(`\n${LABEL[kind]}: medians of ${runs} fresh processes`);
+  printTable(
+    ["", "first call ms", "first CPU ms", "warm ms", "warm CPU ms", "first ÷ warm", "first CPU ÷ warm CPU"],
+    ["edge", "raw"].map((who) => [
+      who === "edge" ? "withLock" : "raw grant + lock + release",
+      ms(calls[who], "callMs"),
+      ms(calls[who], "callCpuMs"),
+      ms(calls[who], "warmMs"),
+      ms(calls[who], "warmCpuMs"),
+      ratio(calls[who], "callMs", "warmMs"),
+      ratio(calls[who], "callCpuMs", "warmCpuMs"),
+    ]),
+  );
+  console.log(
+    `   profiled per run: first withLock ${perRun(windowUs.edge)} ms, raw ${perRun(windowUs.raw)} ms; ` +
+      "self time by owner of the code on CPU (share: of withLock's):",
+  );
+  const rawUs = (map, key) => map.get(key)?.us ?? map.get(key) ?? 0;
+  printTable(
+    ["owner", "withLock ms per run", "raw ms per run", "withLock − raw", "share"],
+    sorted(owners.edge).map(([owner, us]) => {
+      const raw = rawUs(owners.raw, owner);
+      return [owner, perRun(us), perRun(raw), perRun(us - raw), share(us)];
+    }),
+  );
+  console.log("   top functions by self time in withLock's first call, beside the raw side's:");
+  printTable(
+    ["owner", "function", "source", "withLock ms per run", "raw", "share"],
+    sorted(self.edge)
+      .slice(0, top)
+      .map(([key, { us, item }]) => [
+        item.owner,
+        item.fn,
+        item.where,
+        perRun(us),
+        perRun(rawUs(self.raw, key)),
+        share(us),
+      ]),
+    { align: "lllrrr" },
+  );
+  console.log("   SDK functions the samples fall under (inclusive: their callees, runtime work they started too):");
+  printTable(
+    ["function", "source", "ms per run", "share"],
+    sorted(inclusive)
+      .slice(0, top)
+      .map(([, { us, item }]) => [item.fn, item.where, perRun(us), share(us)]),
+    { align: "llrr" },
+  );
 }
 
-/** Self µs per function among the samples within `[from, to]` (monotonic µs, as the profile's clock). */
-function selfTimes(profile, [from, to], dist) {
+function add(map, key, us, item) {
+  const seen = map.get(key);
+  if (item === undefined) map.set(key, (seen ?? 0) + us);
+  else map.set(key, { item, us: (seen?.us ?? 0) + us });
+}
+
+const sorted = (map) => [...map].sort((a, b) => (b[1].us ?? b[1]) - (a[1].us ?? a[1]));
+
+/**
+ * Each sample within `[from, to]` (monotonic µs, the profile's clock) with the time until the next: its leaf
+ * frame, and the distinct SDK frames on its stack.
+ */
+function* samples(profile, [from, to]) {
   const nodes = new Map(profile.nodes.map((n) => [n.id, n]));
-  const self = new Map();
+  const parent = new Map();
+  for (const n of profile.nodes) for (const child of n.children ?? []) parent.set(child, n.id);
+  const described = new Map();
+  const frame = (id) => {
+    if (!described.has(id)) described.set(id, describe(nodes.get(id).callFrame));
+    return described.get(id);
+  };
   let t = profile.startTime;
   for (let i = 0; i < profile.samples.length; i++) {
     t += profile.timeDeltas[i];
-    const next = profile.timeDeltas[i + 1] ?? 0;
     if (t < from || t > to) continue;
-    const id = profile.samples[i];
-    self.set(id, (self.get(id) ?? 0) + next);
+    const us = profile.timeDeltas[i + 1] ?? 0;
+    const sdk = new Map();
+    for (let id = profile.samples[i]; id !== undefined; id = parent.get(id)) {
+      const item = frame(id);
+      if (item.owner.startsWith("SDK")) sdk.set(item.key, item);
+    }
+    yield { leaf: frame(profile.samples[i]), sdk: [...sdk.values()], us };
   }
-  const out = new Map();
-  for (const [id, us] of self) {
-    const item = describe(nodes.get(id).callFrame, dist);
-    const seen = out.get(item.key);
-    out.set(item.key, seen ? [seen[0], seen[1] + us] : [item, us]);
-  }
-  return [...out.values()];
 }
 
 /** Who owns a frame: the SDK (its own source, or zod bundled into it), undici, Node, V8. */
-function describe({ functionName, url, lineNumber, columnNumber }, dist) {
+function describe({ functionName, url, lineNumber, columnNumber }) {
   const fn = functionName || "(anonymous)";
   if (url === "") return { key: fn, owner: fn.startsWith("(") ? "V8" : "V8 (native)", fn, where: "" };
   const path = url.startsWith("file://") ? fileURLToPath(url) : url;
@@ -125,9 +171,16 @@ function describe({ functionName, url, lineNumber, columnNumber }, dist) {
         : "SDK: own";
     return { key: `${source}${line} ${fn}`, owner, fn, where: `${source}${line}` };
   }
-  const owner = /undici/.test(path) ? "runtime: undici" : path.startsWith("node:") ? "runtime: Node" : "other";
-  const where = path.replace(/^.*node_modules\//, "node_modules/");
-  return { key: `${where}:${lineNumber + 1} ${fn}`, owner, fn, where: `${where}:${lineNumber + 1}` };
+  const owner = /undici/.test(path)
+    ? "runtime: undici"
+    : path.startsWith("node:")
+      ? "runtime: Node"
+      : path.includes("/bench/")
+        ? "bench harness"
+        : "other";
+  const short = path.replace(/^.*node_modules\//, "node_modules/").replace(/^.*\/bench\//, "bench/");
+  const where = `${short}:${lineNumber + 1}`;
+  return { key: `${where} ${fn}`, owner, fn, where };
 }
 
 function sourceMapOf(path) {
@@ -139,4 +192,18 @@ function sourceMapOf(path) {
     }
   }
   return maps.get(path);
+}
+
+// Last, once every declaration above is initialised.
+const backend = kinds.some((k) => k !== "stub") ? await openBackend() : undefined;
+if (backend?.fetch) throw new Error("needs a real etcd: set ETCD_ENDPOINTS or put etcd on PATH");
+const endpoint = backend?.endpoints[0] ?? "http://stub.invalid:2379";
+try {
+  console.log(
+    `first withLock in a fresh process, ${runs} runs per fetch, ${prime ? "after" : "with"} the runtime's ` +
+      `first request; window: ${withImport ? "process start to the end of the first withLock" : "the first withLock"}`,
+  );
+  for (const kind of kinds) await profileKind(kind);
+} finally {
+  await backend?.close();
 }

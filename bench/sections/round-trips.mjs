@@ -45,11 +45,13 @@ export async function roundTrips({ endpoint, options, summary, run }) {
     } finally {
       await relay?.close();
     }
-    if (relay) lateness.push(`${fmt(median(relay.lateness), 2)} [${fmt(quantile(relay.lateness, 0.9), 2)}] at ${rtt}`);
+    const late = relay?.lateness ?? [];
+    if (relay) lateness.push(`${fmt(median(late), 2)} [${fmt(quantile(late, 0.9), 2)}] ms at RTT ${rtt} ms`);
   }
+  console.log(`   the relay's timers sent chunks past their due time by (median [p90]) ${lateness.join(", ")}`);
   console.log(
-    `   the relay's timers: a chunk left ${lateness.join(", ")} ms past its due time (median [p90]); ` +
-      "Node's fetch opens a second connection for a new origin's second request (an RTT on both cold sides)",
+    "   Node's fetch and etcd-edge/node (undici) free a connection a macrotask after its answer, so a new " +
+      "origin's second request opens a second one: an RTT more on both cold sides",
   );
   console.log("   in RTTs (ms at RTT 0): median [p90], then ÷ the floor; floor = round trips that must be sequential");
   printCold(cold, coldRtts, options.coldRtt, summary);
