@@ -10,10 +10,19 @@ import { contended } from "./sections/contended.mjs";
 import { deepQueue } from "./sections/deep-queue.mjs";
 import { distinctNames } from "./sections/distinct-names.mjs";
 import { oneShot } from "./sections/one-shot.mjs";
+import { roundTrips } from "./sections/round-trips.mjs";
 import { sessionLock } from "./sections/session-lock.mjs";
 
-const SECTIONS = { 1: sessionLock, 2: oneShot, 3: distinctNames, 4: contended, 5: deepQueue, 6: clientCost };
-const NEEDS_ETCD = [1, 2, 3, 4, 5];
+const SECTIONS = {
+  1: sessionLock,
+  2: oneShot,
+  3: distinctNames,
+  4: contended,
+  5: deepQueue,
+  6: clientCost,
+  7: roundTrips,
+};
+const NEEDS_ETCD = [1, 2, 3, 4, 5, 7];
 
 let options;
 try {

@@ -1,5 +1,5 @@
-// The bench's knobs: each has a default sized so a full run stays near 10 minutes on 2 cores, an
-// environment variable (BENCH_<NAME>) and a flag (--<name> value). `--only 4,5` selects sections.
+// The bench's knobs: each has a default sized so a full run stays near 10 minutes on 2 cores (§7 adds up to
+// 3), an environment variable (BENCH_<NAME>) and a flag (--<name> value). `--only 4,5` selects sections.
 
 const KNOBS = {
   rounds: { env: "BENCH_ROUNDS", def: 15, help: "measured rounds in sections 1, 2 and 6 (after one warm-up round)" },
@@ -29,14 +29,32 @@ const KNOBS = {
     help: "stub-fetch cycles in section 6 (split over its rounds, plus two rounds of warm-up)",
   },
   importRuns: { env: "BENCH_IMPORT_RUNS", def: 9, help: "fresh processes timing the cold import" },
+  rtt: {
+    env: "BENCH_RTT",
+    def: "10,40",
+    list: true,
+    help: "round-trip times the delay relay adds in section 7, ms (RTT 0, no relay, is always run too)",
+  },
+  coldRtt: {
+    env: "BENCH_COLD_RTT",
+    def: "0,20",
+    list: true,
+    help: "further RTTs, ms, at which section 7 times cold locks",
+  },
+  rttRounds: {
+    env: "BENCH_RTT_ROUNDS",
+    def: 20,
+    help: "measured rounds of warm calls and handoffs per RTT in section 7",
+  },
+  coldRounds: { env: "BENCH_COLD_ROUNDS", def: 8, help: "fresh processes per cold contender per RTT in section 7" },
 };
 
-export const SECTIONS = [1, 2, 3, 4, 5, 6];
+export const SECTIONS = [1, 2, 3, 4, 5, 6, 7];
 /**
  * The order a full run takes: §6 first, on a machine nothing has loaded yet (it needs no etcd, and its cold
  * imports stand for a fresh process's start), then the others in turn.
  */
-const RUN_ORDER = [6, 1, 2, 3, 4, 5];
+const RUN_ORDER = [6, 1, 2, 3, 4, 5, 7];
 
 export function parseOptions(argv, env = process.env) {
   const options = Object.fromEntries(Object.entries(KNOBS).map(([name, knob]) => [name, env[knob.env] ?? knob.def]));
@@ -73,7 +91,11 @@ function usage() {
   });
   return [
     "npm run bench -- [--only 1,2,...] [--<knob> value]...",
-    "Sections: 1 session lock, 2 one-shot withLock, 3 distinct names, 4 contended, 5 deep queue, 6 client cost.",
+    "Sections: 1 session lock, 2 one-shot withLock, 3 distinct names, 4 contended, 5 deep queue, 6 client cost,",
+    "7 round trips: a relay in front of etcd delays each direction by RTT/2 (TCP's handshake costs one RTT too);",
+    "  cold first withLock in a fresh process vs the same three raw requests (both from before the import) and",
+    "  etcd3; warm withLock, locked write, releasing write (lock.unlockWith), release handed to waitUntil, a",
+    "  two-process handoff, etcd3's equivalents; each in RTTs beside its floor (sequential round trips).",
     "ETCD_ENDPOINTS=http://host:2379 uses that etcd instead of starting one.",
     "Knobs (flag, environment variable):",
     ...lines,

@@ -1,6 +1,8 @@
 /// <reference path="./provided.d.ts" />
 // Tests of the test harness itself, over the gateway with plain fetch (no SDK code involved): members,
 // clusters, restarts, auth and the TCP relay, all of the project's etcd version.
+import { Etcd3 } from "etcd3";
+import { Pool } from "undici";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { eventually, sharedEndpoint } from "../support/etcd.js";
 import { send } from "../support/raw-gateway.js";
@@ -149,6 +151,39 @@ describe("tcp proxy", () => {
       expect(Date.now() - cutAt).toBeLessThan(5_000);
       expect(proxy.connections()).toBe(0);
     } finally {
+      await proxy.close();
+    }
+  });
+
+  it("oneWayMs delays each way, and a new connection's first bytes a round trip more, in order; gRPC too", async () => {
+    const oneWayMs = 150;
+    const proxy = await startTcpProxy(sharedEndpoint(), { oneWayMs });
+    // One connection, so the first request pays the handshake and the second does not.
+    const pool = new Pool(proxy.url, { connections: 1 });
+    const client = new Etcd3({ hosts: proxy.url });
+    try {
+      const timed = async (path: string, body: unknown) => {
+        const started = performance.now();
+        const answer = await pool.request({ path, method: "POST", body: JSON.stringify(body) });
+        const json = (await answer.body.json()) as Record<string, unknown>;
+        return { ms: performance.now() - started, answer: json };
+      };
+      const key = unique("delayed");
+      // Larger than a socket's chunk, so it crosses as many chunks, which must arrive in order.
+      const value = "0123456789abcdef".repeat(8 * 1024);
+      const first = await timed("/v3/kv/put", { key: b64(key), value: b64(value) });
+      expect(first.answer.header).toBeDefined();
+      expect(first.ms).toBeGreaterThanOrEqual(4 * oneWayMs);
+      const second = await timed("/v3/kv/range", { key: b64(key) });
+      expect(second.ms).toBeGreaterThanOrEqual(2 * oneWayMs);
+      expect(unb64((second.answer.kvs as Array<{ value: string }>)[0]!.value)).toBe(value);
+
+      // etcd3 speaks gRPC (HTTP/2) on the same port: it goes through the same relay.
+      await client.put(`${key}/grpc`).value("over grpc");
+      expect(await get(sharedEndpoint(), `${key}/grpc`)).toBe("over grpc");
+    } finally {
+      client.close();
+      await pool.close();
       await proxy.close();
     }
   });

@@ -4,6 +4,7 @@
 // (test/support/http-framing.ts) so a fault hits one request on a keep-alive connection, not a random
 // byte. Node-only; a superset of test/etcd/tcp-proxy.ts.
 import { connect, createServer, type Server, type Socket } from "node:net";
+import { DelayPipe } from "./delay-pipe.ts";
 import { HttpFramer, type Piece, parseRequestLine } from "./http-framing.ts";
 import { sleep, wallNow } from "./time.ts";
 
@@ -88,8 +89,6 @@ interface Armed {
 type Fate = "forward" | "swallow" | "drop-answer";
 
 const DEFAULT_WITHIN_MS = 10_000;
-// A latency queue past this many bytes stops reading its source until it drains: bounded memory.
-const MAX_QUEUED_BYTES = 1024 * 1024;
 
 export async function startFaultProxy(target: string): Promise<FaultProxy> {
   const { hostname, port } = new URL(target);
@@ -239,8 +238,8 @@ class Link {
   readonly #answers: HttpFramer;
   /** Per request index: what happens to it, and its method (a HEAD's answer has no body). */
   readonly #fates = new Map<number, { fate: Fate; method: string; then: Armed["then"]; hit: () => void }>();
-  readonly #toUpstream: Pipe | undefined;
-  readonly #toClient: Pipe | undefined;
+  readonly #toUpstream: DelayPipe | undefined;
+  readonly #toClient: DelayPipe | undefined;
 
   constructor(client: Socket, proxy: ProxyState, upstreamAt: { host: string; port: number } | undefined) {
     this.#client = client;
@@ -258,8 +257,8 @@ class Link {
     const upstream = connect(upstreamAt);
     upstream.setNoDelay(true);
     this.#upstream = upstream;
-    this.#toUpstream = new Pipe(client, upstream, proxy);
-    this.#toClient = new Pipe(upstream, client, proxy);
+    this.#toUpstream = new DelayPipe(client, upstream, proxy);
+    this.#toClient = new DelayPipe(upstream, client, proxy);
     client.on("data", (chunk: Buffer) => this.#fromClient(chunk));
     client.on("end", () => this.#toUpstream?.end());
     upstream.on("data", (chunk: Buffer) => this.#fromUpstream(chunk));
@@ -362,102 +361,6 @@ class Link {
       }
     }
     this.#toClient!.write(piece.bytes);
-  }
-}
-
-/**
- * One direction of a link: writes in order, optionally late (latency), never faster than the reader takes
- * them (backpressure pauses the source), and not at all while held.
- */
-class Pipe {
-  readonly #from: Socket;
-  readonly #to: Socket;
-  readonly #proxy: ProxyState;
-  readonly #queue: Array<{ due: number; bytes: Buffer }> = [];
-  #queued = 0;
-  #timer: ReturnType<typeof setTimeout> | undefined;
-  #held = false;
-  #ending = false;
-  #discarded = false;
-  /** Why the source is paused; it reads again only when none is left. */
-  readonly #pausedFor = new Set<"hold" | "backpressure" | "queue">();
-
-  constructor(from: Socket, to: Socket, proxy: ProxyState) {
-    this.#from = from;
-    this.#to = to;
-    this.#proxy = proxy;
-    to.on("drain", () => this.#unpause("backpressure"));
-  }
-
-  write(bytes: Buffer): void {
-    if (this.#discarded) return;
-    const latency = this.#proxy.latency();
-    if (latency === 0 && this.#queue.length === 0 && !this.#held) return this.#send(bytes);
-    this.#queue.push({ due: performance.now() + latency, bytes });
-    this.#queued += bytes.length;
-    if (this.#queued > MAX_QUEUED_BYTES) this.#pause("queue");
-    this.#drain();
-  }
-
-  /** Half-closes the destination once everything queued has gone. */
-  end(): void {
-    this.#ending = true;
-    this.#drain();
-  }
-
-  hold(): void {
-    this.#held = true;
-    clearTimeout(this.#timer);
-    this.#pause("hold");
-  }
-
-  unhold(): void {
-    this.#held = false;
-    this.#unpause("hold");
-    this.#drain();
-  }
-
-  discard(): void {
-    this.#discarded = true;
-    this.#queue.length = 0;
-    this.#queued = 0;
-    clearTimeout(this.#timer);
-    // Keep reading (and dropping) so the client's own close is still noticed.
-    this.#pausedFor.clear();
-    this.#from.resume();
-  }
-
-  #drain(): void {
-    if (this.#held || this.#discarded) return;
-    clearTimeout(this.#timer);
-    this.#timer = undefined;
-    const now = performance.now();
-    while (this.#queue.length > 0 && this.#queue[0]!.due <= now) {
-      const { bytes } = this.#queue.shift()!;
-      this.#queued -= bytes.length;
-      this.#send(bytes);
-    }
-    if (this.#queued <= MAX_QUEUED_BYTES) this.#unpause("queue");
-    if (this.#queue.length > 0) {
-      this.#timer = setTimeout(() => this.#drain(), Math.max(0, this.#queue[0]!.due - now));
-    } else if (this.#ending && !this.#to.destroyed) {
-      this.#to.end();
-    }
-  }
-
-  #send(bytes: Buffer): void {
-    if (this.#to.destroyed) return;
-    if (!this.#to.write(bytes)) this.#pause("backpressure");
-  }
-
-  #pause(reason: "hold" | "backpressure" | "queue"): void {
-    this.#pausedFor.add(reason);
-    this.#from.pause();
-  }
-
-  #unpause(reason: "hold" | "backpressure" | "queue"): void {
-    if (!this.#pausedFor.delete(reason) || this.#pausedFor.size > 0 || this.#discarded) return;
-    this.#from.resume();
   }
 }
 
