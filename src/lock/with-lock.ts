@@ -33,6 +33,16 @@ export interface WithLockOptions extends LockOptions {
    * requests), for when nothing may outlive the call.
    */
   lease?: LeaseMode | undefined;
+  /**
+   * Hands the release to the runtime's "finish after the response" hook, so the call resolves as soon as `fn`
+   * does, one round trip earlier: Workers' `ctx.waitUntil`, Vercel's `waitUntil` (`@vercel/functions`), or
+   * any function that keeps the runtime alive until the promise it is given settles. Not for Lambda, which
+   * freezes the sandbox as soon as the handler returns. The promise it gets never rejects; a release that
+   * finds the lock lost (its lease ended under `fn`) is told to `onEvent` (`lock.lost`) and the diagnostics
+   * channels, not to the caller, who has its answer already. Fencing still protects every write made under
+   * the lock; until the release lands, the next contender waits for it (or for the lease to end).
+   */
+  waitUntil?: ((release: Promise<unknown>) => void) | undefined;
 }
 
 /** Where `withLock` and its siblings get their sessions: the client, and its shared leases. */
@@ -110,6 +120,9 @@ function withHeld<H extends Held<Session>, T>(
   if (mode !== "shared" && mode !== "per-call")
     throw invalidArgument(`lease must be "shared" or "per-call", got ${describe(mode)}`);
   const keepAlive = keepAliveArg(options.keepAlive);
+  if (options.waitUntil !== undefined && typeof options.waitUntil !== "function") {
+    throw invalidArgument(`waitUntil must be a function, got ${describe(options.waitUntil)}`);
+  }
   if (options.ttl !== undefined) ttlArg(options.ttl);
   waitSettings(options);
   return mode === "shared"
@@ -137,12 +150,30 @@ async function onOwnLease<H, T>(
       session.keepAlive === "manual" ? await session.renewWhile(() => acquire(session)) : await acquire(session);
     result = await fn(held);
   } catch (error) {
-    await session.close().catch(() => {});
+    if (options.waitUntil === undefined) await session.close().catch(() => {});
+    else handOff(options.waitUntil, session.close());
     throw error;
   }
-  const stillHeld = await session.close();
-  if (!stillHeld) throw lost();
+  if (options.waitUntil !== undefined) {
+    handOff(options.waitUntil, session.close());
+    return result;
+  }
+  if (!(await session.close())) throw lost();
   return result;
+}
+
+/**
+ * Hands `release` to the caller's `waitUntil` (see WithLockOptions), settled quietly: the runtime must never
+ * see a rejection it cannot act on (what went wrong is told to `onEvent` and the diagnostics channels).
+ */
+function handOff(waitUntil: (release: Promise<unknown>) => void, release: Promise<unknown>): true {
+  waitUntil(
+    release.then(
+      () => {},
+      () => {},
+    ),
+  );
+  return true;
 }
 
 /** Take on the client's shared lease, `fn`, release the keys: two requests when the lease is warm. */
@@ -156,6 +187,9 @@ async function onSharedLease<H extends Held<Session>, T>(
   const ttl = options.ttl === undefined ? DEFAULT_SESSION_TTL : options.ttl;
   for (let grants = 0; ; grants++) {
     const session = await shared.use(ttl, options.signal);
+    // Once the release is handed off, the session is done with when it lands.
+    let handedOff = false;
+    const done = () => shared.done(ttl, session);
     try {
       let held: H;
       try {
@@ -173,14 +207,16 @@ async function onSharedLease<H extends Held<Session>, T>(
       try {
         result = await (keepAlive === "auto" ? session.renewWhile(async () => fn(held)) : fn(held));
       } catch (error) {
-        await held[Symbol.asyncDispose]().catch(() => {});
+        if (options.waitUntil === undefined) await held[Symbol.asyncDispose]().catch(() => {});
+        else handedOff = handOff(options.waitUntil, held[Symbol.asyncDispose]().finally(done));
         throw error;
       }
       // The release: LOCK_LOST if the keys had gone before it (the lease ended under `fn`).
-      await held[Symbol.asyncDispose]();
+      if (options.waitUntil === undefined) await held[Symbol.asyncDispose]();
+      else handedOff = handOff(options.waitUntil, held[Symbol.asyncDispose]().finally(done));
       return result;
     } finally {
-      shared.done(ttl, session);
+      if (!handedOff) done();
     }
   }
 }

@@ -12,3 +12,23 @@ export function switchableFetch(inner: Fetch): SwitchableFetch {
   fetch.down = false;
   return fetch;
 }
+
+/**
+ * A fetch that loses the answer to the next request `lose` picks: the request reaches etcd and is applied, and
+ * the client sees the network fail, as when a connection drops after the server answered.
+ */
+export function answerLosingFetch(
+  inner: Fetch,
+  lose: (path: string, body: string) => boolean,
+): Fetch & { lost: number } {
+  const fetch = (async (input, init) => {
+    const pick = fetch.lost === 0 && lose(new URL(input).pathname, String(init?.body ?? ""));
+    const response = await inner(input, init);
+    if (!pick) return response;
+    fetch.lost++;
+    await response.text();
+    throw new TypeError("fetch failed", { cause: new Error("socket hang up") });
+  }) as Fetch & { lost: number };
+  fetch.lost = 0;
+  return fetch;
+}

@@ -1,4 +1,5 @@
 import type { LeaseId, ResponseHeader } from "../../api/codec.js";
+import { type AnyOp, cmp, type OpResults, op, type TxnResult } from "../../api/txn.js";
 import { heldLost, heldReleased } from "../../errors/catalogue.js";
 import { type EtcdError, unanswered } from "../../errors/etcd-error.js";
 import { delay } from "../../gateway/signals.js";
@@ -169,21 +170,33 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
           return Promise.resolve();
         }
         return Promise.reject(heldReleased(this.#what, status.why));
-      case "held": {
-        const releasing: Releasing = {
-          is: "releasing",
-          sends: new ReleaseSends(this.session),
-          sending: undefined,
-          background: false,
-          told: true,
-        };
-        this.#status = releasing;
-        return this.#send(releasing, options);
-      }
+      case "held":
+        return this.#send(this.#releasing(), options);
       case "releasing":
         status.told = true;
         return status.sending ?? this.#send(status, options);
     }
+  }
+
+  /** The transition from `held` to `releasing`: the first send of a release. */
+  #releasing(): Releasing {
+    const releasing: Releasing = {
+      is: "releasing",
+      sends: new ReleaseSends(this.session),
+      sending: undefined,
+      background: false,
+      told: true,
+    };
+    this.#status = releasing;
+    return releasing;
+  }
+
+  /** Why its keys were gone or changed at its release; "gone" when even that cannot be read. */
+  #explain(options: CallOptions): Promise<Loss> {
+    const { client } = this.session;
+    return explainLoss(client, this.leaseId, this.#keys.keys, { ...options, ticketed: this.#ticketed }).catch(
+      (error: unknown) => ({ why: "its keys were gone when it was released", cause: error }),
+    );
   }
 
   /** One send of the release, shared by callers until it settles. */
@@ -215,15 +228,46 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
       this.#end({ is: "released", why: "it was released", untold: false });
       return;
     }
-    const explaining = explainLoss(this.session.client, this.leaseId, this.#keys.keys, {
-      ...options,
-      ticketed: this.#ticketed,
-    });
-    const loss = await explaining.catch((error: unknown) => ({
-      why: "its keys were gone when it was released",
-      cause: error,
-    }));
+    const loss = await this.#explain(options);
     if (this.#status === releasing) this.#lose(loss);
+    throw this.#ended();
+  }
+
+  /**
+   * @internal The release behind `unlockWith()` / `releaseWith()`: one transaction that runs `ops` and deletes
+   * the keys, only while the keys are still the holding's (its fencing compares), so "work, write, release" is
+   * two round trips instead of three. Resolves with the results of `ops`; the holding is then released. If
+   * the compares fail, nothing is written and nothing deleted: LOCK_LOST with the reason. Sent once (it
+   * writes): a lost answer rejects with the transport's error marked `indeterminate` (the writes may have
+   * landed), and the release goes on in the background as a plain guarded delete, which an earlier landing of
+   * this transaction makes a success.
+   */
+  protected async releaseHeldWith<Ops extends AnyOp[]>(ops: Ops, options: CallOptions = {}): Promise<OpResults<Ops>> {
+    const status = this.#status;
+    if (status.is === "lost") throw status.error;
+    if (status.is !== "held") throw this.#ended() ?? heldReleased(this.#what, "its release was already sent");
+    const releasing = this.#releasing();
+    const { keys, byVersion } = this.#keys;
+    const guards = byVersion
+      ? [cmp.modRevision(keys[0]!.key, "==", keys[0]!.modRevision)]
+      : keys.map((own) => cmp.createRevision(own.key, "==", own.revision));
+    let result: TxnResult<AnyOp[], []>;
+    try {
+      result = await this.session.client
+        .txn()
+        .if(...guards)
+        .then(...ops, ...keys.map((own) => op.delete(own.key)))
+        .commit({ ...options, onSent: releasing.sends.sent });
+    } catch (error) {
+      if (this.#status === releasing && unanswered(error)) this.#resendInBackground(releasing);
+      throw this.#ended() ?? error;
+    }
+    if (result.succeeded) {
+      // The writes landed while the keys were the holding's: protected to the end, whatever ended it meanwhile.
+      this.#end({ is: "released", why: "it was released", untold: false });
+      return result.responses.slice(0, ops.length) as OpResults<Ops>;
+    }
+    if (this.#status === releasing) this.#lose(await this.#explain(options));
     throw this.#ended();
   }
 
