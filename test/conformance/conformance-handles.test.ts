@@ -9,7 +9,7 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { type Etcd, op, type Session } from "../../src/index.js";
 import { rejection, until } from "../support/async.js";
-import { freshNames, useSessions } from "../support/etcd.js";
+import { freshNames, keysUnder, useSessions } from "../support/etcd.js";
 import { switchableFetch } from "../support/outage.js";
 import { useBackend } from "./backend.js";
 
@@ -25,8 +25,7 @@ afterAll(async () => {
 
 const session = (client: Etcd = etcd, ttl = 30) => newSession({ ttl }, client);
 
-const keysOf = async (name: string) =>
-  (await etcd.range({ prefix: `${name}/`, keysOnly: true })).kvs.map((kv) => kv.key);
+const keysOf = (name: string) => keysUnder(etcd, name);
 
 describe("1. a resumed lock and its sender's session", () => {
   it("stays held, fenced and releasable after the sender closes its session", async () => {

@@ -6,7 +6,7 @@
 import { describe, expect, it } from "vitest";
 import { type Etcd, type EtcdEvent, op } from "../../src/index.js";
 import { rejection, until } from "../support/async.js";
-import { freshNames, useSessions } from "../support/etcd.js";
+import { freshNames, keysUnder, useSessions } from "../support/etcd.js";
 import { answerLosingFetch } from "../support/outage.js";
 import { b64 } from "../support/wire.js";
 import { useBackend } from "./backend.js";
@@ -16,9 +16,8 @@ const newSession = useSessions(etcd, { ttl: 30, keepAlive: "manual" });
 const fresh = freshNames("release");
 const session = (client: Etcd = etcd) => newSession({}, client);
 
-const keysOf = async (name: string) =>
-  (await etcd.range({ prefix: `${name}/`, keysOnly: true })).kvs.map((kv) => kv.key);
-const valueOf = async (key: string) => (await etcd.get(key))?.value;
+const keysOf = (name: string) => keysUnder(etcd, name);
+const valueAt = async (key: string) => (await etcd.get(key))?.value;
 
 /** A client that records the gateway paths it sends and the lock events it tells. */
 function observed(options: Parameters<typeof backend.client>[0] = {}) {
@@ -45,7 +44,7 @@ describe("a write that releases: lock.unlockWith(ops)", () => {
 
     expect(requests).toEqual(["/v3/kv/txn"]);
     expect(put.header.revision).toBeGreaterThan(lock.revision);
-    expect(await valueOf(`${name}-data`)).toBe("written");
+    expect(await valueAt(`${name}-data`)).toBe("written");
     expect(await keysOf(name)).toEqual([]);
     expect(lock.held).toBe(false);
     expect(lock.signal.aborted).toBe(true);
@@ -64,7 +63,7 @@ describe("a write that releases: lock.unlockWith(ops)", () => {
 
     expect(error.code).toBe("LOCK_LOST");
     expect(error.message).toMatch(/taken over with its ticket/);
-    expect(await valueOf(`${name}-data`)).toBeUndefined();
+    expect(await valueAt(`${name}-data`)).toBeUndefined();
     expect(await keysOf(name)).toEqual([resumed.key]);
     expect(resumed.held).toBe(true);
     expect(lock.held).toBe(false);
@@ -82,7 +81,7 @@ describe("a write that releases: lock.unlockWith(ops)", () => {
 
     expect(fetch.lost).toBe(1);
     expect(error.indeterminate).toBe(true);
-    expect(await valueOf(`${name}-data`)).toBe("landed");
+    expect(await valueAt(`${name}-data`)).toBe("landed");
     // The release goes on in the background and finds the key gone after its own send: released.
     await until("the background release settles", 10_000, () => !lock.held, 50);
     expect(await keysOf(name)).toEqual([]);
@@ -102,7 +101,7 @@ describe("a write that releases: lock.unlockWith(ops)", () => {
     const both = await s.lockAll([`${name}-a`, `${name}-b`]);
     const [got] = await both.unlockWith([op.get(`${name}-write`)]);
     expect(got.kvs[0]?.value).toBe("w");
-    for (const key of ["permit", "read", "write"]) expect(await valueOf(`${name}-${key}`)).toBe(key[0]);
+    for (const key of ["permit", "read", "write"]) expect(await valueAt(`${name}-${key}`)).toBe(key[0]);
     for (const held of [permit, read, write, both]) expect(held.held).toBe(false);
     for (const prefix of ["pool", "doc", "a", "b"]) expect(await keysOf(`${name}-${prefix}`)).toEqual([]);
   });
@@ -114,20 +113,20 @@ describe("a write that releases: lock.unlockWith(ops)", () => {
     const error = await rejection(both.unlockWith([op.put(`${name}-data`, "x")]));
     expect(error.code).toBe("LOCK_LOST");
     expect(error.message).toMatch(/deleted by another client/);
-    expect(await valueOf(`${name}-data`)).toBeUndefined();
+    expect(await valueAt(`${name}-data`)).toBeUndefined();
     expect(await keysOf(`${name}-a`)).toEqual([both.keys[0]]);
   });
 });
 
 describe("withLock", () => {
-  it("with unlockWith inside: lock and write-release are its only requests (the release has nothing left)", async () => {
+  it("with unlockWith inside: the lock and the releasing write are its only requests", async () => {
     const name = fresh();
     const { client, requests } = observed();
     await client.withLock(name, () => {}); // grants the shared lease
     requests.length = 0;
     await client.withLock(name, (lock) => lock.unlockWith([op.put(`${name}-data`, "done")]));
     expect(requests).toEqual(["/v3/kv/txn", "/v3/kv/txn"]);
-    expect(await valueOf(`${name}-data`)).toBe("done");
+    expect(await valueAt(`${name}-data`)).toBe("done");
     expect(await keysOf(name)).toEqual([]);
     await client.close();
   });
