@@ -18,8 +18,8 @@ export function run(command: string, args: string[], cwd: string, env: NodeJS.Pr
 export interface Issue {
   /** `-subj`, e.g. "/CN=etcd-server" or "/O=tests" (no CN). */
   subject: string;
-  /** The issuing CA's name; none for a self-signed certificate. */
-  ca?: string | undefined;
+  /** The issuing CA: its name (`<name>.crt`, `<name>.key`) or its files; none for a self-signed certificate. */
+  ca?: string | { cert: string; key: string } | undefined;
   /** The extension file's lines, e.g. "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n". */
   extensions?: string | undefined;
   /** Validity in days; 0 makes a certificate that has expired a second later. Default 1. */
@@ -70,8 +70,9 @@ export class Pki {
     await this.#key(name);
     writeFileSync(this.path(`${name}.ext`), extensions);
     await this.openssl("req", "-new", "-key", `${name}.key`, "-out", `${name}.csr`, "-subj", subject);
+    const files = typeof ca === "string" ? { cert: `${ca}.crt`, key: `${ca}.key` } : ca;
     const signer =
-      ca === undefined ? ["-signkey", `${name}.key`] : ["-CA", `${ca}.crt`, "-CAkey", `${ca}.key`, "-CAcreateserial"];
+      files === undefined ? ["-signkey", `${name}.key`] : ["-CA", files.cert, "-CAkey", files.key, "-CAcreateserial"];
     await this.openssl(
       "x509",
       "-req",
