@@ -81,6 +81,26 @@ export function noFetch(): EtcdError {
   return invalidArgument("no global fetch in this runtime: pass `fetch` in the Etcd options");
 }
 
+// --- network failures: why an endpoint could not be reached --------------------------------------------
+
+/** The request could not reach `endpoint`; `why` names the reason the runtime gave, in plain words. */
+export function unreachable(endpoint: string, why: string, details: EtcdErrorDetails): EtcdError {
+  return unavailable(`cannot reach ${endpoint}: ${why}`, { ...details, endpoint });
+}
+
+/**
+ * etcd's JSON gateway could not open its gRPC connection to its own member. Over TLS this is the server
+ * certificate without the clientAuth extended key usage: the gateway presents it as its client certificate,
+ * which etcd checks once it checks client certificates at all.
+ */
+export function gatewayCannotDial(error: EtcdServerError): EtcdServerError {
+  const { code, message, endpoint, grpcCode, httpStatus } = error;
+  const why =
+    `etcd's gateway could not connect to its own member (${message}): with --client-cert-auth or ` +
+    "--trusted-ca-file, the server certificate needs the clientAuth extended key usage too (docs/tls.md)";
+  return serverError(code, why, { cause: error, endpoint, grpcCode, httpStatus });
+}
+
 // --- answers from etcd -----------------------------------------------------------------------------------
 
 /** etcd answered with an error status. */

@@ -1,4 +1,5 @@
 import { EtcdBadResponseError, EtcdError, EtcdServerError } from "../errors/etcd-error.js";
+import { networkFailure } from "./network-failure.js";
 import { isProxyUnavailable } from "./status.js";
 
 /**
@@ -8,8 +9,6 @@ import { isProxyUnavailable } from "./status.js";
  * lost answer may hide an applied write.
  */
 export type RetryPolicy = "idempotent" | "write";
-
-const NEVER_SENT = /ECONNREFUSED|connection refused|ConnectionRefused|ENOTFOUND|EAI_AGAIN|failed to lookup|dns error/i;
 
 /**
  * What etcd's gateway says when it could not reach its own member's gRPC server: the request went no
@@ -23,17 +22,7 @@ const ETCD_UNDECIDED = /request timed out|leader changed|request cancelled|timed
 
 /** Whether a thrown fetch error proves the request never reached a server (so even a write may be re-sent). */
 export function provablyNotSent(error: unknown): boolean {
-  for (let current = error, depth = 0; current !== undefined && current !== null && depth < 6; depth++) {
-    const { code, message, cause } = current as { code?: unknown; message?: unknown; cause?: unknown };
-    if (
-      (typeof code === "string" && NEVER_SENT.test(code)) ||
-      (typeof message === "string" && NEVER_SENT.test(message))
-    ) {
-      return true;
-    }
-    current = cause;
-  }
-  return false;
+  return networkFailure(error).unsent;
 }
 
 /** etcd's gateway answered that it could not reach its member: nothing was applied. */

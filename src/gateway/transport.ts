@@ -1,6 +1,6 @@
-import { aborted, noToken, timedOut, unavailable, undecided } from "../errors/catalogue.js";
+import { aborted, gatewayCannotDial, noToken, timedOut, undecided, unreachable } from "../errors/catalogue.js";
 import { EventSink } from "../events/events.js";
-import { EtcdError, type EtcdErrorCode } from "../errors/etcd-error.js";
+import { EtcdError, type EtcdErrorCode, EtcdServerError } from "../errors/etcd-error.js";
 import { VERSION } from "../version.js";
 import { AuthToken } from "./auth.js";
 import { type BodyLimits, readBody } from "./body.js";
@@ -11,6 +11,7 @@ import { backoff, mayRetry, outcomeUnknown, type RetryPolicy } from "./retry-pol
 import { errorFromBody } from "./status.js";
 import { Attempt } from "./attempt.js";
 import { InFlight } from "./in-flight.js";
+import { networkFailure } from "./network-failure.js";
 import { CallSignal, delay } from "./signals.js";
 import { authenticate } from "./wire.js";
 
@@ -387,8 +388,22 @@ async function arrive(attempt: Attempt, pending: Promise<FetchResponse>): Promis
   return response;
 }
 
+/**
+ * What etcd's gateway answers (503, gRPC code 14) when its own TLS connection to its member fails: the
+ * member refused the gateway's certificate, which is its server certificate.
+ */
+const SELF_DIAL = /^connection closed$|client preface|server preface|handshake failed|tls: bad certificate/;
+
 function toEtcdError(thrown: unknown, endpoint: string, indeterminate: boolean): EtcdError {
-  if (thrown instanceof EtcdError) return indeterminate ? undecided(thrown) : thrown;
-  const message = thrown instanceof Error ? thrown.message : String(thrown);
-  return unavailable(`cannot reach ${endpoint}: ${message}`, { cause: thrown, endpoint, indeterminate });
+  if (thrown instanceof EtcdError) {
+    const named =
+      thrown instanceof EtcdServerError &&
+      thrown.grpcCode === 14 &&
+      endpoint.startsWith("https:") &&
+      SELF_DIAL.test(thrown.message)
+        ? gatewayCannotDial(thrown)
+        : thrown;
+    return indeterminate ? undecided(named) : named;
+  }
+  return unreachable(endpoint, networkFailure(thrown).why(endpoint), { cause: thrown, indeterminate });
 }

@@ -1,4 +1,5 @@
-import type { Dispatcher } from "undici";
+import type { ConnectionOptions } from "node:tls";
+import { buildConnector, type Dispatcher } from "undici";
 import { ByteBuffer } from "../gateway/byte-buffer.js";
 import { type FetchInit, type FetchResponse, READ_BOUNDED, type ReadBounded } from "../gateway/fetch.js";
 
@@ -19,6 +20,24 @@ export function send(dispatcher: Dispatcher, target: Target, init: FetchInit): P
       exchange,
     );
   });
+}
+
+/**
+ * undici's connector with these TLS options, keeping a TLS alert as the error of the request it ends. A TLS
+ * 1.3 server refuses a client certificate (or its absence) once the client's side of the handshake is done,
+ * on a connection undici already uses; undici would report the close that follows ("other side closed").
+ * Destroyed at the alert, the socket closes with the alert as its error.
+ */
+export function connector(tls: ConnectionOptions): buildConnector.connector {
+  const connect = buildConnector(tls);
+  return (options, callback) =>
+    connect(options, (...args) => {
+      const socket = args[1];
+      socket?.once("error", (error: { code?: unknown }) => {
+        if (typeof error.code === "string" && error.code.startsWith("ERR_SSL_")) socket.destroy();
+      });
+      callback(...args);
+    });
 }
 
 /** Where a request goes, as `dispatch` takes it. */

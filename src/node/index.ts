@@ -2,7 +2,7 @@ import type { ConnectionOptions } from "node:tls";
 import { Agent } from "undici";
 import { invalidArgument } from "../errors/catalogue.js";
 import type { Fetch, FetchInit, FetchResponse } from "../gateway/fetch.js";
-import { send, Targets } from "./dispatch.js";
+import { connector, send, Targets } from "./dispatch.js";
 
 /** Options of {@link createNodeFetch}: pool sizes and TLS. Unset TLS options keep Node's defaults. */
 export interface NodeFetchOptions {
@@ -58,7 +58,7 @@ export function createNodeFetch(options: NodeFetchOptions = {}): NodeFetch {
       "createNodeFetch: cert and key are given together (the client certificate and its private key)",
     );
   }
-  const connect = tlsOptions(options);
+  const connect = connector(tlsOptions(options));
   const requests = new Agent({ connections: options.connections ?? 64, keepAliveTimeout, connect });
   const streams = new Agent({ keepAliveTimeout, connect });
   const targets = new Targets();

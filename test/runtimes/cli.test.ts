@@ -2,10 +2,11 @@
 // runtime against real etcd: one row per runtime and etcd version. Every row runs scenario/main.mjs, which
 // locks, writes fenced, watches the write, unlocks, closes the session, then does the same with withLock; the
 // report it prints is checked against what etcd holds afterwards.
-import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import type { EtcdVersion } from "../support/etcd-versions.js";
 import {
+  CLI_INVOCATIONS,
+  type CliInvocation,
   ensureRuntime,
   expectScenario,
   INSTALL_TIMEOUT_MS,
@@ -16,34 +17,17 @@ import {
   type RuntimeName,
 } from "../support/runtimes.js";
 
-interface Row {
+interface Row extends CliInvocation {
   runtime: RuntimeName;
   etcd: EtcdVersion;
-  /** Arguments before the script. */
-  args: string[];
-  /** Extra environment, given the temp project's directory. */
-  env?: (project: string) => Record<string, string>;
 }
 
 const rows: Row[] = [
-  { runtime: "node22", etcd: "3.4", args: [] },
-  { runtime: "node24", etcd: "3.4", args: [] },
-  { runtime: "node24", etcd: "3.5", args: [] },
-  {
-    // With a package.json beside the script, Deno resolves the bare "etcd-edge" from the project's node_modules
-    // (no import map, no npm:). --cached-only: fail rather than fetch anything remote; --no-lock: no deno.lock.
-    runtime: "deno",
-    etcd: "3.4",
-    args: ["run", "--cached-only", "--no-lock", "--allow-net", "--allow-read", "--allow-env"],
-    env: (dir) => ({ DENO_DIR: join(dir, ".deno"), DENO_NO_UPDATE_CHECK: "1", DENO_NO_PROMPT: "1" }),
-  },
-  {
-    // --no-install: resolve from the temp project's node_modules only, never auto-install from a registry.
-    runtime: "bun",
-    etcd: "3.4",
-    args: ["--no-install"],
-    env: () => ({ BUN_RUNTIME_TRANSPILER_CACHE_PATH: "0" }),
-  },
+  { runtime: "node22", etcd: "3.4", ...CLI_INVOCATIONS.node },
+  { runtime: "node24", etcd: "3.4", ...CLI_INVOCATIONS.node },
+  { runtime: "node24", etcd: "3.5", ...CLI_INVOCATIONS.node },
+  { runtime: "deno", etcd: "3.4", ...CLI_INVOCATIONS.deno },
+  { runtime: "bun", etcd: "3.4", ...CLI_INVOCATIONS.bun },
 ];
 
 describe("command-line runtimes", () => {

@@ -246,6 +246,25 @@ export function parseReport(stdout: string, context: string): Report {
   }
 }
 
+/** How a command-line runtime runs a script of the temp project: arguments before the script, and environment. */
+export interface CliInvocation {
+  args: string[];
+  /** Extra environment, given the temp project's directory. */
+  env?: (project: string) => Record<string, string>;
+}
+
+export const CLI_INVOCATIONS: Record<"node" | "deno" | "bun", CliInvocation> = {
+  node: { args: [] },
+  // With a package.json beside the script, Deno resolves the bare "etcd-edge" from the project's node_modules
+  // (no import map, no npm:). --cached-only: fail rather than fetch anything remote; --no-lock: no deno.lock.
+  deno: {
+    args: ["run", "--cached-only", "--no-lock", "--allow-net", "--allow-read", "--allow-env"],
+    env: (dir) => ({ DENO_DIR: join(dir, ".deno"), DENO_NO_UPDATE_CHECK: "1", DENO_NO_PROMPT: "1" }),
+  },
+  // --no-install: resolve from the temp project's node_modules only, never auto-install from a registry.
+  bun: { args: ["--no-install"], env: () => ({ BUN_RUNTIME_TRANSPILER_CACHE_PATH: "0" }) },
+};
+
 /**
  * Runs scenario/main.mjs with a CLI runtime (Node, Deno, Bun) from the temp project against the member of
  * `etcd`; it must exit 0 by itself.
