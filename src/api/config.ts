@@ -1,4 +1,4 @@
-import { invalidArgument } from "../errors/catalogue.js";
+import { invalidArgument, REDACTED } from "../errors/catalogue.js";
 import { type GatewayConfig, type GatewayOptions, resolveGatewayConfig } from "../gateway/config.js";
 import { type Bytes, toBytes } from "./bytes.js";
 
@@ -26,10 +26,10 @@ export function resolveConfig(options: EtcdOptions): ResolvedConfig {
   };
 }
 
-/** What a redacted password reads as. */
-export const REDACTED = "[redacted]";
-
-/** A copy of `config` that is safe to show: the password replaced, the namespace copied. */
+/**
+ * A copy of `config` to hand out: changing it changes nothing. The config holds no secret to hide (the
+ * password and credential headers already read `"[redacted]"` there).
+ */
 export function redacted(config: ResolvedConfig): ResolvedConfig {
   return {
     ...config,

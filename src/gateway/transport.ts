@@ -2,7 +2,7 @@ import { aborted, noToken, timedOut, unavailable, undecided } from "../errors/ca
 import { EventSink } from "../events/events.js";
 import { EtcdError, type EtcdErrorCode } from "../errors/etcd-error.js";
 import { VERSION } from "../version.js";
-import { AuthToken } from "./auth.js";
+import { AuthToken, headersOf, passwordOf, Secrets } from "./auth.js";
 import { type BodyLimits, readBody } from "./body.js";
 import { type GatewayConfig, resolveSignal, resolveTimeout } from "./config.js";
 import { decodeAnswer, type Expected } from "./decode.js";
@@ -56,6 +56,8 @@ export class Transport {
   readonly #config: GatewayConfig;
   readonly #baseHeaders: Record<string, string>;
   readonly #token: AuthToken | undefined;
+  /** Every secret this client sends, kept out of the errors it throws. */
+  readonly #secrets: Secrets;
   readonly #inFlight: InFlight;
   /** @internal Where events go; `events.on` is false when nobody listens. */
   readonly events: EventSink;
@@ -67,13 +69,16 @@ export class Transport {
       "content-type": "application/json",
       "user-agent": `etcd-edge/${VERSION}`,
       ...(config.requireLeader ? { "grpc-metadata-hasleader": "true" } : {}),
-      ...config.headers,
+      ...headersOf(config.headers),
     };
+    this.#secrets = new Secrets(config);
     this.events = new EventSink(config.onEvent);
     this.#inFlight = new InFlight(config.maxConcurrentRequests);
     const auth = config.auth;
     this.#token =
-      auth === undefined ? undefined : new AuthToken(() => this.#authenticate(auth.username, auth.password));
+      auth === undefined
+        ? undefined
+        : new AuthToken(() => this.#authenticate(auth.username, passwordOf(auth)), this.#secrets);
   }
 
   get config(): GatewayConfig {
@@ -194,7 +199,7 @@ export class Transport {
         // The place goes back before any backoff: a waiting call may use it meanwhile.
         if (placed) this.#inFlight.leave();
         placed = false;
-        await this.#afterFailure(call, attempt, thrown, { index, left, attemptOnly, startedAt });
+        await this.#afterFailure(call, attempt, this.#secrets.redact(thrown), { index, left, attemptOnly, startedAt });
       } finally {
         attempt.dispose();
         if (placed) this.#inFlight.leave();
