@@ -2,7 +2,6 @@
  * Every error the SDK throws is made here, so codes, classes and wording stay consistent and a reader finds
  * them in one place. Grouped by the concept they belong to.
  */
-import { fromByteArray } from "base64-js";
 import {
   EtcdBadResponseError,
   EtcdCompactedError,
@@ -153,7 +152,7 @@ const CAUSE_DEPTH = 8;
  * its causes': a proxy that echoes the request in an error answer puts a password or token there. A secret
  * is found as sent: as is (a header, an auth token), JSON-escaped once or twice (the password in the
  * authenticate body, echoed raw or inside JSON of the proxy's own) or base64 (a key's value). An error is
- * rebuilt, with its class and fields, only when it shows a secret; otherwise the very same value is returned.
+ * copied, with its class and fields, only when it shows a secret; otherwise the very same value is returned.
  */
 export function withoutSecrets(thrown: unknown, secrets: readonly string[]): unknown {
   const forms = secretForms(secrets);
@@ -169,7 +168,7 @@ function secretForms(secrets: readonly string[]): string[] {
     forms.add(escaped);
     // A proxy that wraps the request's JSON in JSON of its own escapes it twice.
     forms.add(jsonEscaped(escaped));
-    forms.add(fromByteArray(new TextEncoder().encode(secret)));
+    forms.add(btoa(String.fromCharCode(...new TextEncoder().encode(secret))));
   }
   // The longest first: one form may contain another.
   return [...forms].sort((a, b) => b.length - a.length);
@@ -200,40 +199,21 @@ function shows(value: unknown, forms: readonly string[], depth: number): boolean
 function scrubbed(value: unknown, forms: readonly string[], depth: number): unknown {
   if (typeof value === "string") return redactText(value, forms);
   if (!(value instanceof Error) || !shows(value, forms, depth)) return value;
-  const message = redactText(value.message, forms);
-  const cause = value.cause === undefined ? undefined : scrubbed(value.cause, forms, depth + 1);
-  let copy: Error;
-  if (value instanceof EtcdError) {
-    const details = { cause, endpoint: value.endpoint, indeterminate: value.indeterminate };
-    if (value instanceof EtcdBadResponseError) {
-      copy = new EtcdBadResponseError(message, {
-        ...details,
-        status: value.status,
-        body: redactText(value.body, forms),
-      });
-    } else if (value instanceof EtcdServerError) {
-      copy = new EtcdServerError(value.code, message, {
-        ...details,
-        grpcCode: value.grpcCode,
-        httpStatus: value.httpStatus,
-      });
-    } else if (value instanceof EtcdCompactedError) {
-      copy = new EtcdCompactedError(message, value.compactRevision, details);
-    } else if (value instanceof EtcdTimeoutError) {
-      copy = new EtcdTimeoutError(value.timeout, details);
-    } else {
-      copy = new EtcdError(value.code, message, details);
-    }
-  } else {
-    // Not ours: its class is not rebuilt, only what it says.
-    copy = new Error(message, cause === undefined ? undefined : { cause });
-    copy.name = value.name;
+  // The same class with the same fields, but for what it says. (The stack starts with the message: the
+  // original's, redacted, still says where the error came from.)
+  const copy = Object.create(Object.getPrototypeOf(value) as object) as Error;
+  Object.defineProperties(copy, Object.getOwnPropertyDescriptors(value));
+  const fields = value as unknown as Record<string, unknown>;
+  for (const field of ["message", "stack", "body"]) {
+    const text = fields[field];
+    if (typeof text === "string") redefine(copy, field, redactText(text, forms));
   }
-  // The stack starts with the message: the original's, redacted, says where the error came from.
-  if (typeof value.stack === "string") {
-    Object.defineProperty(copy, "stack", { value: redactText(value.stack, forms), writable: true, configurable: true });
-  }
+  if (value.cause !== undefined) redefine(copy, "cause", scrubbed(value.cause, forms, depth + 1));
   return copy;
+}
+
+function redefine(target: object, field: string, value: unknown): void {
+  Object.defineProperty(target, field, { value, writable: true, configurable: true });
 }
 
 export function noToken(): EtcdError {

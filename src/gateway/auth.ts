@@ -55,7 +55,7 @@ const TOKENS_KEPT = 8;
 /**
  * Every secret a client sends (its password, its credential headers, the tokens it was given), so that the
  * errors it throws never show one: a proxy that echoes the request in its error page would put them in the
- * error's body or message. Holds them in private fields, and shows nothing of them when inspected.
+ * error's body or message.
  */
 export class Secrets {
   readonly #fixed: string[];
@@ -82,14 +82,6 @@ export class Secrets {
   /** `thrown` without any of these secrets (the same value when it shows none). */
   redact(thrown: unknown): unknown {
     return withoutSecrets(thrown, [...this.#fixed, ...this.#tokens]);
-  }
-
-  toJSON(): string {
-    return REDACTED;
-  }
-
-  [Symbol.for("nodejs.util.inspect.custom")](): string {
-    return `Secrets ${REDACTED}`;
   }
 }
 
