@@ -52,7 +52,7 @@ describe("a namespace without a trailing separator", () => {
 });
 
 describe("leases are cluster-wide, whatever the namespace", () => {
-  it("another tenant's lease is listed, looked up (without its keys), adopted and revoked, deleting its keys", async () => {
+  it("another tenant's lease is listed, looked up (not its keys), adopted and revoked, deleting its keys", async () => {
     const { a, a0 } = tenants();
     const theirs = await a0.lease.grant(60);
     await a0.put("held", "by a0", { lease: theirs.id });
