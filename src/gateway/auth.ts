@@ -1,7 +1,5 @@
 import { REDACTED, withoutSecrets } from "../errors/catalogue.js";
 
-export { REDACTED };
-
 /**
  * The client's credentials as the config shows them, and the real values behind them. The real password and
  * credential headers live only in these maps, keyed by the objects the config holds: no inspection (getters,
