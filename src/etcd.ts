@@ -78,7 +78,7 @@ export class Etcd extends EtcdClient {
   }
 
   /**
-   * Takes over a lock from its `lock.toJSON()` ticket, after checking it is still held: the lock moves to a
+   * Takes over a lock from its `lock.ticket()` ticket, after checking it is still held: the lock moves to a
    * lease of this client's own (see {@link ResumeOptions}), so it outlives the sender's session.
    */
   resumeLock(ticket: LockTicket, options: ResumeOptions = {}): Promise<Lock<Session>> {

@@ -18,6 +18,19 @@ export function leaseIdArg(value: unknown, name = "lease"): LeaseId {
   );
 }
 
+/**
+ * A lease to act on (renew, revoke, look up, grant under a chosen ID): any lease ID but 0, which etcd reads
+ * as "no lease". Sent, it would be answered with a lease-less body (BAD_RESPONSE), a random new ID (a grant)
+ * or LEASE_NOT_FOUND, none of which says the argument was wrong.
+ */
+export function leaseToUse(value: unknown, name = "lease"): LeaseId {
+  const id = leaseIdArg(value, name);
+  if (id === "0") {
+    throw invalidArgument(`${name} 0 is no lease (etcd reads ID 0 as "none"): pass the ID lease.grant returned`);
+  }
+  return id;
+}
+
 /** etcd's largest lease TTL in seconds (`lease.MaxLeaseTTL`); the server refuses a grant above it. */
 export const MAX_LEASE_TTL = 9_000_000_000;
 

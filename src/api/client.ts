@@ -33,7 +33,7 @@ import { checkWatchQuery } from "./watch-query.js";
  * is one call that honours `signal` and `timeout`.
  */
 export class EtcdClient {
-  /** Lease calls: grant, keepalive, time to live, revoke, list. */
+  /** Lease calls: grant, keepalive, time to live, revoke, list. Leases are cluster-wide: see {@link LeaseClient}. */
   readonly lease: LeaseClient;
   /** @internal */
   readonly transport: Transport;
@@ -108,7 +108,10 @@ export class EtcdClient {
     return decodeDelete(this.keyspace, result);
   }
 
-  /** Discards history before `revision`. `physical` waits until the space is reclaimed. */
+  /**
+   * Discards history before `revision`, of every key of the cluster (a namespace does not limit it).
+   * `physical` waits until the space is reclaimed.
+   */
   async compact(
     revision: number,
     options: CallOptions & { physical?: boolean | undefined } = {},

@@ -1,10 +1,22 @@
-import { invalidArgument } from "../errors/catalogue.js";
+import { invalidArgument, REDACTED } from "../errors/catalogue.js";
 import { type GatewayConfig, type GatewayOptions, resolveGatewayConfig } from "../gateway/config.js";
 import { type Bytes, toBytes } from "./bytes.js";
 
 /** Options of `new Etcd(...)`: where etcd is and how to reach it, plus the client's key namespace. */
 export interface EtcdOptions extends GatewayOptions {
-  /** A key prefix applied to every key sent and stripped from every key received. */
+  /**
+   * A key prefix applied to every key sent (KV, txn, watch, locks, elections, semaphores) and stripped from
+   * every key received; it must end with `"/"`. Without the separator, `"tenant-a"` would also cover
+   * `"tenant-a0/…"` and every other namespace that starts with the same text (as etcd's Go namespace does),
+   * so it is refused. (A Go client's namespace `"app"` used with keys `"/x"` is this client's `"app/"` with
+   * keys `"x"`: the same etcd keys.)
+   *
+   * A namespace isolates keys, not leases: leases are cluster-wide. `lease.list()` shows every lease,
+   * `lease.revoke()`, `lease.keepAliveOnce()` and `lease.timeToLive()` act on any lease whose ID is given
+   * (revoking deletes its keys in every namespace), and `etcd.session({ leaseId })` adopts any live lease,
+   * another tenant's included. `compact()` is cluster-wide too. Isolate tenants with etcd's auth (a user per
+   * tenant, with a role on its prefix) where one must not touch another's leases.
+   */
   namespace?: Bytes | undefined;
 }
 
@@ -21,15 +33,37 @@ export function resolveConfig(options: EtcdOptions): ResolvedConfig {
   }
   return {
     ...resolveGatewayConfig(options),
-    // A copy: the caller's array may change later, and the namespace must not move under live keys.
-    namespace: options.namespace === undefined ? new Uint8Array(0) : toBytes(options.namespace).slice(),
+    namespace: resolveNamespace(options.namespace),
   };
 }
 
-/** What a redacted password reads as. */
-export const REDACTED = "[redacted]";
+const SLASH = 0x2f;
 
-/** A copy of `config` that is safe to show: the password replaced, the namespace copied. */
+function resolveNamespace(value: Bytes | undefined): Uint8Array {
+  if (value === undefined) return new Uint8Array(0);
+  // A copy: the caller's array may change later, and the namespace must not move under live keys.
+  const bytes = toBytes(value).slice();
+  if (bytes.length > 0 && bytes[bytes.length - 1] !== SLASH) {
+    if (typeof value !== "string") {
+      throw invalidArgument(
+        `namespace (${bytes.length} bytes) must end with "/" (0x2f): without it the client would also see ` +
+          "every namespace that starts with the same bytes",
+      );
+    }
+    const [given, fixed, sibling] = [value, `${value}/`, `${value}0/`].map((text) => JSON.stringify(text));
+    throw invalidArgument(
+      `namespace ${given} must end with "/": without it the client would also see the keys of ${sibling} and ` +
+        `of every other namespace that starts with ${given}. Write ${fixed} (keys "/x" under ${given} are ` +
+        `keys "x" under ${fixed})`,
+    );
+  }
+  return bytes;
+}
+
+/**
+ * A copy of `config` to hand out: changing it changes nothing. The config holds no secret to hide (the
+ * password and credential headers already read `"[redacted]"` there).
+ */
 export function redacted(config: ResolvedConfig): ResolvedConfig {
   return {
     ...config,

@@ -67,7 +67,10 @@ export interface RangeResult {
 
 /** How a put is done. */
 export interface PutOptions {
-  /** Attach the key to this lease: it is deleted when the lease ends. */
+  /**
+   * Attach the key to this lease: it is deleted when the lease ends. `"0"` is etcd's "no lease", as leaving
+   * the option out: the key is written without one (and a key that had a lease no longer has it).
+   */
   lease?: LeaseId | undefined;
   /** Return the key-value as it was before this put. */
   prevKv?: boolean | undefined;

@@ -1,4 +1,4 @@
-import { leaseIdArg, ttlArg } from "./args.js";
+import { leaseToUse, ttlArg } from "./args.js";
 import { toText } from "./bytes.js";
 import { decodeHeader, int, leaseIdOf, signedInt, type LeaseId, type ResponseHeader } from "./codec.js";
 import type { Keyspace } from "./keyspace.js";
@@ -54,7 +54,12 @@ export interface LeaseListResult {
   leases: LeaseId[];
 }
 
-/** Leases: time-bound ownership of keys. Every call is one request. */
+/**
+ * Leases: time-bound ownership of keys. Every call is one request. Leases are cluster-wide: the client's
+ * namespace does not apply to them, so any client can renew, revoke or look up any lease whose ID it has,
+ * whatever namespace granted it, and `list()` shows every lease of the cluster. Lease 0 means "no lease" to
+ * etcd and is refused here (INVALID_ARGUMENT) wherever a lease is to be acted on.
+ */
 export class LeaseClient {
   readonly #transport: Transport;
   readonly #keyspace: Keyspace;
@@ -65,10 +70,13 @@ export class LeaseClient {
     this.#keyspace = keyspace;
   }
 
-  /** A new lease of `ttl` seconds; `id` asks for a specific ID (fails with ALREADY_EXISTS if taken). */
+  /**
+   * A new lease of `ttl` seconds; `id` asks for a specific ID (not 0; ALREADY_EXISTS if any client of the
+   * cluster holds it: IDs are cluster-wide).
+   */
   async grant(ttl: number, options: CallOptions & { id?: LeaseId | undefined } = {}): Promise<LeaseGrantResult> {
     const seconds = ttlArg(ttl);
-    const requested = options.id === undefined ? undefined : leaseIdArg(options.id, "id");
+    const requested = options.id === undefined ? undefined : leaseToUse(options.id, "id");
     const result = await this.#transport.unary(
       {
         path: "/v3/lease/grant",
@@ -93,7 +101,10 @@ export class LeaseClient {
     return { header: decodeHeader(result.header), id: granted, ttl: grantedTtl };
   }
 
-  /** Ends the lease now and deletes its keys. LEASE_NOT_FOUND if it has already ended. */
+  /**
+   * Ends the lease now and deletes its keys: all of them, in every namespace (a lease is cluster-wide, and
+   * this works on another tenant's lease as on one's own). LEASE_NOT_FOUND if it has already ended.
+   */
   async revoke(
     lease: LeaseId,
     options: CallOptions & {
@@ -107,7 +118,7 @@ export class LeaseClient {
     const result = await this.#transport.unary(
       {
         path: "/v3/lease/revoke",
-        body: { ID: leaseIdArg(lease) },
+        body: { ID: leaseToUse(lease) },
         schema: wire.headerOnly,
         retry: options.idempotent ? "idempotent" : "write",
         writes: true,
@@ -117,9 +128,12 @@ export class LeaseClient {
     return { header: decodeHeader(result.header) };
   }
 
-  /** Renews the lease to its full TTL with one request. LEASE_NOT_FOUND once it has expired. */
+  /**
+   * Renews the lease to its full TTL with one request: any live lease of the cluster, whatever namespace
+   * granted it. LEASE_NOT_FOUND once it has expired.
+   */
   async keepAliveOnce(lease: LeaseId, options: CallOptions = {}): Promise<LeaseKeepAliveResult> {
-    const leaseId = leaseIdArg(lease);
+    const leaseId = leaseToUse(lease);
     const result = await this.#transport.unary(
       {
         path: "/v3/lease/keepalive",
@@ -136,12 +150,15 @@ export class LeaseClient {
     return { header: decodeHeader(result.header), id: leaseId, ttl };
   }
 
-  /** The lease's remaining and granted TTL, and with `keys: true` its keys. LEASE_NOT_FOUND once ended. */
+  /**
+   * The lease's remaining and granted TTL, and with `keys: true` its keys: any lease of the cluster, whatever
+   * namespace granted it, but only its keys in this client's namespace are shown. LEASE_NOT_FOUND once ended.
+   */
   async timeToLive(
     lease: LeaseId,
     options: CallOptions & { keys?: boolean | undefined } = {},
   ): Promise<LeaseTimeToLiveResult> {
-    const leaseId = leaseIdArg(lease);
+    const leaseId = leaseToUse(lease);
     const keys = resolveFlag(options.keys, "keys");
     const result = await this.#transport.unary(
       {
@@ -171,7 +188,7 @@ export class LeaseClient {
     };
   }
 
-  /** Every live lease of the cluster. */
+  /** Every live lease of the cluster, whatever namespace granted it (a namespace does not filter leases). */
   async list(options: CallOptions = {}): Promise<LeaseListResult> {
     const result = await this.#transport.unary(
       { path: "/v3/lease/leases", body: {}, schema: wire.leaseLeases, retry: "idempotent" },

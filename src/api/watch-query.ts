@@ -11,6 +11,7 @@ export function checkWatchQuery(keyspace: Keyspace, query: WatchQuery): void {
   keyspace.range(query);
   resolveSignal(query.signal);
   resolveTimeout(query.timeout, "timeout");
+  resolveTimeout(query.idleTimeout, "idleTimeout");
   optionalCount(query.startRevision, "startRevision");
   optionalCount(query.retries, "retries");
   for (const name of ["prevKv", "noPut", "noDelete", "progressNotify"] as const) resolveFlag(query[name], name);

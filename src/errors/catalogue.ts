@@ -166,6 +166,81 @@ export function internal(message: string): EtcdError {
 
 // --- auth ------------------------------------------------------------------------------------------------
 
+/** What a secret reads as wherever it could be shown: a config, an inspection, JSON, an error. */
+export const REDACTED = "[redacted]";
+
+/** How deep a chain of causes is followed: far past any the SDK builds, short of a cycle's end. */
+const CAUSE_DEPTH = 8;
+
+/**
+ * `thrown` with every occurrence of `secrets` replaced by "[redacted]" in its message, stack and body, and in
+ * its causes': a proxy that echoes the request in an error answer puts a password or token there. A secret
+ * is found as sent: as is (a header, an auth token), JSON-escaped once or twice (the password in the
+ * authenticate body, echoed raw or inside JSON of the proxy's own) or base64 (a key's value). An error is
+ * copied, with its class and fields, only when it shows a secret; otherwise the very same value is returned.
+ */
+export function withoutSecrets(thrown: unknown, secrets: readonly string[]): unknown {
+  const forms = secretForms(secrets);
+  return forms.length === 0 ? thrown : scrubbed(thrown, forms, 0);
+}
+
+function secretForms(secrets: readonly string[]): string[] {
+  const forms = new Set<string>();
+  for (const secret of secrets) {
+    if (secret.length === 0) continue;
+    const escaped = jsonEscaped(secret);
+    forms.add(secret);
+    forms.add(escaped);
+    // A proxy that wraps the request's JSON in JSON of its own escapes it twice.
+    forms.add(jsonEscaped(escaped));
+    forms.add(btoa(String.fromCharCode(...new TextEncoder().encode(secret))));
+  }
+  // The longest first: one form may contain another.
+  return [...forms].sort((a, b) => b.length - a.length);
+}
+
+function jsonEscaped(text: string): string {
+  return JSON.stringify(text).slice(1, -1);
+}
+
+function redactText(text: string, forms: readonly string[]): string {
+  let result = text;
+  for (const form of forms) if (result.includes(form)) result = result.split(form).join(REDACTED);
+  return result;
+}
+
+function shows(value: unknown, forms: readonly string[], depth: number): boolean {
+  if (typeof value === "string") return forms.some((form) => value.includes(form));
+  if (!(value instanceof Error) || depth > CAUSE_DEPTH) return false;
+  const { body } = value as { body?: unknown };
+  return (
+    shows(value.message, forms, depth) ||
+    shows(value.stack, forms, depth) ||
+    shows(body, forms, depth) ||
+    shows(value.cause, forms, depth + 1)
+  );
+}
+
+function scrubbed(value: unknown, forms: readonly string[], depth: number): unknown {
+  if (typeof value === "string") return redactText(value, forms);
+  if (!(value instanceof Error) || !shows(value, forms, depth)) return value;
+  // The same class with the same fields, but for what it says. (The stack starts with the message: the
+  // original's, redacted, still says where the error came from.)
+  const copy = Object.create(Object.getPrototypeOf(value) as object) as Error;
+  Object.defineProperties(copy, Object.getOwnPropertyDescriptors(value));
+  const fields = value as unknown as Record<string, unknown>;
+  for (const field of ["message", "stack", "body"]) {
+    const text = fields[field];
+    if (typeof text === "string") redefine(copy, field, redactText(text, forms));
+  }
+  if (value.cause !== undefined) redefine(copy, "cause", scrubbed(value.cause, forms, depth + 1));
+  return copy;
+}
+
+function redefine(target: object, field: string, value: unknown): void {
+  Object.defineProperty(target, field, { value, writable: true, configurable: true });
+}
+
 export function noToken(): EtcdError {
   return new EtcdError("UNAUTHENTICATED", "etcd returned no token: is auth enabled on the cluster?");
 }

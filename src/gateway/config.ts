@@ -1,5 +1,6 @@
 import { describe, invalidArgument } from "../errors/catalogue.js";
 import type { EventHandler } from "../events/events.js";
+import { concealHeaders, credentials } from "./auth.js";
 import type { Fetch } from "./fetch.js";
 
 /** What the gateway layer needs to know to move requests: where, with what, and how long. */
@@ -28,14 +29,23 @@ export interface GatewayOptions {
     | {
         /** The etcd user (`etcdctl user add`). */
         username: string;
-        /** Its password; sent only to `/v3/auth/authenticate`, never shown by `config`. */
+        /**
+         * Its password; sent only to `/v3/auth/authenticate`. Never shown: the config reads `"[redacted]"`,
+         * and errors have it (and every token the client was given) replaced by `"[redacted]"`, even in a body
+         * a proxy echoed back.
+         */
         password: string;
       }
     | undefined;
   /**
    * Extra headers on every request (for a proxy in front of etcd, say). Checked once here: names must be
    * HTTP tokens, values single-line Latin-1 text. Requests never follow redirects, so these never leave the
-   * endpoints' origins.
+   * endpoints' origins. Headers the protocol owns are refused: the framing ones (`host`, `content-length`,
+   * `transfer-encoding`, `connection`...), `content-type` and `content-encoding` (the gateway reads plain
+   * JSON only), `grpc-timeout` (the SDK sets it on watches), `grpc-metadata-hasleader` (see `requireLeader`)
+   * and, with `auth`, `authorization` and `grpc-metadata-token` (the token goes there). Credential headers
+   * (`authorization`, `proxy-authorization`, `cookie`, names with `token`, `secret`, `passw` or `api-key`)
+   * are sent as given but shown as `"[redacted]"` by `config`, and kept out of errors like the password.
    */
   headers?: Record<string, string> | undefined;
   /**
@@ -76,11 +86,11 @@ export interface GatewayConfig {
     | {
         /** The etcd user. */
         readonly username: string;
-        /** Its password; `client.config` shows `"[redacted]"` here. */
+        /** Always `"[redacted]"`: the password itself is held where nothing can show it. */
         readonly password: string;
       }
     | undefined;
-  /** Extra headers sent on every request, names lowercased. */
+  /** Extra headers sent on every request, names lowercased; credential headers' values read `"[redacted]"`. */
   readonly headers: Readonly<Record<string, string>>;
   /** Whether members without a raft leader are asked to fail at once. */
   readonly requireLeader: boolean;
@@ -116,8 +126,8 @@ export function resolveGatewayConfig(options: GatewayOptions): GatewayConfig {
     maxConcurrentRequests:
       resolveWhole(options.maxConcurrentRequests, "maxConcurrentRequests", 1) ?? DEFAULT_MAX_CONCURRENT_REQUESTS,
     retries: resolveWhole(options.retries, "retries", 0) ?? DEFAULT_RETRIES,
-    auth: auth === undefined ? undefined : { username: auth.username, password: auth.password },
-    headers: resolveHeaders(options.headers),
+    auth: auth === undefined ? undefined : credentials(auth.username, auth.password),
+    headers: concealHeaders(resolveHeaders(options.headers, auth !== undefined)),
     requireLeader: resolveFlag(options.requireLeader, "requireLeader") ?? true,
     maxResponseBytes:
       resolveWhole(options.maxResponseBytes, "maxResponseBytes", 1, "of bytes ") ?? DEFAULT_MAX_RESPONSE_BYTES,
@@ -129,25 +139,37 @@ const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 /** Visible Latin-1 and inner spaces or tabs: what a header value may hold without being rewritten or refused. */
 const FIELD_VALUE = /^(?:[\x21-\x7e\x80-\xff](?:[\t\x20-\x7e\x80-\xff]*[\x21-\x7e\x80-\xff])?)?$/;
 
-/** Headers that frame the message or the connection: set by fetch itself, and fatal to every call when given. */
-const FRAMING = new Set([
-  "host",
-  "content-length",
-  "transfer-encoding",
-  "connection",
-  "keep-alive",
-  "upgrade",
-  "te",
-  "trailer",
-  "expect",
+/**
+ * Headers the protocol owns, with why: each one given would break every call, or silently change what the
+ * SDK promises.
+ */
+const OWNED = new Map([
+  ...[
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "upgrade",
+    "te",
+    "trailer",
+    "expect",
+  ].map((name) => [name, "frames the message or the connection and is set by fetch"] as const),
+  ["content-type", "is application/json: the gateway reads JSON only"],
+  ["content-encoding", "would claim an encoding the JSON body is not sent in"],
+  ["grpc-timeout", "is set by the SDK on watches (idleTimeout); calls are bounded by `timeout`"],
+  ["grpc-metadata-hasleader", "is set by the `requireLeader` option"],
 ]);
+
+/** Headers that carry the auth token: with `auth`, the SDK's own token goes there. */
+const TOKEN_HEADERS = new Set(["authorization", "grpc-metadata-token", "grpc-metadata-authorization"]);
 
 /**
  * Extra headers, checked now so that a bad one is a clear error at construction rather than every call
  * failing in fetch (a CR or LF in a value) and being retried as if the network were down. Names are
  * lowercased, so one name given twice in two cases is caught rather than sent twice.
  */
-function resolveHeaders(input: unknown): Record<string, string> {
+function resolveHeaders(input: unknown, withAuth: boolean): Record<string, string> {
   if (input === undefined) return {};
   if (typeof input !== "object" || input === null || Array.isArray(input)) {
     throw invalidArgument(`headers must be an object of header names to string values, got ${describe(input)}`);
@@ -156,13 +178,19 @@ function resolveHeaders(input: unknown): Record<string, string> {
   for (const [name, value] of Object.entries(input)) {
     if (!TOKEN.test(name)) throw invalidArgument(`header name ${JSON.stringify(name)} is not a valid HTTP header name`);
     if (typeof value !== "string" || !FIELD_VALUE.test(value)) {
+      // A value may be a credential: its type is shown, never the text itself.
+      const got = typeof value === "string" ? "a string that is not (its value is not shown)" : describe(value);
       throw invalidArgument(
-        `header ${name} must be a single-line string of Latin-1 ` +
-          `characters without leading or trailing spaces, got ${describe(value)}`,
+        `header ${name} must be a single-line string of Latin-1 characters without leading or trailing ` +
+          `spaces, got ${got}`,
       );
     }
     const lower = name.toLowerCase();
-    if (FRAMING.has(lower)) throw invalidArgument(`header ${lower} is set by the HTTP layer and cannot be given`);
+    const owned = OWNED.get(lower);
+    if (owned !== undefined) throw invalidArgument(`header ${lower} cannot be given: it ${owned}`);
+    if (withAuth && TOKEN_HEADERS.has(lower)) {
+      throw invalidArgument(`header ${lower} cannot be given with \`auth\`: the SDK sends its auth token there`);
+    }
     if (Object.hasOwn(headers, lower)) throw invalidArgument(`header ${lower} is given twice`);
     headers[lower] = value;
   }

@@ -2,7 +2,7 @@ import { aborted, gatewayCannotDial, noToken, timedOut, undecided, unreachable }
 import { EventSink } from "../events/events.js";
 import { EtcdError, type EtcdErrorCode, EtcdServerError } from "../errors/etcd-error.js";
 import { VERSION } from "../version.js";
-import { AuthToken } from "./auth.js";
+import { AuthToken, headersOf, passwordOf, Secrets } from "./auth.js";
 import { type BodyLimits, readBody } from "./body.js";
 import { type GatewayConfig, resolveSignal, resolveTimeout } from "./config.js";
 import { decodeAnswer, type Expected } from "./decode.js";
@@ -57,6 +57,8 @@ export class Transport {
   readonly #config: GatewayConfig;
   readonly #baseHeaders: Record<string, string>;
   readonly #token: AuthToken | undefined;
+  /** Every secret this client sends, kept out of the errors it throws. */
+  readonly #secrets: Secrets;
   readonly #inFlight: InFlight;
   /** @internal Where events go; `events.on` is false when nobody listens. */
   readonly events: EventSink;
@@ -68,13 +70,16 @@ export class Transport {
       "content-type": "application/json",
       "user-agent": `etcd-edge/${VERSION}`,
       ...(config.requireLeader ? { "grpc-metadata-hasleader": "true" } : {}),
-      ...config.headers,
+      ...headersOf(config.headers),
     };
+    this.#secrets = new Secrets(config);
     this.events = new EventSink(config.onEvent);
     this.#inFlight = new InFlight(config.maxConcurrentRequests);
     const auth = config.auth;
     this.#token =
-      auth === undefined ? undefined : new AuthToken(() => this.#authenticate(auth.username, auth.password));
+      auth === undefined
+        ? undefined
+        : new AuthToken(() => this.#authenticate(auth.username, passwordOf(auth)), this.#secrets);
   }
 
   get config(): GatewayConfig {
@@ -195,7 +200,7 @@ export class Transport {
         // The place goes back before any backoff: a waiting call may use it meanwhile.
         if (placed) this.#inFlight.leave();
         placed = false;
-        await this.#afterFailure(call, attempt, thrown, { index, left, attemptOnly, startedAt });
+        await this.#afterFailure(call, attempt, this.#secrets.redact(thrown), { index, left, attemptOnly, startedAt });
       } finally {
         attempt.dispose();
         if (placed) this.#inFlight.leave();

@@ -32,7 +32,7 @@ describe("1. a resumed lock and its sender's session", () => {
     const name = fresh();
     const sender = await session();
     const lock = await sender.mutex(name).lock();
-    const resumed = await backend.client().resumeLock(lock.toJSON());
+    const resumed = await backend.client().resumeLock(lock.ticket());
     sessions.push(resumed.session);
 
     await sender.close();
@@ -133,7 +133,7 @@ describe("5. the sender of a ticket after the takeover", () => {
   it("unlock() is LOCK_LOST saying it was taken over with its ticket; its signal says the same", async () => {
     const name = fresh();
     const lock = await (await session()).mutex(name).lock();
-    const resumed = await backend.client().resumeLock(lock.toJSON());
+    const resumed = await backend.client().resumeLock(lock.ticket());
     sessions.push(resumed.session);
 
     const error = await rejection(lock.unlock());

@@ -57,7 +57,7 @@ describe("a write that releases: lock.unlockWith(ops)", () => {
     const name = fresh();
     const lock = await (await session()).mutex(name).lock();
     // The lock moves to another holder with its ticket: same key, another version.
-    const resumed = await backend.client().resumeLock(lock.toJSON());
+    const resumed = await backend.client().resumeLock(lock.ticket());
 
     const error = await rejection(lock.unlockWith([op.put(`${name}-data`, "stale")]));
 

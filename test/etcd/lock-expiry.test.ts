@@ -284,7 +284,7 @@ describe.concurrent("release", () => {
 describe.concurrent("tickets", () => {
   it("(i) a ticket resumed by another client can do a fenced write and unlock", async ({ expect }) => {
     const { name, lock } = await heldLock();
-    const ticket = JSON.parse(JSON.stringify(lock));
+    const ticket = JSON.parse(JSON.stringify(lock.ticket()));
     expect(ticket).toEqual({
       name,
       key: lock.key,
@@ -322,7 +322,7 @@ describe.concurrent("tickets", () => {
 
   it("(i) a ticket resumes once: a second resume of the same ticket is LOCK_LOST", async ({ expect }) => {
     const { lock } = await heldLock();
-    const ticket = lock.toJSON();
+    const ticket = lock.ticket();
     const first = await client().resumeLock(ticket);
     expect((await rejection(client().resumeLock(ticket))).code).toBe("LOCK_LOST");
     expect(first.held).toBe(true);
@@ -350,21 +350,21 @@ describe.concurrent("tickets", () => {
 
   it("(i) a stale ticket (lock released, lease alive) is LOCK_LOST", async ({ expect }) => {
     const { lock } = await heldLock();
-    const ticket = lock.toJSON();
+    const ticket = lock.ticket();
     await lock.unlock();
     expect((await rejection(client().resumeLock(ticket))).code).toBe("LOCK_LOST");
   });
 
   it("(i) a stale ticket whose lease has ended is LOCK_LOST", async ({ expect }) => {
     const { lock, session } = await heldLock();
-    const ticket = lock.toJSON();
+    const ticket = lock.ticket();
     await etcd.lease.revoke(session.leaseId);
     expect((await rejection(client().resumeLock(ticket))).code).toBe("LOCK_LOST");
   });
 
   it("(i) a stale ticket whose key was re-created (new revision) is LOCK_LOST", async ({ expect }) => {
     const { name, lock, session } = await heldLock();
-    const ticket = lock.toJSON();
+    const ticket = lock.ticket();
     await lock.unlock();
     const again = await session.mutex(name).lock();
     expect(again.revision).toBeGreaterThan(ticket.revision);
@@ -378,7 +378,7 @@ describe.concurrent("tickets", () => {
     const name = uniqueName();
     const owner = await newSession({ ttl: 2, keepAlive: "manual" });
     const lock = await owner.mutex(name).lock();
-    const ticket = lock.toJSON();
+    const ticket = lock.ticket();
     await lock.unlock();
     expect((await rejection(client().resumeLock(ticket, { keepAlive: "auto" }))).code).toBe("LOCK_LOST");
     await until("the abandoned lease expired", 8_000, async () => !(await leaseAlive(etcd, owner.leaseId)), 200);

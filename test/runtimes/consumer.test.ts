@@ -23,7 +23,7 @@ export async function run(): Promise<number> {
   `onEvent: (event) => void events.push(event) });
   const session: Session = await etcd.session({ ttl: 10 });
   await using lock: Lock<Session> = await session.mutex("jobs").lock({ timeout: 1_000 });
-  const ticket: LockTicket = lock.toJSON();
+  const ticket: LockTicket = lock.ticket();
   const write = await etcd.txn().if(lock.ifHeld()).then(op.put("state/jobs", ticket.name)).commit();
   const permit = await session.semaphore("slots", { permits: 2 }).acquire();
   await permit.release();

@@ -1,7 +1,7 @@
 // Loopback servers that misbehave on purpose, for the client's timeouts and failover: one that accepts and
-// never answers (a hung member), an address where nothing listens (a stopped member), and an HTTP answer that
-// pours bytes for as long as the client takes them.
-import type { ServerResponse } from "node:http";
+// never answers (a hung member), an address where nothing listens (a stopped member), and an HTTP server
+// whose every answer a test writes itself (a hostile gateway or proxy).
+import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { createServer, type Socket } from "node:net";
 import { freePort } from "./etcd-members.js";
 
@@ -35,6 +35,56 @@ export async function closedPortUrl(): Promise<string> {
   return `http://127.0.0.1:${await freePort()}`;
 }
 
+/** How the loopback answers a request: the request, its response to write, and its body as text. */
+export type Handler = (request: IncomingMessage, response: ServerResponse, body: string) => void;
+
+export interface HttpLoopback {
+  url: string;
+  /** Requests received since the last `handle`: path, body and headers. */
+  seen: Array<{ path: string; body: string; headers: IncomingMessage["headers"] }>;
+  /** Answers the next requests with `handler`, and forgets those seen. */
+  handle(handler: Handler): void;
+  close(): Promise<void>;
+}
+
+/** An HTTP server on loopback whose answers the test writes (by default an empty 200). */
+export async function httpLoopback(): Promise<HttpLoopback> {
+  let handler: Handler = (_request, response) => response.end();
+  const seen: HttpLoopback["seen"] = [];
+  const sockets = new Set<Socket>();
+  const server: Server = createHttpServer((request, response) => {
+    const parts: Buffer[] = [];
+    request.on("data", (part: Buffer) => parts.push(part));
+    request.on("end", () => {
+      const body = Buffer.concat(parts).toString("utf8");
+      seen.push({ path: request.url ?? "", body, headers: request.headers });
+      response.on("error", () => {});
+      handler(request, response, body);
+    });
+  });
+  server.on("connection", (socket) => {
+    sockets.add(socket);
+    socket.on("error", () => {});
+    socket.once("close", () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()));
+  const address = server.address();
+  if (address === null || typeof address === "string") throw new Error("no TCP address");
+  return {
+    url: `http://127.0.0.1:${address.port}`,
+    seen,
+    handle: (next) => {
+      handler = next;
+      seen.length = 0;
+    },
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+/** Writes `chunk` until `total` bytes are sent or the client goes away, respecting backpressure. */
 /**
  * Writes `chunk` up to `total` bytes (no end by default) while the client takes them, respecting backpressure,
  * and stops when it goes away. `sent()` is how far it got: writes stall while the client reads nothing.

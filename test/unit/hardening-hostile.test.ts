@@ -2,61 +2,13 @@
 // gzip-bombed bodies, headers that never come, watch lines that never end. Every case must end in a typed
 // error within the call's budget, with memory growth bounded by the client's cap, through the runtime's
 // global fetch and through etcd-edge/node's fetch alike.
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { Socket } from "node:net";
 import { createGzip } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Etcd, EtcdBadResponseError, EtcdError, type Fetch } from "../../src/index.js";
 import { createNodeFetch } from "../../src/node/index.js";
 import { within } from "../support/async.js";
-import { pour } from "../support/loopback.js";
 import { header } from "../support/wire.js";
-
-type Handler = (request: IncomingMessage, response: ServerResponse, body: string) => void;
-
-interface Loopback {
-  url: string;
-  /** Requests received: method, path and body. */
-  seen: Array<{ path: string; body: string; headers: IncomingMessage["headers"] }>;
-  handle(handler: Handler): void;
-  close(): Promise<void>;
-}
-
-async function loopback(): Promise<Loopback> {
-  let handler: Handler = (_request, response) => response.end();
-  const seen: Loopback["seen"] = [];
-  const sockets = new Set<Socket>();
-  const server: Server = createServer((request, response) => {
-    const parts: Buffer[] = [];
-    request.on("data", (part: Buffer) => parts.push(part));
-    request.on("end", () => {
-      const body = Buffer.concat(parts).toString("utf8");
-      seen.push({ path: request.url ?? "", body, headers: request.headers });
-      response.on("error", () => {});
-      handler(request, response, body);
-    });
-  });
-  server.on("connection", (socket) => {
-    sockets.add(socket);
-    socket.on("error", () => {});
-    socket.once("close", () => sockets.delete(socket));
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()));
-  const address = server.address();
-  if (address === null || typeof address === "string") throw new Error("no TCP address");
-  return {
-    url: `http://127.0.0.1:${address.port}`,
-    seen,
-    handle: (next) => {
-      handler = next;
-      seen.length = 0;
-    },
-    close: async () => {
-      for (const socket of sockets) socket.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
-}
+import { httpLoopback, type HttpLoopback, pour } from "../support/loopback.js";
 
 /** Memory the process holds (JS heap and array buffers). */
 function memory(): number {
@@ -93,13 +45,13 @@ const HUGE = 300 * MiB;
 const BOUND = 12 * CAP;
 const BUDGET = 3_000;
 
-let gateway: Loopback;
-let elsewhere: Loopback;
+let gateway: HttpLoopback;
+let elsewhere: HttpLoopback;
 /** ~250 KiB of gzip that inflates to 256 MiB of zeros. */
 let bomb: Buffer;
 
 beforeAll(async () => {
-  [gateway, elsewhere] = await Promise.all([loopback(), loopback()]);
+  [gateway, elsewhere] = await Promise.all([httpLoopback(), httpLoopback()]);
   bomb = await new Promise<Buffer>((resolve, reject) => {
     const gzip = createGzip({ level: 9 });
     const parts: Buffer[] = [];

@@ -148,7 +148,7 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     if (this.#status.is !== "released") await this.releaseHeld();
   }
 
-  /** @internal A ticket of it was handed out (see `Lock.toJSON`). */
+  /** @internal A ticket of it was handed out (see `Lock.ticket`). */
   protected ticketed(): void {
     this.#ticketed = true;
   }

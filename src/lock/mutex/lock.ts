@@ -89,9 +89,15 @@ export class Lock<S extends LeaseSession = LeaseSession> extends HeldKey<S> {
    * treat it as a credential, and stop using this handle once it is sent (after the takeover its fenced
    * writes and `unlock()` fail).
    */
-  toJSON(): LockTicket {
+  ticket(): LockTicket {
     this.ticketed();
     const { name, key, leaseId, revision } = this;
     return { name, key, leaseId, revision, secret: this.#secret, ttl: this.session.ttl };
+  }
+
+  /** What `JSON.stringify(lock)` shows: the lock without its secret (logs must not carry a credential). */
+  toJSON(): { name: string; key: string; leaseId: string; revision: number } {
+    const { name, key, leaseId, revision } = this;
+    return { name, key, leaseId, revision };
   }
 }

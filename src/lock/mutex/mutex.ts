@@ -1,4 +1,4 @@
-import { locked, lockTakenOver } from "../../errors/catalogue.js";
+import { locked, lockTakenOver, withoutSecrets } from "../../errors/catalogue.js";
 import { isEtcdError } from "../../errors/etcd-error.js";
 import { resolveTimeout } from "../../gateway/config.js";
 import { CallSignal } from "../../gateway/signals.js";
@@ -52,12 +52,12 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
   async lock(options: LockOptions = {}): Promise<Lock<S>> {
     const { session, name, prefix } = this;
     const acquisition = new Acquisition(session, options, this.#subject, this.#keys);
+    // Our key's value: a secret only the holder reads back, the proof a ticket (`lock.ticket()`) carries (Go's
+    // Mutex and etcdctl ignore it). Fresh for each acquisition, never drawn ahead: a value drawn before a
+    // snapshot (Lambda SnapStart) would be shared by every sandbox restored from it.
+    const join = new Join(session.client, prefix, this.key, randomHex(16), session.leaseId, this.#history);
     try {
       await acquisition.claim(true);
-      // Our key's value: a secret only the holder reads back, the proof a ticket (`lock.toJSON()`) carries (Go's
-      // Mutex and etcdctl ignore it). Fresh for each acquisition, never drawn ahead: a value drawn before a
-      // snapshot (Lambda SnapStart) would be shared by every sandbox restored from it.
-      const join = new Join(session.client, prefix, this.key, randomHex(16), session.leaseId, this.#history);
       const line = await acquisition.join(join);
       onlyContenders(prefix, line.seen);
       // Our key, moved to another lease: a ticket of ours was resumed, and its holder has the lock now.
@@ -76,7 +76,8 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
       const lock = new Lock({ name, key: this.key, session, revision: line.revision, header, modRevision, secret });
       return acquisition.hold(lock);
     } catch (error) {
-      throw await acquisition.fail(error);
+      // A proxy that echoes the join in its error answer must not hand the secret to whoever logs the error.
+      throw withoutSecrets(await acquisition.fail(error), [join.value]);
     } finally {
       acquisition.dispose();
     }

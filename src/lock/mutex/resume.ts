@@ -1,7 +1,7 @@
 import { leaseIdArg, ttlArg } from "../../api/args.js";
 import type { EtcdClient } from "../../api/client.js";
 import { cmp, op } from "../../api/txn.js";
-import { invalidArgument, lockLost } from "../../errors/catalogue.js";
+import { invalidArgument, lockLost, withoutSecrets } from "../../errors/catalogue.js";
 import type { CallOptions } from "../../gateway/transport.js";
 import { Acquisition } from "../acquire/acquisition.js";
 import { nameArg, randomHex } from "../line/keys.js";
@@ -18,7 +18,7 @@ export interface ResumeOptions extends CallOptions {
 }
 
 /**
- * Takes over a lock held by another process or invocation from its ticket (`lock.toJSON()`): grants a lease
+ * Takes over a lock held by another process or invocation from its ticket (`lock.ticket()`): grants a lease
  * of its own, then one transaction checks the key still has the ticket's revision and secret, writes a new
  * secret and moves the key to the new lease. So a ticket resumes at most once; the sender's handle, whose
  * version of the key is now stale, can neither write fenced nor release; and the lock no longer depends on the
@@ -45,7 +45,7 @@ export async function resumeLock<S extends LeaseSession>(
     taken = await takeOver(client, key, revision, secret, next, grant.id, call);
   } catch (error) {
     void client.lease.revoke(grant.id).catch(() => {});
-    throw error;
+    throw withoutSecrets(error, [secret, next]);
   }
   if (!taken.succeeded) {
     void client.lease.revoke(grant.id).catch(() => {});
@@ -96,7 +96,7 @@ function checkTicket(ticket: unknown): LockTicket {
     typeof t.secret !== "string" ||
     t.secret.length === 0
   ) {
-    throw invalidArgument("a lock ticket must be { name, key, leaseId, revision, secret } as given by lock.toJSON()");
+    throw invalidArgument("a lock ticket must be { name, key, leaseId, revision, secret } as given by lock.ticket()");
   }
   nameArg(t.name, "a lock");
   nameArg(t.key, "a lock key");

@@ -1,4 +1,4 @@
-import { leaseIdArg, ttlArg } from "../../api/args.js";
+import { leaseToUse, ttlArg } from "../../api/args.js";
 import type { EtcdClient } from "../../api/client.js";
 import type { LeaseId } from "../../api/codec.js";
 import { describe, invalidArgument, sessionExpired } from "../../errors/catalogue.js";
@@ -20,7 +20,10 @@ export interface SessionOptions extends CallOptions {
    * timer at all; call `renew()` (for frozen Lambdas and Workers between requests). Default `"auto"`.
    */
   keepAlive?: KeepAliveMode | undefined;
-  /** Adopt an existing lease instead of granting a new one (its remaining TTL is read from the server). */
+  /**
+   * Adopts this lease instead of granting one (its remaining TTL is read from the server). Leases are
+   * cluster-wide: any live lease is adopted, whatever namespace granted it; only that it is live is checked.
+   */
   leaseId?: LeaseId | undefined;
 }
 
@@ -52,7 +55,7 @@ export async function openLease(client: EtcdClient, options: SessionOptions = {}
   if (options.ttl !== undefined) ttlArg(options.ttl);
   const sentAt = now();
   if (options.leaseId !== undefined) {
-    const leaseId = leaseIdArg(options.leaseId, "leaseId");
+    const leaseId = leaseToUse(options.leaseId, "leaseId");
     const lease = await client.lease.timeToLive(leaseId, options).catch((error: unknown) => {
       throw isEtcdError(error, "LEASE_NOT_FOUND") ? sessionExpired(leaseId, error) : error;
     });

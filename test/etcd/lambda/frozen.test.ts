@@ -94,7 +94,7 @@ describe("the Lambda example in a frozen sandbox (real etcd)", () => {
       // Nothing the stale holder did after its lease expired reached the store: the other client's writes stand.
       const { kvs } = await etcd.range({ prefix: `orders/${orderId}/` });
       expect(kvs.map((kv) => [kv.key, kv.value, kv.createRevision, kv.modRevision])).toEqual([
-        // A lock key's value is its holder's ticket secret (see lock.toJSON()).
+        // A lock key's value is its holder's ticket secret (see lock.ticket()).
         [other!.lock.key, expect.stringMatching(/^[0-9a-f]{32}$/), other!.lock.revision, other!.lock.revision],
         [k.status, "by-other", other!.writeRevision, other!.writeRevision],
         [k.token, String(other!.lock.revision), other!.writeRevision, other!.writeRevision],
