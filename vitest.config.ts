@@ -1,10 +1,12 @@
 import { availableParallelism } from "node:os";
 import { configDefaults, defineConfig, type TestProjectInlineConfiguration } from "vitest/config";
+import type { EtcdVersion as MockVersion } from "./src/testing/index.js";
 import type { EtcdVersion } from "./test/support/etcd-versions.js";
 
 // One folder per project (test/README.md): test/unit runs on msw and the in-memory gateway, test/etcd on real
 // etcd members, test/runtimes on the packed package in other runtimes. test/conformance is shared: the same
-// files run on the mock (unit) and on every etcd version, told which backend by `provide`.
+// files run on the mock in each dialect it speaks (unit, unit-3.x) and on every etcd version, told which
+// backend by `provide`.
 const etcdProject = (version: EtcdVersion, exclude: string[] = []): TestProjectInlineConfiguration => ({
   test: {
     name: `etcd-${version}`,
@@ -20,6 +22,16 @@ const etcdProject = (version: EtcdVersion, exclude: string[] = []): TestProjectI
   },
 });
 
+// The conformance suites on the mock in each dialect it speaks: 3.4 within `unit`, the others in `unit-3.x`.
+const mockProject = (version: MockVersion): TestProjectInlineConfiguration => ({
+  test: {
+    name: `unit-${version}`,
+    include: ["test/conformance/**/*.test.ts"],
+    provide: { backend: "mock", mockVersion: version },
+    testTimeout: 10_000,
+  },
+});
+
 export default defineConfig({
   test: {
     // Real-etcd files mostly wait on leases, watches and child processes, not on the CPU: at least two at a
@@ -30,10 +42,13 @@ export default defineConfig({
         test: {
           name: "unit",
           include: ["test/unit/**/*.test.ts", "test/conformance/**/*.test.ts", "examples/**/*.test.ts"],
-          provide: { backend: "mock" },
+          provide: { backend: "mock", mockVersion: "3.4" },
           testTimeout: 10_000,
         },
       },
+      mockProject("3.5"),
+      mockProject("3.6"),
+      mockProject("3.7"),
       etcdProject("3.4"),
       etcdProject("3.5", [
         // The demo starts the etcd on PATH by itself: it tests the demo script, not a server version.

@@ -17,7 +17,7 @@ export interface Permission {
 export interface AuthOptions {
   /** user → password. */
   users: Record<string, string>;
-  /** user → grants. A user not listed here has every permission (as root does). */
+  /** user → grants. A user not listed here has the root role: every permission, admin calls included. */
   permissions?: Record<string, Permission[]>;
   /** Idle time after which a token stops working, in virtual ms (etcd's --auth-token-ttl, default 300 s). */
   tokenTtlMs?: number;
@@ -33,12 +33,18 @@ interface Grant {
 
 const TOKEN_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
 
-/** etcd 3.4's auth store with simple tokens, on the mock's virtual clock. */
+/** etcd's auth store with simple tokens, on the mock's virtual clock. */
 export class AuthStore {
   private readonly tokens = new Map<string, { user: string; lastUsed: number }>();
   private readonly grants = new Map<string, Grant[]>();
   private index = 0;
   private readonly ttlMs: number;
+  /**
+   * The auth store's revision (/v3/auth/status): one per change, counted as etcdctl makes these users from a
+   * fresh member (at 1): the root role, then per user `user add` and `user grant-role`, and for a user with grants
+   * `role add` and one `role grant-permission` each. `auth enable` leaves it.
+   */
+  readonly revision: number;
 
   constructor(
     private readonly options: AuthOptions,
@@ -48,6 +54,15 @@ export class AuthStore {
     for (const [user, perms] of Object.entries(options.permissions ?? {})) {
       this.grants.set(user, perms.map(toGrant));
     }
+    let revision = 2;
+    for (const user of Object.keys(options.users))
+      revision += 2 + (this.grants.has(user) ? 1 + this.grants.get(user)!.length : 0);
+    this.revision = revision;
+  }
+
+  /** Whether the user has the root role (an admin call's permission). */
+  isAdmin(user: string | undefined): boolean {
+    return user !== undefined && Object.hasOwn(this.options.users, user) && !this.grants.has(user);
   }
 
   /** A simple token as 3.4 issues it: 16 random letters, a dot, an index. */

@@ -117,9 +117,9 @@ function decodeMessage(
 }
 
 /**
- * Serves one HTTP request the way etcd's gateway does (3.4.23's or 3.5.16's, per the member). Only the URL's
- * path matters. `signal` is the caller's own when there is one: a Request's signal follows the caller's only
- * weakly, and once the Request is garbage-collected an abort would never reach an open watch.
+ * Serves one HTTP request the way etcd's gateway does (3.4.23's, 3.5.16's, 3.6.14's or 3.7.1's, per the member).
+ * Only the URL's path matters. `signal` is the caller's own when there is one: a Request's signal follows the
+ * caller's only weakly, and once the Request is garbage-collected an abort would never reach an open watch.
  */
 export async function serve(
   member: () => Member,
@@ -138,12 +138,17 @@ export async function serve(
   if (method === "OPTIONS") return new Response(null, { status: 200, headers: CORS });
   if (path === "/health" || path === "/version") {
     if (method !== "GET") return text(405, "Method Not Allowed");
-    return json(200, path === "/health" ? { health: "true" } : dialect.versions);
+    if (path === "/version") return json(200, dialect.versions);
+    // etcd writes its health as JSON under net/http's sniffed content type.
+    return new Response(JSON.stringify(dialect.health), {
+      status: 200,
+      headers: { ...CORS, "content-type": "text/plain; charset=utf-8" },
+    });
   }
   // Outside /v3/ the request never reaches the gateway: Go's ServeMux answers (and redirects "/v3" to "/v3/").
   if (path === "/v3") return new Response(null, { status: 301, headers: { ...CORS, location: "/v3/" } });
   if (!path.startsWith("/v3/")) return text(404, "404 page not found");
-  const route = ROUTES[path];
+  const route = dialect.absentPaths.includes(path) ? undefined : ROUTES[path];
   if (!route) return plainOrJson(dialect.notFound);
   if (method !== "POST") return plainOrJson(dialect.methodNotAllowed);
 

@@ -1,5 +1,5 @@
 /**
- * `etcd-edge/testing`: an in-memory etcd member speaking the gRPC-gateway JSON API of etcd 3.4 or 3.5, for
+ * `etcd-edge/testing`: an in-memory etcd member speaking the gRPC-gateway JSON API of etcd 3.4 to 3.7, for
  * tests. Use its `fetch` (`new Etcd({ endpoints, fetch: mock.fetch })`), msw handlers from
  * `etcd-edge/testing/msw`, or real HTTP from `etcd-edge/testing/server` (Node). Platform-neutral, no
  * dependency on msw.

@@ -1,4 +1,5 @@
 import { compareBytes } from "./wire/bytes.js";
+import type { Dialect } from "./wire/dialect.js";
 import { encodeKv, setBool, setInt, setList, type Out } from "./wire/encode.js";
 import { GrpcStatusError, Errors } from "./wire/errors.js";
 import type { Lessor } from "./lease.js";
@@ -37,6 +38,7 @@ export class KvApplier {
   constructor(
     private readonly store: MvccStore,
     private readonly lessor: Lessor,
+    private readonly dialect: Dialect,
   ) {}
 
   range(op: RangeOp): KvResult {
@@ -106,16 +108,14 @@ export class KvApplier {
     };
     walk(op, path);
     for (const o of ops) if (isWrite && o.kind === "put") this.checkPut(o, true);
-    // 3.4 passes the checks above against the pre-txn state, then panics applying an ignore_* put whose key an
+    // etcd passes the checks above against the pre-txn state, then panics applying an ignore_* put whose key an
     // earlier delete in the same txn removed (a from-key "\0" delete escapes the duplicate-key check).
     const deletes: DeleteOp[] = [];
+    const { version, txnPanic } = this.dialect;
     for (const o of ops) {
       if (o.kind === "delete") deletes.push(o);
       if (o.kind === "put" && (o.ignoreValue || o.ignoreLease) && deletes.some((d) => inRange(o.key, d.key, d.end))) {
-        throw new GrpcStatusError(
-          13,
-          "etcd-edge/testing: etcd 3.4 panics on this txn (unexpected error during txn: etcdserver: key not found)",
-        );
+        throw new GrpcStatusError(13, `etcd-edge/testing: etcd ${version} panics on this txn (${txnPanic})`);
       }
     }
     for (const o of ops) {
@@ -125,10 +125,10 @@ export class KvApplier {
     }
   }
 
-  /** 3.4 checks the lease first for a plain put, but the key first inside a txn (checkRequestPut). */
+  /** A plain put's lease is checked before its key; inside a txn its key first, until 3.7 (checkRequestPut). */
   private checkPut(op: PutOp, inTxn = false): void {
     const keyMissing = () => (op.ignoreValue || op.ignoreLease) && !this.store.get(op.key);
-    if (inTxn && keyMissing()) throw Errors.keyNotFound();
+    if (inTxn && !this.dialect.txnPutChecksLeaseFirst && keyMissing()) throw Errors.keyNotFound();
     if (op.lease !== 0n) this.lessor.require(op.lease);
     if (keyMissing()) throw Errors.keyNotFound();
   }

@@ -57,10 +57,13 @@ export class Member {
   constructor(readonly options: MemberOptions) {
     this.dialect = DIALECTS[options.version];
     this.clock = createClock(options.clock);
-    this.store = new MvccStore((rev, events) => this.watch.notify(rev, events), options.version !== "3.4");
+    this.store = new MvccStore(
+      (rev, events) => this.watch.notify(rev, events),
+      this.dialect.keepsTombstoneAtCompactRevision,
+    );
     this.lessor = new Lessor(() => this.clock.now());
-    this.watch = new WatchHub(this.store, (rev) => this.header(rev));
-    this.kv = new KvApplier(this.store, this.lessor);
+    this.watch = new WatchHub(this.store, (rev) => this.header(rev), this.dialect);
+    this.kv = new KvApplier(this.store, this.lessor, this.dialect);
     this.auth = options.auth ? new AuthStore(options.auth, () => this.clock.now()) : undefined;
     this.idPrefix = (options.memberId & 0xffffn) << 48n;
     // A virtual member starts its IDs at time 0, so they are the same on every run.
@@ -94,7 +97,7 @@ export class Member {
    * --max-request-bytes ("request is too large"), numbered otherwise.
    */
   propose(requestSize: number, field: number, caller?: Caller): void {
-    const username = caller && this.auth ? (this.auth.userOf(caller.token) ?? "") : "";
+    const username = caller ? (this.user(caller) ?? "") : "";
     const size = raftRequestSize(requestSize, field, {
       id: this.nextRequestId(),
       username,
@@ -164,12 +167,27 @@ export class Member {
 
   /** The caller's user when auth is on; throws for a bad token. Undefined means "no token" (or auth off). */
   user(caller: Caller): string | undefined {
-    return this.auth?.userOf(caller.token);
+    const token = this.dialect.bearer ? caller.token?.replace(/^Bearer /, "") : caller.token;
+    return this.auth?.userOf(token ?? null);
+  }
+
+  /** The caller's user for a lease call, which 3.6 refuses without a token. */
+  leaseUser(caller: Caller): string | undefined {
+    const user = this.user(caller);
+    if (this.auth && this.dialect.rbac.leaseCalls && user === undefined) throw Errors.userEmpty();
+    return user;
+  }
+
+  /** Throws unless the caller may read (or write) every key the lease holds now; admins may. */
+  checkLeaseKeys(user: string | undefined, lease: Lease | undefined, write: boolean): void {
+    if (!this.auth || !lease || this.auth.isAdmin(user)) return;
+    for (const key of lease.keys) this.auth.check(user, key, "", write);
   }
 
   checkOp(caller: Caller, op: Op): void {
     if (!this.auth) return;
     const user = this.user(caller);
-    for (const r of accessedRanges(op)) this.auth.check(user, r.key, r.end, r.write);
+    const leaseKeys = (id: bigint) => this.lessor.get(id)?.keys ?? [];
+    for (const r of accessedRanges(op, this.dialect.rbac, leaseKeys)) this.auth.check(user, r.key, r.end, r.write);
   }
 }

@@ -4,12 +4,15 @@ import { Faults } from "./faults.js";
 import { serve } from "./http.js";
 import { MAX_REQUEST_BYTES, Member, type MemberOptions } from "./member.js";
 import { binToBytes, prefixEnd, toBin } from "./wire/bytes.js";
-import type { EtcdVersion } from "./wire/dialect.js";
+import { ETCD_VERSIONS, type EtcdVersion } from "./wire/dialect.js";
 import { DroppedConnection } from "./wire/errors.js";
 
 /** How `createMockEtcd()` behaves: etcd version, clock, auth, identity, limits. */
 export interface MockEtcdOptions {
-  /** Whose gateway to speak on the wire: etcd "3.4" (3.4.23, the default) or "3.5" (3.5.16). */
+  /**
+   * Whose gateway to speak on the wire: etcd "3.4" (3.4.23, the default), "3.5" (3.5.16), "3.6" (3.6.14) or "3.7"
+   * (3.7.1). 3.4 and 3.5 are checked against real members; 3.6 and 3.7 follow etcd's source and published specs.
+   */
   version?: EtcdVersion | undefined;
   /**
    * "virtual" (the default): time stands still until the test calls advance(). "wall": time follows the clock,
@@ -119,7 +122,7 @@ const decoder = new TextDecoder();
 const encoder = new TextEncoder();
 const terminated = () => new TypeError("terminated");
 
-/** An in-memory etcd member speaking the gRPC-gateway JSON API of etcd 3.4 or 3.5. */
+/** An in-memory etcd member speaking the gRPC-gateway JSON API of etcd 3.4, 3.5, 3.6 or 3.7. */
 export function createMockEtcd(options: MockEtcdOptions = {}): MockEtcd {
   const memberOptions: MemberOptions = {
     version: options.version ?? "3.4",
@@ -132,7 +135,7 @@ export function createMockEtcd(options: MockEtcdOptions = {}): MockEtcd {
     clientUrls: options.clientUrls ?? ["http://localhost:2379"],
     maxRequestBytes: options.maxRequestBytes ?? MAX_REQUEST_BYTES,
   };
-  if (!["3.4", "3.5"].includes(memberOptions.version))
+  if (!ETCD_VERSIONS.includes(memberOptions.version))
     throw new TypeError(`etcd-edge/testing: unknown version ${String(options.version)}`);
   if (!["virtual", "wall"].includes(memberOptions.clock))
     throw new TypeError(`etcd-edge/testing: unknown clock ${String(options.clock)}`);

@@ -1,5 +1,6 @@
 import type { BinKey } from "./wire/bytes.js";
 import { bin, bool, bytes, enumValue, int, msgList, num, oneofCase, sub, type Msg } from "./wire/message.js";
+import type { Rbac } from "./wire/dialect.js";
 import { Errors } from "./wire/errors.js";
 
 /** Decoded KV requests. Keys are binary strings; `end` "" = single key, "\0" = every key >= key. */
@@ -204,22 +205,45 @@ export function isReadOnly(op: TxnOp): boolean {
   return [...op.success, ...op.failure].every((o) => o.kind === "range" || (o.kind === "txn" && isReadOnly(o)));
 }
 
-/** Every [key, end) an op touches and how, for the auth check (3.4 checks all branches, taken or not). */
-export function accessedRanges(op: Op): { key: BinKey; end: BinKey; write: boolean }[] {
+/** A key range an auth check covers, and whether it needs write (else read) permission. */
+export interface Access {
+  key: BinKey;
+  end: BinKey;
+  write: boolean;
+}
+
+/**
+ * Every [key, end) etcd's RBAC checks for an op, and how: a put its key, the keys its lease holds now (so that
+ * the user could revoke the lease) and with prev_kv a read; a txn its compares and every request of both
+ * branches, taken or not. Inside a txn, before `rbac.nestedTxns`, a put is checked for its key only and a
+ * nested txn not at all.
+ */
+export function accessedRanges(
+  op: Op,
+  rbac: Rbac,
+  leaseKeys: (id: bigint) => Iterable<BinKey>,
+  nested = false,
+): Access[] {
+  const full = !nested || rbac.nestedTxns;
   switch (op.kind) {
     case "range":
       return [{ key: op.key, end: op.end, write: false }];
     case "put":
-      return [{ key: op.key, end: "", write: true }, ...(op.prevKv ? [{ key: op.key, end: "", write: false }] : [])];
+      return [
+        { key: op.key, end: "", write: true },
+        ...(full && op.lease !== 0n ? [...leaseKeys(op.lease)].map((key) => ({ key, end: "", write: true })) : []),
+        ...(full && op.prevKv ? [{ key: op.key, end: "", write: false }] : []),
+      ];
     case "delete":
       return [
         { key: op.key, end: op.end, write: true },
         ...(op.prevKv ? [{ key: op.key, end: op.end, write: false }] : []),
       ];
     case "txn":
+      if (!full) return [];
       return [
         ...op.compare.map((c) => ({ key: c.key, end: c.end, write: false })),
-        ...[...op.success, ...op.failure].flatMap(accessedRanges),
+        ...[...op.success, ...op.failure].flatMap((o) => accessedRanges(o, rbac, leaseKeys, true)),
       ];
     case "empty":
       return [];

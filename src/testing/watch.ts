@@ -1,4 +1,5 @@
 import type { BinKey } from "./wire/bytes.js";
+import type { Dialect } from "./wire/dialect.js";
 import { encodeKv, setInt, type Out } from "./wire/encode.js";
 import { inRange, type KeyValue, type MvccStore, type StoreEvent } from "./store.js";
 
@@ -36,6 +37,11 @@ class Watcher {
   ) {
     this.synced = spec.startRevision === 0 || spec.startRevision > current;
     this.nextRevision = spec.startRevision === 0 ? current + 1 : spec.startRevision;
+  }
+
+  /** Whether progress notifications wait for it (3.6: while its start is ahead of the store). */
+  holdsProgress(current: number, waitsForFutureStarts: boolean): boolean {
+    return !this.synced || this.compacted || (waitsForFutureStarts && this.spec.startRevision > current);
   }
 
   /** Whether its catch-up is canceled by this compaction (etcd leaves it out of its batch's start). */
@@ -120,12 +126,15 @@ export class WatchStream {
 
   /**
    * A progress_request: the current revision, for no watch in particular (watch_id -1). 3.5 answers only when
-   * the stream has watchers and every one is synced.
+   * the stream has watchers and every one is synced (one canceled for compaction has left etcd's synced group for
+   * good); 3.6 also waits for those that start in the future.
    */
-  progressRequest(needsSynced: boolean): void {
+  progressRequest(): void {
+    const { progressNeedsSyncedWatchers, progressWaitsForFutureStarts } = this.hub.dialect;
+    const current = this.hub.store.revision;
     const watchers = [...this.watchers.values()];
-    // A watcher canceled for compaction has left etcd's synced group for good.
-    if (needsSynced && (watchers.length === 0 || watchers.some((w) => !w.synced || w.compacted))) return;
+    const held = watchers.length === 0 || watchers.some((w) => w.holdsProgress(current, progressWaitsForFutureStarts));
+    if (progressNeedsSyncedWatchers && held) return;
     this.send({ header: this.hub.header(), watch_id: "-1" });
   }
 
@@ -198,6 +207,7 @@ export class WatchHub {
     readonly store: MvccStore,
     /** The full response header, at `revision` (default current; 0 = omitted, as on a compaction cancel). */
     readonly header: (revision?: number) => Out,
+    readonly dialect: Dialect,
   ) {}
 
   get openStreams(): number {
@@ -261,10 +271,11 @@ export class WatchHub {
 
   /** The periodic progress notification (etcd's progress report interval) to each synced watch that asked for it. */
   progressTick(): void {
+    const current = this.store.revision;
     for (const stream of this.streams) {
       for (const w of stream.watchers.values()) {
         if (!w.spec.progressNotify || w.compacted) continue;
-        if (w.progressDue && w.synced) {
+        if (w.progressDue && !w.holdsProgress(current, this.dialect.progressWaitsForFutureStarts)) {
           const out: Out = { header: this.header() };
           setInt(out, "watch_id", w.id);
           stream.send(out);

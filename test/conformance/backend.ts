@@ -1,23 +1,24 @@
 /// <reference path="../etcd/provided.d.ts" />
 // One suite, several backends. Every conformance file gets its etcd from here and runs unchanged on the
-// in-memory mock (vitest project `unit`) and on a real member of each etcd version (projects `etcd-3.4`,
-// `etcd-3.5`). A file says `const { backend, etcd } = useBackend();` and nothing else about setup.
+// in-memory mock in each dialect it speaks (vitest projects `unit` for 3.4, `unit-3.5` to `unit-3.7`) and on a
+// real member of each etcd version (projects `etcd-3.4`, `etcd-3.5`). A file says
+// `const { backend, etcd } = useBackend();` and nothing else about setup; one that asserts a version's own shape
+// branches on `backend.wire`.
 //
 // The mock is used through its own `fetch` (no msw). Each backend's modules are loaded lazily, so the mock path
 // never starts etcd and the etcd path never loads the mock.
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, inject } from "vitest";
 import type { Etcd, EtcdOptions, Fetch } from "../../src/index.js";
-import type { AuthOptions, MockEtcd } from "../../src/testing/index.js";
+import type { AuthOptions, EtcdVersion, MockEtcd } from "../../src/testing/index.js";
 import { sleep } from "../support/async.js";
 import { client, sharedEndpoint } from "../support/etcd.js";
-import type { EtcdVersion } from "../support/etcd-versions.js";
 
 export type BackendName = "mock" | "etcd";
 
 export interface Backend {
   readonly name: BackendName;
-  /** Whose wire this backend speaks: the mock follows 3.4; a real member is its project's version. */
+  /** Whose wire this backend speaks: the mock its project's dialect; a real member its project's version. */
   readonly wire: EtcdVersion;
   /**
    * The transport clients use by default: the mock's fetch, or the runtime's global fetch.
@@ -99,11 +100,12 @@ async function openMock(options: BackendOptions): Promise<Backend> {
     }
     auth = { users, permissions };
   }
-  const mock = createMockEtcd(auth ? { auth } : {});
+  const version = inject("mockVersion");
+  const mock = createMockEtcd({ version, ...(auth ? { auth } : {}) });
   const fetch = mock.fetch as unknown as Fetch;
   return {
     name: "mock",
-    wire: "3.4",
+    wire: version,
     fetch,
     mock,
     namespace: "",

@@ -296,7 +296,10 @@ const STREAM_KINDS: Record<string, OpKind> = {
   "/v3/election/observe": "observe",
 };
 
-/** Two members of one oneof: 3.4 keeps one at random (a Go map walk), so only 3.5's refusal is compared. */
+/**
+ * Two members of one oneof: 3.4 keeps one at random (a Go map walk), as the mock does with Go's odds
+ * (mock-vs-etcd.test.ts compares them), so here only 3.5's refusal is compared.
+ */
 const RANDOM_ON_34 = new Set([
   '{"compare":[{"key":"YQ==","version":"0","create_revision":"1"}]}',
   '{"success":[{"request_range":{"key":"YQ=="},"request_put":{"key":"YQ=="}}]}',

@@ -5,11 +5,12 @@
 // A private member (not the shared one from global-setup): vitest runs files in parallel, so the shared
 // member's revision moves under us, and the auth scenario must enable auth. A fresh member and a fresh mock both
 // start at revision 1 and stay in lockstep, so revisions are compared exactly, not as deltas.
+import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createMockEtcd, type MockEtcd } from "../../src/testing/index.js";
+import { until } from "../support/async.js";
 import { b64 } from "../support/wire.js";
 import { addUser, enableAuth, startEtcd, type EtcdMember } from "./harness.js";
-import { sleep } from "../support/async.js";
 
 /** The gateway dialect of a member, from its /version. */
 async function versionOf(member: EtcdMember): Promise<"3.4" | "3.5"> {
@@ -25,14 +26,18 @@ interface Answer {
   body: unknown;
 }
 
-/** Drops what legitimately differs: cluster/member IDs and raft term, and random lease IDs (when asked). */
-function normalise(value: unknown, opts: { leaseIds?: boolean } = {}): unknown {
+/**
+ * Drops what legitimately differs: cluster/member IDs and raft term, random lease IDs and the seconds a lease has
+ * left (when asked: the mock's clock stands still).
+ */
+function normalise(value: unknown, opts: { leaseIds?: boolean; ttls?: boolean } = {}): unknown {
   if (Array.isArray(value)) return value.map((v) => normalise(v, opts));
   if (value === null || typeof value !== "object") return value;
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(value)) {
     if (k === "cluster_id" || k === "member_id" || k === "raft_term") out[k] = "<n>";
     else if (k === "ID" && opts.leaseIds) out[k] = "<id>";
+    else if (k === "TTL" && opts.ttls) out[k] = "<ttl>";
     else if (k === "token") out[k] = "<token>";
     else out[k] = normalise(v, opts);
   }
@@ -382,6 +387,86 @@ describe("mock vs real etcd (same raw requests)", () => {
   });
 });
 
+describe("mock vs real etcd: odd requests", () => {
+  let member: EtcdMember;
+  let mock: MockEtcd;
+  let version: "3.4" | "3.5";
+  const real = (path: string, init?: RequestInit) => fetch(`${member.clientUrl}${path}`, init);
+  const fake = (path: string, init?: RequestInit) => mock.fetch(`http://etcd.test:2379${path}`, init);
+  const post = (body: unknown): RequestInit => ({ method: "POST", body: JSON.stringify(body) });
+
+  beforeAll(async () => {
+    member = await startEtcd();
+    version = await versionOf(member);
+    mock = createMockEtcd({ version });
+  });
+  afterAll(async () => {
+    await member?.stop();
+  });
+
+  it("GET /health (3.5 adds a reason) and /v3/auth/status (3.5 on; 3.4 has no such path)", async () => {
+    for (const [path, init] of [
+      ["/health", { method: "GET" }],
+      ["/v3/auth/status", post({})],
+    ] as const) {
+      const r = await answer(await real(path, init));
+      const m = await answer(await fake(path, init));
+      expect({ path, ...(normalise(m) as object) }).toEqual({ path, ...(normalise(r) as object) });
+    }
+  });
+
+  it("a txn RequestOp carrying both request_range and request_put", async () => {
+    const key = b64("two");
+    const body = { success: [{ request_range: { key }, request_put: { key } }] };
+    // 3.5 refuses it: compared once, exactly.
+    if (version === "3.5") {
+      const r = await answer(await real("/v3/kv/txn", post(body)));
+      const m = await answer(await fake("/v3/kv/txn", post(body)));
+      expect(normalise(m)).toEqual(normalise(r));
+      expect(r.status).toBe(400);
+      return;
+    }
+    // 3.4's jsonpb keeps the member its walk of a Go map visits last, from a random start: the put 7 times in 8.
+    const SENDS = 160;
+    const outcomes = async (send: typeof real) => {
+      const seen = { put: 0, range: 0 };
+      for (let i = 0; i < SENDS; i++) {
+        const { responses } = (await (await send("/v3/kv/txn", post(body))).json()) as { responses: object[] };
+        const kinds = responses.map((r) => Object.keys(r)[0]);
+        expect(kinds.length === 1 && ["response_put", "response_range"].includes(kinds[0]!)).toBe(true);
+        seen[kinds[0] === "response_put" ? "put" : "range"]++;
+      }
+      return seen;
+    };
+    for (const seen of [await outcomes(real), await outcomes(fake)]) {
+      expect(seen.put).toBeGreaterThan(seen.range);
+      expect(seen.range).toBeGreaterThan(0);
+    }
+  });
+
+  // Last: the member is gone after it.
+  it("a txn that makes etcd panic: the mock says so, naming the version and etcd's words", async () => {
+    const key = b64("p");
+    const txn = {
+      success: [{ request_delete_range: { key, range_end: "AA==" } }, { request_put: { key, ignore_value: true } }],
+    };
+    for (const send of [real, fake])
+      expect((await send("/v3/kv/put", post({ key, value: b64("v") }))).status).toBe(200);
+    await expect(real("/v3/kv/txn", post(txn))).rejects.toThrow();
+    const m = await answer(await fake("/v3/kv/txn", post(txn)));
+    const message = (m.body as { message: string }).message;
+    expect(m.status).toBe(500);
+    expect(message).toContain(`etcd ${version} panics on this txn`);
+    const logged = /\((.*)\)$/.exec(message)![1]!;
+    const log = await until("etcd's panic in its log", 10_000, () => {
+      const text = readFileSync(member.logFile, "utf8");
+      // Go prints the goroutines after the panic message, so once they are there the message is whole.
+      return text.includes("goroutine ") ? text : undefined;
+    });
+    for (const part of logged.split(": ")) expect(log).toContain(part);
+  });
+});
+
 describe("mock vs real etcd with auth enabled", () => {
   let member: EtcdMember;
   let mock: MockEtcd;
@@ -391,13 +476,20 @@ describe("mock vs real etcd with auth enabled", () => {
     await enableAuth(member, { rootPassword: "rootpw" });
     await addUser(member, { rootPassword: "rootpw", user: "app", password: "apppw", prefix: "app/" });
     await addUser(member, { rootPassword: "rootpw", user: "reader", password: "rpw", prefix: "app/", readOnly: true });
+    // May write under app/ but not read: what a put's prev_kv needs shows.
+    const asRoot = "--user=root:rootpw";
+    await member.etcdctl(asRoot, "user", "add", "writer", "--new-user-password=wpw", "--interactive=false");
+    await member.etcdctl(asRoot, "role", "add", "writer-role");
+    await member.etcdctl(asRoot, "role", "grant-permission", "writer-role", "write", "app/", "--prefix");
+    await member.etcdctl(asRoot, "user", "grant-role", "writer", "writer-role");
     mock = createMockEtcd({
       version: await versionOf(member),
       auth: {
-        users: { root: "rootpw", app: "apppw", reader: "rpw" },
+        users: { root: "rootpw", app: "apppw", reader: "rpw", writer: "wpw" },
         permissions: {
           app: [{ key: "app/", prefix: true, type: "readwrite" }],
           reader: [{ key: "app/", prefix: true, type: "read" }],
+          writer: [{ key: "app/", prefix: true, type: "write" }],
         },
       },
     });
@@ -419,15 +511,18 @@ describe("mock vs real etcd with auth enabled", () => {
       real: {
         app: await login(real, "app", "apppw"),
         reader: await login(real, "reader", "rpw"),
+        writer: await login(real, "writer", "wpw"),
         root: await login(real, "root", "rootpw"),
       },
       fake: {
         app: await login(fake, "app", "apppw"),
         reader: await login(fake, "reader", "rpw"),
+        writer: await login(fake, "writer", "wpw"),
         root: await login(fake, "root", "rootpw"),
       },
     };
-    const cases: [string, unknown, "app" | "reader" | "root" | "none" | "bad" | "bearer"][] = [
+    const put = (key: string, more: object = {}) => ({ request_put: { key: b64(key), ...more } });
+    const cases: [string, unknown, "app" | "reader" | "writer" | "root" | "none" | "bad" | "bearer"][] = [
       ["/v3/auth/authenticate", { name: "app", password: "wrong" }, "none"],
       ["/v3/auth/authenticate", { name: "ghost", password: "x" }, "none"],
       ["/v3/kv/range", { key: b64("app/x") }, "none"],
@@ -446,8 +541,30 @@ describe("mock vs real etcd with auth enabled", () => {
       ["/v3/lease/grant", { TTL: 10, ID: "55" }, "none"],
       ["/v3/lease/grant", { TTL: 10, ID: "56" }, "bad"],
       ["/v3/kv/put", { key: b64("other"), lease: "55" }, "root"],
+      // Listing a lease's keys needs read on them from 3.4.26 / 3.5.9.
+      ["/v3/lease/timetolive", { ID: "55", keys: true }, "app"],
+      ["/v3/lease/timetolive", { ID: "55", keys: true }, "root"],
+      ["/v3/lease/timetolive", { ID: "55" }, "bad"],
+      ["/v3/lease/timetolive", { ID: "4242", keys: true }, "none"],
+      ["/v3/lease/timetolive", { ID: "4242", keys: true }, "bad"],
+      // Attaching a lease needs write on the keys it holds (so that one could revoke it), but not inside a txn
+      // before 3.5.30 / 3.6.11; nor does a nested put's prev_kv need read there, nor is a nested txn checked.
+      ["/v3/kv/put", { key: b64("app/l"), lease: "55" }, "app"],
+      ["/v3/kv/txn", { success: [put("app/l", { lease: "55" })] }, "app"],
+      ["/v3/kv/put", { key: b64("app/w"), prev_kv: true }, "writer"],
+      ["/v3/kv/txn", { success: [put("app/w", { prev_kv: true })] }, "writer"],
+      // Renewing and listing leases look at no token before 3.5.28 / 3.6.9, not even a bad one.
+      ["/v3/lease/keepalive", { ID: "55" }, "bad"],
+      ["/v3/lease/keepalive", { ID: "55" }, "reader"],
+      ["/v3/lease/leases", {}, "bad"],
       ["/v3/lease/revoke", { ID: "55" }, "app"],
+      ["/v3/kv/txn", { success: [{ request_txn: { success: [put("other", { value: b64("x") })] } }] }, "app"],
+      ["/v3/kv/txn", { success: [{ request_txn: { compare: [{ key: b64("other") }] } }] }, "reader"],
       ["/v3/lease/revoke", { ID: "55" }, "root"],
+      // The auth store's status is an admin call, from 3.5 on.
+      ["/v3/auth/status", {}, "none"],
+      ["/v3/auth/status", {}, "reader"],
+      ["/v3/auth/status", {}, "root"],
     ];
     for (const [path, body, who] of cases) {
       const header = (side: "real" | "fake"): Record<string, string> =>
@@ -465,11 +582,12 @@ describe("mock vs real etcd with auth enabled", () => {
       });
       const r = await answer(await real(path, init("real")));
       const m = await answer(await fake(path, init("fake")));
-      expect({ path, body, who, ...(normalise(m, { leaseIds: false }) as object) }).toEqual({
+      const ttls = path === "/v3/lease/timetolive";
+      expect({ path, body, who, ...(normalise(m, { ttls }) as object) }).toEqual({
         path,
         body,
         who,
-        ...(normalise(r) as object),
+        ...(normalise(r, { ttls }) as object),
       });
     }
     for (const who of ["none", "bad", "reader"] as const) {
@@ -484,7 +602,7 @@ describe("mock vs real etcd with auth enabled", () => {
           signal: abort.signal,
         });
         const c = collect(res.body!);
-        await sleep(200);
+        await new Promise((r) => setTimeout(r, 200));
         abort.abort();
         return { status: res.status, lines: normalise(c.lines) };
       };

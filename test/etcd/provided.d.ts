@@ -1,11 +1,14 @@
 // Values handed from vitest.config.ts (`provide`) and test/etcd/global-setup.ts to tests via `inject()`.
 import "vitest";
+import type { EtcdVersion as MockVersion } from "../../src/testing/index.js";
 import type { EtcdVersion } from "../support/etcd-versions.js";
 
 declare module "vitest" {
   export interface ProvidedContext {
-    /** Which backend the conformance suites run on: the in-memory mock (unit) or real etcd (etcd-3.x). */
+    /** Which backend the conformance suites run on: the in-memory mock (unit, unit-3.x) or real etcd (etcd-3.x). */
     backend: "mock" | "etcd";
+    /** Whose wire the mock speaks in a mock project (unit: 3.4). */
+    mockVersion: MockVersion;
     /** The etcd version of this etcd-3.x project (from vitest.config.ts). */
     etcdVersion: EtcdVersion;
     /** What that project's etcd reports, e.g. "3.5.16" (from global-setup). */

@@ -42,8 +42,9 @@ export interface RawAnswer {
 }
 
 /**
- * One POST of `body` as JSON to `path` on the mock, as a raw gateway client sends it, with an auth `token` or
- * an abort `signal`; the status and the parsed JSON answer.
+ * One POST of `body` as JSON (a string is sent as it is) to `path` on the mock, as a raw gateway client sends
+ * it, with an auth `token` or an abort `signal`; the status and the parsed JSON answer (its lines, parsed, when
+ * it streamed several).
  */
 export function call(mock: MockEtcd, path: string, body: unknown, token?: string): Promise<RawAnswer>;
 export function call(mock: MockEtcd, path: string, body: unknown, signal?: AbortSignal): Promise<RawAnswer>;
@@ -55,9 +56,11 @@ export async function call(
 ): Promise<RawAnswer> {
   const res = await mock.fetch(`${MOCK_ENDPOINT}${path}`, {
     method: "POST",
-    body: JSON.stringify(body),
+    body: typeof body === "string" ? body : JSON.stringify(body),
     ...(typeof tokenOrSignal === "string" ? { headers: { authorization: tokenOrSignal } } : {}),
     ...(tokenOrSignal instanceof AbortSignal ? { signal: tokenOrSignal } : {}),
   });
-  return { status: res.status, body: (await res.json()) as Record<string, any> };
+  const text = await res.text();
+  const lines = text.split("\n").filter((line) => line !== "");
+  return { status: res.status, body: lines.length > 1 ? lines.map((line) => JSON.parse(line)) : JSON.parse(text) };
 }

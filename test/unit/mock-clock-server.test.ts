@@ -170,7 +170,7 @@ describe("npx etcd-edge-mock", () => {
   it("listens on the port given (0: any), prints its URL, answers, and exits 0 on SIGTERM", async () => {
     const cli = await bundle("src/testing/server/cli.ts", "etcd-edge-mock.mjs");
     let answered: Promise<unknown> | undefined;
-    const { code, out } = await runNode([cli, "--port", "0", "--etcd-version", "3.5"], (text, kill) => {
+    const { code, out } = await runNode([cli, "--port", "0", "--etcd-version", "3.7"], (text, kill) => {
       const url = /on (http:\/\/127\.0\.0\.1:\d+)/.exec(text)?.[1];
       if (!url || answered) return;
       answered = (async () => {
@@ -182,9 +182,9 @@ describe("npx etcd-edge-mock", () => {
         return [version.etcdserver, put.status];
       })().finally(kill);
     });
-    expect(await answered).toEqual(["3.5.16", 200]);
-    expect(out).toMatch(/etcd 3\.5 gateway on http:\/\/127\.0\.0\.1:\d+ \(wall clock\)/);
+    expect(await answered).toEqual(["3.7.1", 200]);
+    expect(out).toMatch(/etcd 3\.7 gateway on http:\/\/127\.0\.0\.1:\d+ \(wall clock\)/);
     expect(code).toBe(0);
-    expect((await runNode([cli, "--etcd-version", "3.6"])).code).toBe(2);
+    expect((await runNode([cli, "--etcd-version", "3.8"])).code).toBe(2);
   });
 });

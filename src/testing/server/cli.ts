@@ -1,12 +1,16 @@
 #!/usr/bin/env node
 /**
- * `npx etcd-edge-mock [--port 2379] [--host 127.0.0.1] [--etcd-version 3.4|3.5] [--clock wall|virtual]`:
+ * `npx etcd-edge-mock [--port 2379] [--host 127.0.0.1] [--etcd-version 3.4|3.5|3.6|3.7] [--clock wall|virtual]`:
  * the in-memory etcd on a loopback port, until SIGINT or SIGTERM.
  */
 import { parseArgs } from "node:util";
+import { ETCD_VERSIONS, type EtcdVersion } from "../wire/dialect.js";
 import { serveMockEtcd } from "./index.js";
 
-const USAGE = `usage: etcd-edge-mock [--port 2379] [--host 127.0.0.1] [--etcd-version 3.4|3.5] [--clock wall|virtual]
+const isVersion = (value: string): value is EtcdVersion => (ETCD_VERSIONS as readonly string[]).includes(value);
+
+const USAGE = `usage: etcd-edge-mock [--port 2379] [--host 127.0.0.1] [--etcd-version 3.4|3.5|3.6|3.7]
+                      [--clock wall|virtual]
 An in-memory etcd member speaking etcd's gRPC-gateway JSON API (v3 KV, lease, watch, lock, election,
 maintenance status, member list) over HTTP. Data lives in memory and is gone when the process ends.`;
 
@@ -29,7 +33,7 @@ async function main(): Promise<void> {
   const clock = values.clock;
   if (!Number.isInteger(port) || port < 0 || port > 65535)
     throw new Error(`--port must be 0..65535, got ${values.port}`);
-  if (version !== "3.4" && version !== "3.5") throw new Error(`--etcd-version must be 3.4 or 3.5, got ${version}`);
+  if (!isVersion(version)) throw new Error(`--etcd-version must be one of ${ETCD_VERSIONS.join(", ")}, got ${version}`);
   if (clock !== "wall" && clock !== "virtual") throw new Error(`--clock must be wall or virtual, got ${clock}`);
   const server = await serveMockEtcd({ port, host: values.host, version, clock });
   console.log(`etcd-edge-mock: etcd ${version} gateway on ${server.url} (${clock} clock)`);

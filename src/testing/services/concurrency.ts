@@ -1,4 +1,3 @@
-import type { EtcdVersion } from "../wire/dialect.js";
 import { binToBytes, type BinKey } from "../wire/bytes.js";
 import type { Out } from "../wire/encode.js";
 import { GrpcCode, GrpcStatusError } from "../wire/errors.js";
@@ -45,7 +44,7 @@ async function waitDeletes(client: InProcessClient, prefix: BinKey, maxCreateRev
 /** Mutex.Lock: join the line with one txn, then wait for every earlier key to go. */
 export async function lockMutex(
   client: InProcessClient,
-  version: EtcdVersion,
+  rechecksOwnKey: boolean,
   name: BinKey,
   lease: bigint,
 ): Promise<{ header: Out; key: BinKey }> {
@@ -64,7 +63,7 @@ export async function lockMutex(
   let header: Out;
   try {
     header = await waitDeletes(client, prefix, myRev - 1);
-    if (version === "3.4") return { header, key };
+    if (!rechecksOwnKey) return { header, key };
     // 3.5 reads its own key again: gone means the session's lease ended while waiting.
     const own = client.get({ key: keyBytes });
     if (own.kvs.length === 0) throw unknown("mutex: session is expired");

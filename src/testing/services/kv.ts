@@ -16,6 +16,7 @@ export const RaftField = {
   leaseGrant: 8,
   leaseRevoke: 9,
   authenticate: 1012,
+  authStatus: 1013,
 } as const;
 
 function withHeader(member: Member, r: KvResult): Out {

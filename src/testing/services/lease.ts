@@ -1,6 +1,7 @@
 import type { Caller, Member } from "../member.js";
 import { binToBase64 } from "../wire/bytes.js";
 import { setInt, setList, type Out } from "../wire/encode.js";
+import { Errors, GrpcStatusError } from "../wire/errors.js";
 import { bool, int, num, type Msg } from "../wire/message.js";
 import { messageSize } from "../wire/proto-size.js";
 import {
@@ -13,7 +14,10 @@ import {
 import { RaftField } from "./kv.js";
 import { LineStream, unary, type BidiRoute } from "./route.js";
 
-/** Grants a lease as etcd's server does: an ID from the request ID generator when none was asked for. */
+/**
+ * Grants a lease as etcd's server does: an ID from the request ID generator when none was asked for, drawn before
+ * the caller's token is looked at.
+ */
 export function grantLease(
   member: Member,
   requestedId: bigint,
@@ -21,6 +25,7 @@ export function grantLease(
   caller?: Caller,
 ): { id: bigint; ttl: number } {
   const id = requestedId === 0n ? member.nextLeaseId() : requestedId;
+  if (caller) member.leaseUser(caller);
   // The proposal carries the chosen ID, so its size counts it.
   const size = messageSize({
     type: LeaseGrantRequest,
@@ -36,8 +41,10 @@ export function grantLease(
   return { id: lease.id, ttl: lease.ttl };
 }
 
-function keepAliveOnce(member: Member, msg: Msg): Out {
+function keepAliveOnce(member: Member, caller: Caller, msg: Msg): Out {
   const id = int(msg, "ID");
+  // Before 3.6 a renewal never looks at the token, not even a bad one.
+  if (member.dialect.rbac.leaseCalls) member.checkLeaseKeys(member.leaseUser(caller), member.lessor.get(id), true);
   const lease = member.lessor.renew(id);
   const result: Out = { header: member.header() };
   setInt(result, "ID", id);
@@ -45,7 +52,10 @@ function keepAliveOnce(member: Member, msg: Msg): Out {
   return result;
 }
 
-/** One answer line per request in the body, sent once the body has ended, then the end of the stream. */
+/**
+ * One answer line per request in the body, sent once the body has ended, then the end of the stream. A refused
+ * renewal ends the stream: as the answer's status when it is the first (the throw), else as its last line.
+ */
 const keepAlive: BidiRoute = {
   kind: "bidi",
   request: () => LeaseKeepAliveRequest,
@@ -54,8 +64,14 @@ const keepAlive: BidiRoute = {
     const out = new LineStream();
     return {
       receive(msg) {
-        member.user(caller);
-        out.result(keepAliveOnce(member, msg));
+        if (out.closed) return;
+        try {
+          out.result(keepAliveOnce(member, caller, msg));
+        } catch (err) {
+          if (!(err instanceof GrpcStatusError) || out.lines === 0) throw err;
+          out.error(member.dialect.streamError(err.code, err.message));
+          out.close();
+        }
       },
       end: () => out.close(),
       body: out.body,
@@ -65,7 +81,6 @@ const keepAlive: BidiRoute = {
 
 export const leaseRoutes = {
   "/v3/lease/grant": unary(LeaseGrantRequest, (member, call) => {
-    member.user(call);
     const lease = grantLease(member, int(call.msg, "ID"), num(call.msg, "TTL"), call);
     const out: Out = { header: member.header() };
     setInt(out, "ID", lease.id);
@@ -73,18 +88,25 @@ export const leaseRoutes = {
     return out;
   }),
   "/v3/lease/revoke": unary(LeaseRevokeRequest, (member, call) => {
-    const user = member.user(call);
+    const user = member.leaseUser(call);
     member.propose(messageSize(call.msg), RaftField.leaseRevoke, call);
     const lease = member.lessor.require(int(call.msg, "ID"));
-    if (member.auth) for (const key of lease.keys) member.auth.check(user, key, "", true);
+    member.checkLeaseKeys(user, lease, true);
     member.revokeLease(lease);
     return { header: member.header() };
   }),
   "/v3/lease/keepalive": keepAlive,
   "/v3/lease/timetolive": unary(LeaseTimeToLiveRequest, (member, call) => {
-    member.user(call);
     const id = int(call.msg, "ID");
     const lease = member.lessor.get(id);
+    const { leaseCalls, leaseKeysRead } = member.dialect.rbac;
+    const listsKeys = bool(call.msg, "keys") && leaseKeysRead;
+    // Before 3.6 only the listing of keys looks at the token (from 3.5), and then wants one.
+    if (leaseCalls || listsKeys) {
+      const user = member.leaseUser(call);
+      if (listsKeys && member.auth && user === undefined) throw Errors.userEmpty();
+      if (listsKeys) member.checkLeaseKeys(user, lease, false);
+    }
     const out: Out = { header: member.header() };
     setInt(out, "ID", id);
     if (!lease) {
@@ -98,7 +120,11 @@ export const leaseRoutes = {
     return out;
   }),
   "/v3/lease/leases": unary(Empty, (member, call) => {
-    member.user(call);
+    // Before 3.6 a listing never looks at the token.
+    if (member.dialect.rbac.leaseCalls) {
+      const user = member.leaseUser(call);
+      for (const lease of member.lessor.list()) member.checkLeaseKeys(user, lease, false);
+    }
     const out: Out = { header: member.header() };
     setList(
       out,

@@ -14,7 +14,7 @@ export const lockRoutes = {
     member.user(call);
     const client = new InProcessClient(member, call.signal);
     const lease = sessionLease(client, int(call.msg, "lease"));
-    const { header, key } = await lockMutex(client, member.dialect.version, bin(call.msg, "name"), lease);
+    const { header, key } = await lockMutex(client, member.dialect.lockRechecksOwnKey, bin(call.msg, "name"), lease);
     return { header, key: binToBase64(key) };
   }),
   "/v3/lock/unlock": unary(UnlockRequest, (member, call) => {

@@ -1,5 +1,6 @@
 import { setInt, type Out } from "../wire/encode.js";
-import { Empty, MemberListRequest, MemberListRequest34 } from "../wire/schema.js";
+import type { Dialect } from "../wire/dialect.js";
+import { Empty, MemberListRequest } from "../wire/schema.js";
 import { unary } from "./route.js";
 
 /** A fresh member's database sizes: the mock keeps no file, so these stay put. */
@@ -15,7 +16,7 @@ export const memberInfoRoutes = {
     setInt(out, "raftTerm", member.raftTerm);
     setInt(out, "raftAppliedIndex", member.raftIndex);
     out.dbSizeInUse = DB_SIZE_IN_USE;
-    return out;
+    return { ...out, ...member.dialect.statusExtras };
   }),
   "/v3/cluster/member/list": {
     ...unary(MemberListRequest, (member) => {
@@ -26,6 +27,6 @@ export const memberInfoRoutes = {
       if (member.options.clientUrls.length > 0) self.clientURLs = [...member.options.clientUrls];
       return { header, members: [self] };
     }),
-    request: (dialect: { version: string }) => (dialect.version === "3.4" ? MemberListRequest34 : MemberListRequest),
+    request: (dialect: Dialect) => dialect.memberListRequest,
   },
 };

@@ -56,6 +56,8 @@ const encoder = new TextEncoder();
 export class LineStream {
   private controller!: ReadableStreamDefaultController<Uint8Array>;
   private done = false;
+  /** Lines sent so far. */
+  lines = 0;
   readonly body = new ReadableStream<Uint8Array>({
     start: (c) => {
       this.controller = c;
@@ -70,11 +72,17 @@ export class LineStream {
   }
 
   result(result: Out): void {
-    if (!this.done) this.controller.enqueue(encoder.encode(`${JSON.stringify({ result })}\n`));
+    this.line({ result });
   }
 
   error(error: Out): void {
-    if (!this.done) this.controller.enqueue(encoder.encode(`${JSON.stringify({ error })}\n`));
+    this.line({ error });
+  }
+
+  private line(value: Out): void {
+    if (this.done) return;
+    this.controller.enqueue(encoder.encode(`${JSON.stringify(value)}\n`));
+    this.lines++;
   }
 
   close(): void {

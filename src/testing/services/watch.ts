@@ -1,5 +1,6 @@
 import type { Caller, Member } from "../member.js";
 import type { WatchSpec } from "../watch.js";
+import { Errors } from "../wire/errors.js";
 import { bin, bool, int, list, num, oneofCase, sub, type Msg } from "../wire/message.js";
 import { WatchRequest } from "../wire/schema.js";
 import type { BidiRoute } from "./route.js";
@@ -21,8 +22,12 @@ function watchSpec(create: Msg): WatchSpec {
   };
 }
 
-/** Auth failures on a watch are a canceled create response (HTTP 200), with the gRPC error as text. */
+/**
+ * Why a create request is canceled before it starts, if it is: from 3.6 a negative start revision, then auth
+ * failures, both as a canceled create response (HTTP 200) with the reason as text.
+ */
 function refusal(member: Member, caller: Caller, spec: WatchSpec): string | undefined {
+  if (spec.startRevision < 0 && member.dialect.refusesNegativeWatchStart) return Errors.compacted().message;
   if (!member.auth) return undefined;
   try {
     const user = member.user(caller);
@@ -57,7 +62,7 @@ export const watchRoute: BidiRoute = {
             stream.cancel(int(sub(msg, "cancel_request")!, "watch_id"));
             break;
           case "progress_request":
-            stream.progressRequest(member.dialect.progressNeedsSyncedWatchers);
+            stream.progressRequest();
             break;
         }
       },

@@ -7,8 +7,9 @@ import type { FieldDesc, MessageDesc } from "./schema.js";
 /**
  * etcd 3.4's gateway decoder: golang/protobuf 1.3's jsonpb over encoding/json. Each field's raw JSON goes through
  * json.Unmarshal into the Go field, so errors read "json: cannot unmarshal number 1e2 into Go value of type int64".
- * Fields are read in declaration order (oneof members last), unknown fields are ignored, the lowerCamel name wins
- * over the proto name, a quoted number is unquoted without unescaping, and bytes take base64 or a byte array.
+ * Fields are read in declaration order (oneof members last, in a random order: see oneofWalk), unknown fields are
+ * ignored, the lowerCamel name wins over the proto name, a quoted number is unquoted without unescaping, and bytes
+ * take base64 or a byte array.
  */
 export function decodeJsonpb(text: Uint8Array, node: JsonNode, type: MessageDesc): Msg {
   const decoder = new JsonpbDecoder(text);
@@ -63,11 +64,13 @@ class JsonpbDecoder {
     const byName = new Map<string, JsonNode>();
     for (const m of node.members) byName.set(utf8.decode(stringBytes(this.text, m.name)), m.value);
     const consume = (f: FieldDesc): JsonNode | undefined => byName.get(f.json) ?? byName.get(f.name);
-    const ordered = [...type.fields.filter((f) => !f.oneof), ...type.fields.filter((f) => f.oneof)];
+    const ordered = [...type.fields.filter((f) => !f.oneof), ...oneofWalk(type.fields.filter((f) => f.oneof))];
     for (const f of ordered) {
       const raw = consume(f);
       if (raw === undefined) continue;
       const value = this.field(raw, f);
+      // A oneof holds the last member set: setting one replaces any other (null sets none).
+      if (f.oneof) for (const other of type.fields) if (other.oneof === f.oneof) msg.fields.delete(other.name);
       if (value !== undefined) msg.fields.set(f.name, value);
     }
     return msg;
@@ -185,6 +188,27 @@ class JsonpbDecoder {
     return asciiText(this.text.subarray(node.start, node.end));
   }
 }
+
+/**
+ * The order jsonpb visits a message's oneof members in: it walks a Go map of them (OneofTypes, filled in
+ * declaration order), and Go walks a map of at most 8 entries from a random one of its 8 slots, wrapping. So when
+ * a request sets two members of one oneof, which one it keeps differs from request to request: for a RequestOp
+ * with both request_range and request_put, the put 7 times in 8.
+ */
+function oneofWalk(members: readonly FieldDesc[]): FieldDesc[] {
+  // More than 8 would spread over buckets by hash; no etcd message has more than 5.
+  if (members.length < 2 || members.length > SLOTS) return [...members];
+  const start = Math.floor(Math.random() * SLOTS);
+  const order: FieldDesc[] = [];
+  for (let i = 0; i < SLOTS; i++) {
+    const member = members[(start + i) % SLOTS];
+    if (member) order.push(member);
+  }
+  return order;
+}
+
+/** Entries in one bucket of a Go map. */
+const SLOTS = 8;
 
 /** strconv.ParseInt(s, 10, 64)'s accepted syntax for a JSON literal: an optional '-' and digits only. */
 function goInt(literal: string): bigint | undefined {

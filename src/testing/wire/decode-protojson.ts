@@ -5,7 +5,8 @@ import { newMsg, type Msg, type Value } from "./message.js";
 import type { FieldDesc, MessageDesc } from "./schema.js";
 
 /**
- * etcd 3.5's gateway decoder: protobuf-go's protojson with DiscardUnknown, over the first JSON value of the body.
+ * The gateway decoder of etcd 3.5 and later: protobuf-go's protojson with DiscardUnknown, over the first JSON value
+ * of the body.
  * Fields in document order, duplicates and a second oneof member refused, numbers accepted in any JSON spelling
  * that is an exact integer ("1e2", "2.0", as text too), bytes in std or URL base64 with or without padding,
  * unknown enum names ignored. Errors carry the value's line:column, as "proto: (line 1:8): invalid value ...".
