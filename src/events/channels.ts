@@ -53,7 +53,7 @@ export interface LockContext {
   error?: unknown;
 }
 
-/** `etcd-edge:release`: one release (unlock, release, resign, dispose). */
+/** `etcd-edge:release`: one release (unlock, release, resign, dispose, unlockWith, releaseWith). */
 export interface ReleaseContext {
   kind: LockKind;
   name: string;
@@ -248,12 +248,12 @@ export function traceWaiting(context: LockContext | undefined, position: number 
 }
 
 /** One release of a holding acquired at `acquiredAt` (performance.now()). */
-export function traceRelease(
+export function traceRelease<T>(
   subject: { kind: HoldingKind; name: string },
   token: number,
   acquiredAt: number,
-  run: () => Promise<void>,
-): Promise<void> {
+  run: () => Promise<T>,
+): Promise<T> {
   const channel = listening("release");
   if (channel === undefined) return run();
   const context: ReleaseContext = { kind: KINDS[subject.kind], name: subject.name, token };

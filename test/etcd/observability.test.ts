@@ -4,7 +4,7 @@
 // metric.
 import type { ReadableSpan } from "@opentelemetry/sdk-trace";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { Fetch } from "../../src/index.js";
+import { type Fetch, op } from "../../src/index.js";
 import { instrument, type Instrumentation } from "../../src/otel/index.js";
 import { until } from "../support/async.js";
 import { type ChannelLog, logChannels, spell } from "../support/channels.js";
@@ -56,6 +56,8 @@ describe("diagnostics channels on real etcd", () => {
       await writer.unlock();
       const both = await session.lockAll([`${base}/a`, `${base}/b`]);
       await both.unlock();
+      const writing = await session.mutex(`${base}/w`).lock();
+      await writing.unlockWith([op.put(`${base}/w-data`, "v")]);
       const ticketed = await session.mutex(`${base}/t`).lock();
       const resumed = await etcd.resumeLock(ticketed.toJSON());
       await resumed.unlock();
@@ -70,6 +72,7 @@ describe("diagnostics channels on real etcd", () => {
         [`${base}/e`, "election", elected],
         [`${base}/s`, "semaphore", permit.revision],
         [`${base}/a, ${base}/b`, "lockAll", both.revision],
+        [`${base}/w`, "lock", writing.revision],
       ];
       for (const [name, kind, token] of cases) {
         expect(log.events("lock", named(name)), name).toEqual(OK);

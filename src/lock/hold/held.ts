@@ -247,7 +247,11 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
    * landed), and the release goes on in the background as a plain guarded delete, which an earlier landing of
    * this transaction makes a success.
    */
-  protected async releaseHeldWith<Ops extends AnyOp[]>(ops: Ops, options: CallOptions = {}): Promise<OpResults<Ops>> {
+  protected releaseHeldWith<Ops extends AnyOp[]>(ops: Ops, options: CallOptions = {}): Promise<OpResults<Ops>> {
+    return traceRelease(this.#subject, this.revision, this.#acquiredAt, () => this.#releaseWith(ops, options));
+  }
+
+  async #releaseWith<Ops extends AnyOp[]>(ops: Ops, options: CallOptions): Promise<OpResults<Ops>> {
     const status = this.#status;
     if (status.is === "lost") throw status.error;
     if (status.is !== "held") throw this.#ended() ?? heldReleased(this.#what, "its release was already sent");
