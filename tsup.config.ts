@@ -41,6 +41,14 @@ export default defineConfig([
     platform: "neutral",
     splitting: true,
   },
+  // OpenTelemetry from the client's diagnostics channels: @opentelemetry/api is the user's (an optional peer).
+  {
+    ...shared,
+    entry: { otel: "src/otel/index.ts" },
+    external: [...(shared.external ?? []), "@opentelemetry/api"],
+    platform: "neutral",
+    splitting: false,
+  },
   // Node-only speedups, behind their own entry so edge bundles never see them.
   { ...shared, entry: { node: "src/node/index.ts" }, platform: "node", splitting: false },
 ]);

@@ -13,6 +13,7 @@ const entries = {
   "etcd-edge/testing/msw": { file: "dist/testing-msw.js", platform: "neutral" },
   "etcd-edge/testing/server": { file: "dist/testing-server.js", platform: "node" },
   "etcd-edge/node": { file: "dist/node.js", platform: "node" },
+  "etcd-edge/otel": { file: "dist/otel.js", platform: "neutral" },
 };
 
 /** One row per entry: gzipped and minified bytes, its budget, and whether it fits. */
@@ -27,7 +28,7 @@ export async function bundleSizes() {
       format: "esm",
       platform,
       mainFields: ["module", "main"],
-      external: ["msw", "undici"],
+      external: ["msw", "undici", "@opentelemetry/api"],
       write: false,
       logLevel: "silent",
     });

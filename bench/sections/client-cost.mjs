@@ -34,6 +34,10 @@ export async function clientCost({ options, summary }) {
   const withEvents = await cpuPerCycle(async () => (await observedMutex.lock()).unlock(), perRound, options.rounds);
   await observedSession.close().catch(() => {});
 
+  // The same cycle with etcd-edge/otel on, recording into the OpenTelemetry SDK (spans made and dropped, no
+  // exporter; metrics kept in memory) under the AsyncLocalStorage context manager: what tracing costs.
+  const otel = await otelCost(perRound, options.rounds);
+
   // The stub's own share: the same two answers, fetched and read, with no client around them.
   const bare = await cpuPerCycle(
     async () => {
@@ -64,6 +68,10 @@ export async function clientCost({ options, summary }) {
       `(the stub's own share: ${fmt(bare.median, 1)} µs)`,
   );
   console.log(`   the same with onEvent set (no-op):  ${withSpread(withEvents, 1)} µs; unset builds no event`);
+  console.log(
+    `   the same with etcd-edge/otel on:    ${withSpread(otel, 1)} µs ` +
+      `(${fmt(otel.median / lock.median, 2)}x); no subscriber builds no context`,
+  );
   if (withLock) {
     console.log(
       `   client CPU per warm withLock:       ${withSpread(withLock, 1)} µs, ${fmt(requests, 2)} requests each`,
@@ -89,6 +97,34 @@ export async function clientCost({ options, summary }) {
   const main = sizes.find((row) => row.name === "etcd-edge");
   summary.add(6, "main entry size, gzipped", `${main.gzipped} B`, `≤ ${main.budget} B (budget)`, main.ok);
   console.log("");
+}
+
+/** CPU per session lock+unlock while etcd-edge/otel records into the OpenTelemetry SDK. */
+async function otelCost(cycles, rounds) {
+  const [{ instrument }, { context }, { AsyncLocalStorageContextManager }, { TracerProvider }, { MeterProvider }] =
+    await Promise.all([
+      import("etcd-edge/otel"),
+      import("@opentelemetry/api"),
+      import("@opentelemetry/context-async-hooks"),
+      import("@opentelemetry/sdk-trace"),
+      import("@opentelemetry/sdk-metrics"),
+    ]);
+  const manager = new AsyncLocalStorageContextManager().enable();
+  context.setGlobalContextManager(manager);
+  const tracerProvider = new TracerProvider();
+  const meterProvider = new MeterProvider();
+  const handle = instrument({ tracerProvider, meterProvider });
+  const etcd = new Etcd({ endpoints: ["http://stub.invalid:2379"], fetch: stubGateway({ name: NAME }).fetch });
+  // A longer lease than the other rows': tracing makes the cycles slower, and the lease is never renewed.
+  const session = await etcd.session({ ttl: 600, keepAlive: "manual" });
+  const mutex = session.mutex(NAME);
+  try {
+    return await cpuPerCycle(async () => (await mutex.lock()).unlock(), cycles, rounds);
+  } finally {
+    handle.disable();
+    await session.close().catch(() => {});
+    context.disable();
+  }
 }
 
 /**

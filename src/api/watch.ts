@@ -2,6 +2,7 @@ import { optionalCount } from "./args.js";
 import { decodeHeader, decodeKeyValue, int, type KeyValue, type ResponseHeader } from "./codec.js";
 import { aborted, badResponse, compacted, unavailable } from "../errors/catalogue.js";
 import { EtcdError, EtcdServerError } from "../errors/etcd-error.js";
+import { publishWatchReconnect } from "../events/channels.js";
 import type { KeyRange, Keyspace } from "./keyspace.js";
 import { lines } from "../gateway/ndjson.js";
 import { backoff } from "../gateway/retry-policy.js";
@@ -164,6 +165,7 @@ export async function* watch(
     if (++failures > retries) throw ended;
     if (transport.events.on)
       transport.events.emit({ type: "watch.reconnected", endpoint, code: ended.code, revision: next });
+    publishWatchReconnect(endpoint, ended.code, next);
     await delay(backoff(failures, 50, 2_000), outer);
   }
 }

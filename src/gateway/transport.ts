@@ -1,4 +1,5 @@
 import { aborted, gatewayCannotDial, noToken, timedOut, undecided, unreachable } from "../errors/catalogue.js";
+import { traceRequest } from "../events/channels.js";
 import { EventSink } from "../events/events.js";
 import { EtcdError, type EtcdErrorCode, EtcdServerError } from "../errors/etcd-error.js";
 import { VERSION } from "../version.js";
@@ -100,7 +101,9 @@ export class Transport {
     // Serialised once, whatever the number of attempts.
     const body = request.json ?? JSON.stringify(request.body);
     const limits = { maxBytes: this.#config.maxResponseBytes, firstLine: request.firstLine };
-    return this.#withRetries(call, (attempt) => this.#exchange(attempt, request, body, limits));
+    return traceRequest(call, () =>
+      this.#withRetries(call, (attempt) => this.#exchange(attempt, request, body, limits)),
+    );
   }
 
   /**
@@ -116,7 +119,7 @@ export class Transport {
   ): Promise<OpenStream> {
     const call = new Call(path, "idempotent", false, signal, this.#timeout(options.timeout), {});
     const text = JSON.stringify(body);
-    return this.#withRetries(call, async (attempt) => {
+    const opening = async (attempt: Attempt): Promise<OpenStream> => {
       const token = attempt.headers.authorization;
       if (options.headers !== undefined) attempt.headers = { ...attempt.headers, ...options.headers };
       // The stream outlives this attempt: once open it is bound to the caller's signal alone, but a failed
@@ -136,7 +139,8 @@ export class Transport {
         request.abort();
         throw error;
       }
-    });
+    };
+    return traceRequest(call, () => this.#withRetries(call, opening));
   }
 
   /** A stream was cancelled for this token: the next request authenticates again. */
@@ -176,6 +180,7 @@ export class Transport {
       }
       const index = this.#current;
       const endpoint = this.#config.endpoints[index]!;
+      call.endpoint = endpoint;
       const left = call.remaining();
       // One timer per attempt: at the attempt's own limit when that comes first, else at the call's end.
       const attemptOnly = perAttempt !== undefined && perAttempt < left;
@@ -329,7 +334,8 @@ export class Transport {
     const body = JSON.stringify({ name, password });
     const call = new Call(expected.path, "idempotent", false, undefined, this.#config.timeout, {});
     const limits = { maxBytes: this.#config.maxResponseBytes };
-    const result = await this.#withRetries(call, (attempt) => this.#exchange(attempt, expected, body, limits), false);
+    const exchange = (attempt: Attempt) => this.#exchange(attempt, expected, body, limits);
+    const result = await traceRequest(call, () => this.#withRetries(call, exchange, false));
     if (!result.token) throw noToken();
     return result.token;
   }
@@ -342,6 +348,8 @@ class Call {
   readonly onSent: (() => void) | undefined;
   /** Attempts made so far, less one. */
   tries = 0;
+  /** Where its latest attempt went. */
+  endpoint = "";
   /** The auth token was refreshed once after an UNAUTHENTICATED answer. */
   refreshedToken = false;
   /** Some attempt of this write was sent and its outcome never learned: it may have been applied. */

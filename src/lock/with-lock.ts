@@ -2,6 +2,7 @@ import { ttlArg } from "../api/args.js";
 import type { EtcdClient } from "../api/client.js";
 import { describe, heldLost, invalidArgument, lockLost } from "../errors/catalogue.js";
 import { type EtcdError, isEtcdError } from "../errors/etcd-error.js";
+import { traceWithLock } from "../events/channels.js";
 import type { Held } from "./hold/held.js";
 import { nameArg } from "./line/keys.js";
 import { type LockOptions, waitSettings } from "./line/wait-options.js";
@@ -65,12 +66,9 @@ export async function withLock<T>(
   // Refused before a lease is granted for nothing.
   nameArg(name, "a lock");
   checkFn("withLock", fn);
-  return withHeld(
-    on,
-    (session) => session.mutex(name).lock(options),
-    fn,
-    options,
-    () => lockLost(name, "its lease had expired before it was released"),
+  const lost = () => lockLost(name, "its lease had expired before it was released");
+  return traceWithLock("lock", name, () =>
+    withHeld(on, (session) => session.mutex(name).lock(options), fn, options, lost),
   );
 }
 
@@ -86,7 +84,8 @@ export async function withSemaphore<T>(
   permitsArg(permits);
   checkFn("withSemaphore", fn);
   const lost = () => heldLost(`permit of semaphore ${name}`, "its lease had expired before it was released");
-  return withHeld(on, (session) => session.semaphore(name, { permits }).acquire(options), fn, options, lost);
+  const acquire = (session: Session) => session.semaphore(name, { permits }).acquire(options);
+  return traceWithLock("permit", name, () => withHeld(on, acquire, fn, options, lost));
 }
 
 /** As `withLock`, holding every lock of `names` at once (`session.lockAll`) while `fn` runs. */
@@ -99,7 +98,9 @@ export async function withLocks<T>(
   const checked = namesArg(names);
   checkFn("withLocks", fn);
   const lost = () => heldLost(`locks ${checked.join(", ")}`, "their lease had expired before they were released");
-  return withHeld(on, (session) => session.lockAll(checked, options), fn, options, lost);
+  return traceWithLock("locks", checked, () =>
+    withHeld(on, (session) => session.lockAll(checked, options), fn, options, lost),
+  );
 }
 
 function checkFn(what: string, fn: unknown): void {

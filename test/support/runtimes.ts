@@ -266,17 +266,18 @@ export const CLI_INVOCATIONS: Record<"node" | "deno" | "bun", CliInvocation> = {
 };
 
 /**
- * Runs scenario/main.mjs with a CLI runtime (Node, Deno, Bun) from the temp project against the member of
- * `etcd`; it must exit 0 by itself.
+ * Runs scenario/main.mjs (or `script`) with a CLI runtime (Node, Deno, Bun) from the temp project against the
+ * member of `etcd`; it must exit 0 by itself.
  */
 export async function runCliScenario(
   runtime: RuntimeName,
   command: string,
   args: string[],
-  options: { env?: Record<string, string>; etcd: EtcdVersion },
+  options: { env?: Record<string, string>; etcd: EtcdVersion; script?: string },
 ): Promise<{ report: Report; prefix: string }> {
   const prefix = uniquePrefix(runtime);
-  const result = await runProcess(command, [...args, "main.mjs", etcdEndpoint(options.etcd), runtime, prefix], {
+  const script = options.script ?? "main.mjs";
+  const result = await runProcess(command, [...args, script, etcdEndpoint(options.etcd), runtime, prefix], {
     cwd: project(),
     env: cleanEnv(options.env),
     timeoutMs: RUN_TIMEOUT_MS,
@@ -405,10 +406,10 @@ export async function bundleWorker(outDir: string, entry = "worker.mjs"): Promis
 }
 
 /**
- * A workerd config: the Worker (no nodejs_compat) with ETCD_ENDPOINTS as a text binding, and an outbound
+ * A workerd config: the Worker (with `flags`, none by default) with ETCD_ENDPOINTS as a text binding, and an outbound
  * network that may reach loopback (workerd's default `internet` service allows public addresses only).
  */
-export function workerdConfig(endpoints: string, compatibilityDate: string): string {
+export function workerdConfig(endpoints: string, compatibilityDate: string, flags: string[] = []): string {
   return `using Workerd = import "/workerd/workerd.capnp";
 
 const config :Workerd.Config = (
@@ -422,6 +423,7 @@ const config :Workerd.Config = (
 const worker :Workerd.Worker = (
   modules = [(name = "worker", esModule = embed "worker.js")],
   compatibilityDate = ${JSON.stringify(compatibilityDate)},
+  compatibilityFlags = ${JSON.stringify(flags)},
   bindings = [(name = "ETCD_ENDPOINTS", text = ${JSON.stringify(endpoints)})],
   globalOutbound = "loopback",
 );

@@ -20,6 +20,8 @@ const ALLOWED: Record<string, readonly string[]> = {
   front: ["errors", "events", "gateway", "api", "lock", "version"],
   // Node-only speedups: a fetch, nothing of the API or the locks.
   node: ["errors", "gateway", "version"],
+  // etcd-edge/otel: subscribes to the channels the client publishes on; nothing of the client itself.
+  otel: ["errors", "events", "version"],
   // The in-memory gateway is etcd's side of the wire: it shares nothing with the client.
   testing: [],
 };

@@ -1,5 +1,6 @@
 import { locked, sessionClosed, sessionExpired, waitTimedOut } from "../../errors/catalogue.js";
 import { type EtcdError, isEtcdError, unanswered } from "../../errors/etcd-error.js";
+import { startingAcquisition, traceWaiting } from "../../events/channels.js";
 import { anySignal, CallSignal, delay, untilAborted } from "../../gateway/signals.js";
 import type { Held } from "../hold/held.js";
 import { type Subject, subjectText } from "../hold/subject.js";
@@ -62,6 +63,8 @@ export class Acquisition implements WaitContext {
   #joining: Promise<{ revision: number }> | undefined;
   #sends: JoinSends | undefined;
   #startedAt = 0;
+  /** Its `etcd-edge:lock` context, when someone traces it. */
+  readonly #trace = startingAcquisition();
 
   /**
    * Checks the options and that the session can still hold anything: SESSION_CLOSED or SESSION_EXPIRED, and
@@ -138,6 +141,7 @@ export class Acquisition implements WaitContext {
 
   /** Tells `onEvent` the acquisition must wait; `position` counts the keys ahead of it, when known. */
   waiting(position?: number): void {
+    traceWaiting(this.#trace, position);
     const events = this.#session.client.transport.events;
     if (events.on) events.emit({ type: "lock.waiting", ...this.#subject, position });
   }

@@ -2,6 +2,7 @@ import { type Bytes, toBytes, toText, wellFormedText } from "../../api/bytes.js"
 import { cmp, type Compare, op } from "../../api/txn.js";
 import { notLeader } from "../../errors/catalogue.js";
 import { isEtcdError } from "../../errors/etcd-error.js";
+import { traceLock } from "../../events/channels.js";
 import type { CallOptions } from "../../gateway/transport.js";
 import { Acquisition } from "../acquire/acquisition.js";
 import { isFirst, Join } from "../line/join.js";
@@ -63,7 +64,16 @@ export class Election<S extends LeaseSession = LeaseSession> {
    * leader (`isLeader` false, `ifLeader()` throws). On abort, timeout or session loss the candidacy is
    * withdrawn. `timeout: 0` tries once: NOT_LEADER (and no candidacy left) if another candidate leads.
    */
-  async campaign(value: Bytes, options: LockOptions = {}): Promise<void> {
+  campaign(value: Bytes, options: LockOptions = {}): Promise<void> {
+    return traceLock(
+      "leadership",
+      this.name,
+      () => this.#campaign(value, options),
+      () => this.revision,
+    );
+  }
+
+  async #campaign(value: Bytes, options: LockOptions): Promise<void> {
     const { session, name, prefix } = this;
     const client = session.client;
     const key = `${prefix}${session.leaseHex}`;

@@ -2,6 +2,7 @@ import type { LeaseId, ResponseHeader } from "../../api/codec.js";
 import { type AnyOp, cmp, type OpResults, op, type TxnResult } from "../../api/txn.js";
 import { heldLost, heldReleased } from "../../errors/catalogue.js";
 import { type EtcdError, unanswered } from "../../errors/etcd-error.js";
+import { publishLockLost, traceRelease } from "../../events/channels.js";
 import { delay } from "../../gateway/signals.js";
 import type { CallOptions } from "../../gateway/transport.js";
 import type { LeaseSession } from "../session/lease-session.js";
@@ -160,6 +161,10 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
    * (TIMEOUT, UNAVAILABLE) the release goes on in the background while the session lives.
    */
   protected releaseHeld(options: CallOptions = {}): Promise<void> {
+    return traceRelease(this.#subject, this.revision, this.#acquiredAt, () => this.#release(options));
+  }
+
+  #release(options: CallOptions): Promise<void> {
     const status = this.#status;
     switch (status.is) {
       case "lost":
@@ -242,7 +247,11 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
    * landed), and the release goes on in the background as a plain guarded delete, which an earlier landing of
    * this transaction makes a success.
    */
-  protected async releaseHeldWith<Ops extends AnyOp[]>(ops: Ops, options: CallOptions = {}): Promise<OpResults<Ops>> {
+  protected releaseHeldWith<Ops extends AnyOp[]>(ops: Ops, options: CallOptions = {}): Promise<OpResults<Ops>> {
+    return traceRelease(this.#subject, this.revision, this.#acquiredAt, () => this.#releaseWith(ops, options));
+  }
+
+  async #releaseWith<Ops extends AnyOp[]>(ops: Ops, options: CallOptions): Promise<OpResults<Ops>> {
     const status = this.#status;
     if (status.is === "lost") throw status.error;
     if (status.is !== "held") throw this.#ended() ?? heldReleased(this.#what, "its release was already sent");
@@ -343,6 +352,7 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     const was = this.#status.is;
     if (was === "released" || was === "lost") return;
     this.#status = next;
+    if (next.is === "lost") publishLockLost(this.#subject, this.revision, this.#acquiredAt);
     const events = this.session.client.transport.events;
     if (events.on) {
       const { kind, name } = this.#subject;

@@ -1,4 +1,5 @@
 import { describe, invalidArgument } from "../../errors/catalogue.js";
+import { traceLock } from "../../events/channels.js";
 import { Acquisition } from "../acquire/acquisition.js";
 import { nameArg } from "../line/keys.js";
 import { lineReader, onlyContenders } from "../line/read.js";
@@ -33,6 +34,14 @@ export async function lockAll<S extends LeaseSession>(
   options: LockOptions = {},
 ): Promise<MultiLock<S>> {
   const checked = namesArg(names);
+  return traceLock("locks", checked, () => takeAll(session, checked, options));
+}
+
+async function takeAll<S extends LeaseSession>(
+  session: S,
+  checked: string[],
+  options: LockOptions,
+): Promise<MultiLock<S>> {
   const client = session.client;
   const lines: MultiLine[] = checked.map((name) => ({ name, prefix: `${name}/`, key: `${name}/${session.leaseHex}` }));
   const keys = lines.map((line) => line.key);

@@ -1,5 +1,6 @@
 import { locked, lockTakenOver, withoutSecrets } from "../../errors/catalogue.js";
 import { isEtcdError } from "../../errors/etcd-error.js";
+import { traceLock } from "../../events/channels.js";
 import { resolveTimeout } from "../../gateway/config.js";
 import { CallSignal } from "../../gateway/signals.js";
 import type { CallOptions } from "../../gateway/transport.js";
@@ -49,7 +50,11 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
    * its predecessor's delete event and needs one more read. On abort, timeout or session loss the waiter's
    * key is deleted so it blocks nobody (once its join has settled: see `Acquisition.fail`).
    */
-  async lock(options: LockOptions = {}): Promise<Lock<S>> {
+  lock(options: LockOptions = {}): Promise<Lock<S>> {
+    return traceLock("lock", this.name, () => this.#lock(options));
+  }
+
+  async #lock(options: LockOptions): Promise<Lock<S>> {
     const { session, name, prefix } = this;
     const acquisition = new Acquisition(session, options, this.#subject, this.#keys);
     // Our key's value: a secret only the holder reads back, the proof a ticket (`lock.ticket()`) carries (Go's

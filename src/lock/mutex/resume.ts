@@ -2,6 +2,7 @@ import { leaseIdArg, ttlArg } from "../../api/args.js";
 import type { EtcdClient } from "../../api/client.js";
 import { cmp, op } from "../../api/txn.js";
 import { invalidArgument, lockLost, withoutSecrets } from "../../errors/catalogue.js";
+import { traceLock } from "../../events/channels.js";
 import type { CallOptions } from "../../gateway/transport.js";
 import { Acquisition } from "../acquire/acquisition.js";
 import { nameArg, randomHex } from "../line/keys.js";
@@ -33,7 +34,17 @@ export async function resumeLock<S extends LeaseSession>(
   options: ResumeOptions,
   open: (grant: LeaseGrant) => S,
 ): Promise<Lock<S>> {
-  const { name, key, revision, secret } = checkTicket(ticket);
+  const checked = checkTicket(ticket);
+  return traceLock("lock", checked.name, () => resume(client, checked, options, open));
+}
+
+async function resume<S extends LeaseSession>(
+  client: EtcdClient,
+  ticket: LockTicket,
+  options: ResumeOptions,
+  open: (grant: LeaseGrant) => S,
+): Promise<Lock<S>> {
+  const { name, key, revision, secret } = ticket;
   const keepAlive = keepAliveArg(options.keepAlive, "manual");
   const ttl = options.ttl ?? ticket.ttl;
   if (ttl !== undefined) ttlArg(ttl, options.ttl === undefined ? "ticket.ttl" : "ttl");

@@ -1,3 +1,4 @@
+import { traceLock } from "../../events/channels.js";
 import { Acquisition } from "../acquire/acquisition.js";
 import { Join } from "../line/join.js";
 import { nameArg, uniqueKey } from "../line/keys.js";
@@ -56,7 +57,11 @@ export class RWLock<S extends LeaseSession = LeaseSession> {
    * request when no writer is ahead; else a watch on the newest writer ahead and one read when it goes.
    * On abort, timeout or session loss the key is deleted. `timeout: 0` throws LOCKED instead of waiting.
    */
-  async readLock(options: LockOptions = {}): Promise<ReadLock<S>> {
+  readLock(options: LockOptions = {}): Promise<ReadLock<S>> {
+    return traceLock("read", this.name, () => this.#readLock(options));
+  }
+
+  async #readLock(options: LockOptions): Promise<ReadLock<S>> {
     const { session, name } = this;
     const client = session.client;
     const line = this.#line("read");
@@ -80,7 +85,11 @@ export class RWLock<S extends LeaseSession = LeaseSession> {
    * that is still there then). On abort, timeout or session loss the key is deleted. `timeout: 0` throws
    * LOCKED instead of waiting.
    */
-  async writeLock(options: LockOptions = {}): Promise<WriteLock<S>> {
+  writeLock(options: LockOptions = {}): Promise<WriteLock<S>> {
+    return traceLock("write", this.name, () => this.#writeLock(options));
+  }
+
+  async #writeLock(options: LockOptions): Promise<WriteLock<S>> {
     const { session, name } = this;
     const client = session.client;
     const line = this.#line("write");

@@ -1,5 +1,6 @@
 import { noPermit } from "../../errors/catalogue.js";
 import { isEtcdError } from "../../errors/etcd-error.js";
+import { traceLock } from "../../events/channels.js";
 import { wholeArg } from "../../gateway/config.js";
 import type { CallOptions } from "../../gateway/transport.js";
 import { Acquisition } from "../acquire/acquisition.js";
@@ -72,7 +73,11 @@ export class Semaphore<S extends LeaseSession = LeaseSession> {
    * nobody. `timeout: 0` tries once and throws LOCKED when every permit is taken; PERMITS_MISMATCH when
    * the line uses another number of permits.
    */
-  async acquire(options: LockOptions = {}): Promise<Permit<S>> {
+  acquire(options: LockOptions = {}): Promise<Permit<S>> {
+    return traceLock("permit", this.name, () => this.#acquire(options));
+  }
+
+  async #acquire(options: LockOptions): Promise<Permit<S>> {
     const { session, name, prefix, permits } = this;
     const client = session.client;
     const line: PermitLine = { name, prefix, key: uniqueKey(prefix, session.leaseHex), permits };

@@ -1,6 +1,7 @@
 import type { EtcdClient } from "../../api/client.js";
 import type { LeaseId } from "../../api/codec.js";
 import { sessionClosed, sessionExpired } from "../../errors/catalogue.js";
+import { publishSessionLost } from "../../events/channels.js";
 import { type EtcdError, isEtcdError } from "../../errors/etcd-error.js";
 import { resolveSignal, resolveTimeout } from "../../gateway/config.js";
 import { backgroundTimer, delay } from "../../gateway/signals.js";
@@ -203,6 +204,7 @@ export class LeaseSession {
     // Told before the abort, whose listeners tell of the locks lost with it.
     const events = this.client.transport.events;
     if (events.on && !this.#closed) events.emit({ type: "session.lost", leaseId: this.leaseId, code: reason.code });
+    if (!this.#closed) publishSessionLost(this.leaseId, reason.code);
     this.#lost.abort(reason);
     if (abandoned && !this.#closed) void this.#revokeAbandoned();
   }

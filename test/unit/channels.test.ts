@@ -1,0 +1,107 @@
+// The channels cost nothing when nobody listens: the runtime's module is asked for once, and a call with no
+// subscriber is handed back untouched (no context object, no tracePromise). A runtime without
+// diagnostics_channel runs every call unchanged.
+import dc from "node:diagnostics_channel";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { logChannels } from "../support/channels.js";
+
+type Channels = typeof import("../../src/events/channels.js");
+
+/** A fresh copy of the channels module (its memo of the runtime's module is per copy). */
+async function freshChannels(): Promise<Channels> {
+  vi.resetModules();
+  return import("../../src/events/channels.js");
+}
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+describe("channels with nobody listening", () => {
+  it("hand the call back untouched, build no context, and ask the runtime for the module once", async () => {
+    const load = vi.spyOn(process, "getBuiltinModule");
+    const lock = dc.tracingChannel("etcd-edge:lock");
+    const request = dc.tracingChannel("etcd-edge:request");
+    const traced = [vi.spyOn(lock, "tracePromise"), vi.spyOn(request, "tracePromise")];
+    const { traceLock, traceRequest, traceRelease, traceWithLock, startingAcquisition } = await freshChannels();
+    for (let i = 0; i < 3; i++) {
+      const pending = Promise.resolve({ revision: 1 });
+      // The very promise the call made: nothing wrapped it.
+      expect(
+        traceLock("lock", "x", () => {
+          // No context was made for an Acquisition to find.
+          expect(startingAcquisition()).toBeUndefined();
+          return pending;
+        }),
+      ).toBe(pending);
+      const answer = Promise.resolve("answer");
+      expect(traceRequest({ path: "/v3/kv/range", tries: 0, endpoint: "http://e" }, () => answer)).toBe(answer);
+      const done = Promise.resolve();
+      expect(traceRelease({ kind: "lock", name: "x" }, 1, 0, () => done)).toBe(done);
+      expect(traceWithLock("lock", ["a", "b"], () => answer)).toBe(answer);
+    }
+    for (const spy of traced) expect(spy).not.toHaveBeenCalled();
+    expect(load.mock.calls).toEqual([["node:diagnostics_channel"]]);
+  });
+
+  it("in a runtime without diagnostics_channel, run every call unchanged and publish nothing", async () => {
+    const load = vi.spyOn(process, "getBuiltinModule").mockImplementation((() => undefined) as never);
+    const log = logChannels();
+    try {
+      const channels = await freshChannels();
+      const pending = Promise.resolve({ revision: 7 });
+      expect(channels.traceLock("lock", "x", () => pending)).toBe(pending);
+      channels.publishSessionLost("1", "SESSION_EXPIRED");
+      channels.publishLockLost({ kind: "lock", name: "x" }, 7, 0);
+      channels.publishWatchReconnect(undefined, "UNAVAILABLE");
+      expect(channels.diagnostics()).toBeUndefined();
+      expect(log.seen).toEqual([]);
+      expect(load).toHaveBeenCalled();
+    } finally {
+      log.stop();
+    }
+  });
+});
+
+describe("channels with a subscriber", () => {
+  it("trace an acquisition: kind, name, token and outcome; the holding itself never reaches the context", async () => {
+    const log = logChannels();
+    try {
+      const { traceLock, traceWaiting, startingAcquisition } = await freshChannels();
+      const holding = { revision: 42, toJSON: () => ({ secret: "s3cr3t" }) };
+      const got = await traceLock("permit", "sem", async () => {
+        const context = startingAcquisition();
+        await Promise.resolve();
+        traceWaiting(context, 3);
+        return holding;
+      });
+      expect(got).toBe(holding);
+      expect(log.events("lock")).toEqual(["start", "end", "asyncStart", "asyncEnd"]);
+      expect(log.seen.at(-1)!.message).toEqual({
+        kind: "semaphore",
+        name: "sem",
+        waited: true,
+        position: 3,
+        outcome: "acquired",
+        token: 42,
+        result: undefined,
+      });
+      expect(log.seen.map((s) => s.text).join(" ")).not.toContain("s3cr3t");
+    } finally {
+      log.stop();
+    }
+  });
+
+  it("trace a failure: error event, the code as outcome, the same rejection for the caller", async () => {
+    const log = logChannels();
+    try {
+      const { traceWithLock } = await freshChannels();
+      const failure = Object.assign(new Error("user's own"), { code: "NOT_OURS" });
+      await expect(traceWithLock("locks", ["a", "b"], () => Promise.reject(failure))).rejects.toBe(failure);
+      expect(log.events("withLock")).toEqual(["start", "end", "error", "asyncStart", "asyncEnd"]);
+      expect(log.seen.at(-1)!.message).toMatchObject({ kind: "lockAll", name: "a, b", outcome: "error" });
+    } finally {
+      log.stop();
+    }
+  });
+});
