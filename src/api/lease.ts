@@ -74,7 +74,14 @@ export class LeaseClient {
    * A new lease of `ttl` seconds; `id` asks for a specific ID (not 0; ALREADY_EXISTS if any client of the
    * cluster holds it: IDs are cluster-wide).
    */
-  async grant(ttl: number, options: CallOptions & { id?: LeaseId | undefined } = {}): Promise<LeaseGrantResult> {
+  async grant(
+    ttl: number,
+    options: CallOptions & {
+      id?: LeaseId | undefined;
+      /** @internal Resend after a lost answer: with an `id`, a repeat finds the lease granted (ALREADY_EXISTS). */
+      idempotent?: boolean | undefined;
+    } = {},
+  ): Promise<LeaseGrantResult> {
     const seconds = ttlArg(ttl);
     const requested = options.id === undefined ? undefined : leaseToUse(options.id, "id");
     const result = await this.#transport.unary(
@@ -82,7 +89,8 @@ export class LeaseClient {
         path: "/v3/lease/grant",
         body: { TTL: String(seconds), ID: requested },
         schema: wire.leaseGrant,
-        retry: "write",
+        retry: options.idempotent && requested !== undefined ? "idempotent" : "write",
+        writes: true,
       },
       options,
     );

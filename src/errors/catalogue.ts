@@ -274,6 +274,20 @@ export function sessionExpired(leaseId: string, cause?: unknown, context?: strin
   return new EtcdError("SESSION_EXPIRED", `session lease ${leaseId} has expired${what}`, { cause });
 }
 
+/**
+ * etcd refused to renew a session's lease for want of permission. Since etcd 3.5.28 and 3.6.9 (CVE-2026-33413),
+ * with auth on, renewing a lease needs put permission on every key attached to it (or the root role): a role
+ * that lost write permission on a lock's key, or a lease shared with keys of another role, can no longer renew.
+ */
+export function renewalRefused(leaseId: string, cause: unknown): EtcdError {
+  return new EtcdError(
+    "PERMISSION_DENIED",
+    `renewing lease ${leaseId} was refused: etcd needs put permission on every key attached to a lease to renew ` +
+      "it (since 3.5.28 and 3.6.9): grant this user readwrite on the prefixes of the names it locks",
+    { cause },
+  );
+}
+
 /** The session was closed by its owner (`close()`); `context` says what that cut short or refused. */
 export function sessionClosed(leaseId: string, context?: string): EtcdError {
   const what = context === undefined ? "" : `: ${context}`;

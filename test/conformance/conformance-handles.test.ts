@@ -8,7 +8,7 @@
 // 5. the sender's `unlock()` after a ticket takeover says the lock was taken over, not that its lease ended.
 import { afterAll, describe, expect, it } from "vitest";
 import { type Etcd, op, type Session } from "../../src/index.js";
-import { rejection, until } from "../support/async.js";
+import { rejection, stillPending, until } from "../support/async.js";
 import { freshNames, keysUnder, useSessions } from "../support/etcd.js";
 import { switchableFetch } from "../support/outage.js";
 import { useBackend } from "./backend.js";
@@ -146,5 +146,32 @@ describe("5. the sender of a ticket after the takeover", () => {
     expect(resumed.held).toBe(true);
     expect(await keysOf(name)).toEqual([resumed.key]);
     await resumed.unlock();
+  });
+});
+
+describe("a wait without a timeout of its own", () => {
+  it("is bounded by the client's timeout, and says it was the wait that timed out", async () => {
+    const name = fresh();
+    const holder = await (await session()).mutex(name).lock();
+    const client = backend.client({ timeout: 400 });
+    const error = await rejection((await session(client)).mutex(name).lock());
+    expect(error.code).toBe("TIMEOUT");
+    expect(error.message).toBe(`the wait for lock ${name} timed out after 400 ms`);
+    // The waiter left the line.
+    expect(await keysOf(name)).toEqual([holder.key]);
+    await holder.unlock();
+  });
+
+  it("election.campaign() waits until elected, whatever the client's timeout", async () => {
+    const name = fresh();
+    const leader = (await session()).election(name);
+    await leader.campaign("first");
+    const standby = (await session(backend.client({ timeout: 300 }))).election(name);
+    const campaign = standby.campaign("second");
+    expect(await stillPending(campaign, 800)).toBe(true);
+    await leader.resign();
+    await campaign;
+    expect(standby.isLeader).toBe(true);
+    await standby.resign();
   });
 });

@@ -78,7 +78,10 @@ export class Acquisition implements WaitContext {
     this.#session = session;
     this.#subject = subject;
     this.#keys = keys;
-    this.#timeout = this.tryOnly ? undefined : options.timeout;
+    // Without a timeout of its own a wait is bounded by the client's `timeout`, as every call is; a campaign
+    // waits until elected, as a standby does.
+    const bound = subject.kind === "leadership" ? undefined : session.client.transport.config.timeout;
+    this.#timeout = this.tryOnly ? undefined : (options.timeout ?? bound);
     if (session.closed) throw sessionClosed(session.leaseId, `${subjectText(subject)} was not attempted`);
     if (!session.alive) {
       throw sessionExpired(session.leaseId, session.signal.reason, `${subjectText(subject)} was not attempted`);

@@ -339,7 +339,10 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     if (this.session.closed) {
       this.#end({ is: "released", why: "its session was closed", untold: false });
     } else {
-      this.#lose({ why: "its session's lease ended", cause: this.session.signal.reason });
+      const reason = this.session.signal.reason as { code?: unknown };
+      const why =
+        reason.code === "PERMISSION_DENIED" ? "its session's lease could not be renewed" : "its session's lease ended";
+      this.#lose({ why, cause: reason });
     }
   }
 

@@ -24,8 +24,9 @@ export interface LockOptions extends WaitOptions {
   /** Gives up waiting: the waiter deletes its key and the call throws ABORTED. */
   signal?: AbortSignal | undefined;
   /**
-   * Longest wait in milliseconds; TIMEOUT after it (the key is deleted). `0` tries once and throws
-   * LOCKED if another session holds the lock. Default: wait as long as the session lives.
+   * Longest wait in milliseconds; TIMEOUT after it (the key is deleted). `0` tries once and throws LOCKED if
+   * another session holds the lock; `Infinity` waits as long as the session lives. Default: the client's
+   * `timeout` (10 000 ms unless set), as for every call; `election.campaign()` waits until elected.
    */
   timeout?: number | undefined;
 }

@@ -61,6 +61,46 @@ export async function openLease(client: EtcdClient, options: SessionOptions = {}
     });
     return { id: leaseId, ttl: lease.grantedTtl, remaining: lease.ttl, sentAt, keepAlive };
   }
-  const lease = await client.lease.grant(options.ttl ?? DEFAULT_SESSION_TTL, options);
-  return { id: lease.id, ttl: lease.ttl, remaining: lease.ttl, sentAt, keepAlive };
+  return grantOwn(client, options.ttl ?? DEFAULT_SESSION_TTL, options, sentAt, keepAlive);
+}
+
+/**
+ * Grants a lease whose ID the session draws itself, so that the grant is safe to resend: a repeat of a grant
+ * that landed finds the lease (ALREADY_EXISTS) instead of granting a second one. A grant sent over a dead
+ * pooled connection (a sandbox thawed after its NAT forgot the connection) then moves on to another
+ * connection after one attempt's deadline, as reads do, instead of failing the call. ALREADY_EXISTS on a first
+ * send is another client's lease of the same ID: a new ID is drawn.
+ */
+async function grantOwn(
+  client: EtcdClient,
+  ttl: number,
+  options: CallOptions,
+  sentAt: number,
+  keepAlive: KeepAliveMode,
+): Promise<LeaseGrant> {
+  for (let draws = 0; ; draws++) {
+    const id = randomLeaseId();
+    let sends = 0;
+    const onSent = () => {
+      sends++;
+      options.onSent?.();
+    };
+    try {
+      const lease = await client.lease.grant(ttl, { ...options, id, idempotent: true, onSent });
+      return { id: lease.id, ttl: lease.ttl, remaining: lease.ttl, sentAt, keepAlive };
+    } catch (error) {
+      if (!isEtcdError(error, "ALREADY_EXISTS") || draws > 2) throw error;
+      // A later send found what an earlier one granted (its answer was lost): the lease is ours.
+      if (sends > 1) {
+        const lease = await client.lease.timeToLive(id, options);
+        return { id, ttl: lease.grantedTtl, remaining: lease.ttl, sentAt, keepAlive };
+      }
+    }
+  }
+}
+
+/** A random lease ID: positive, below 2^63, never 0. Drawn at each grant, never ahead (see `randomHex`). */
+function randomLeaseId(): LeaseId {
+  const [high, low] = globalThis.crypto.getRandomValues(new Uint32Array(2));
+  return ((BigInt(high! & 0x7fffffff) << 32n) | BigInt(low!) || 1n).toString();
 }

@@ -1,6 +1,6 @@
 import type { EtcdClient } from "../../api/client.js";
 import type { LeaseId } from "../../api/codec.js";
-import { sessionClosed, sessionExpired } from "../../errors/catalogue.js";
+import { renewalRefused, sessionClosed, sessionExpired } from "../../errors/catalogue.js";
 import { publishSessionLost } from "../../events/channels.js";
 import { type EtcdError, isEtcdError } from "../../errors/etcd-error.js";
 import { resolveSignal, resolveTimeout } from "../../gateway/config.js";
@@ -133,6 +133,12 @@ export class LeaseSession {
         const expired = sessionExpired(this.leaseId, error);
         this.#lose(expired);
         throw expired;
+      }
+      // Refused for good: retrying would only be refused again until the deadline. The lease is as lost.
+      if (isEtcdError(error, "PERMISSION_DENIED")) {
+        const refused = renewalRefused(this.leaseId, error);
+        this.#lose(refused);
+        throw refused;
       }
       throw error;
     }
