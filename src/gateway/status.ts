@@ -54,10 +54,17 @@ const CODE_BY_MESSAGE: Array<[string, EtcdErrorCode]> = [
   ["no leader", "UNAVAILABLE"],
 ];
 
+/** What etcd's "database space exceeded" means, and what brings the cluster back. */
+const NOSPACE =
+  ": the cluster raised its NOSPACE alarm (its backend reached --quota-backend-bytes) and refuses every write " +
+  "(reads, deletes and lease renewals still work) until an operator frees space: compact the history " +
+  "(etcdctl compact), defragment every member (etcdctl defrag), then disarm the alarm (etcdctl alarm disarm)";
+
 /** The error for a gRPC status from etcd. */
 export function statusError(grpcCode: number, message: string, httpStatus: number, endpoint?: string): EtcdError {
-  const text = message.length > 0 ? message : `gRPC status ${grpcCode}`;
+  let text = message.length > 0 ? message : `gRPC status ${grpcCode}`;
   if (text.includes("required revision has been compacted")) return compacted(text, undefined, endpoint);
+  if (text.includes("database space exceeded")) text += NOSPACE;
   const code = CODE_BY_MESSAGE.find(([needle]) => text.includes(needle))?.[1] ?? CODE_BY_GRPC[grpcCode] ?? "UNKNOWN";
   return serverError(code, text, { grpcCode, httpStatus, endpoint });
 }

@@ -12,7 +12,12 @@ export interface NodeFetchOptions {
    * queue, where its attempt's time would run.
    */
   connections?: number | undefined;
-  /** How long an idle connection stays open, in milliseconds. Default 30 000. */
+  /**
+   * How long an idle connection stays open, in milliseconds. Default 4 000, as Node's global fetch: a
+   * connection idle longer may have been forgotten by a NAT or a load balancer, or have died while a Lambda
+   * sandbox was frozen, and a dead one costs a request an attempt's deadline, while a new one costs a round
+   * trip. (Timers overdue after a thaw run first, so a thawed sandbox starts with no stale connection.)
+   */
   keepAliveTimeout?: number | undefined;
   /**
    * CA certificates (PEM) that `https:` endpoints may chain to, instead of Node's bundled roots: the CA of a
@@ -51,7 +56,7 @@ export interface NodeFetch extends Fetch {
  * always verified. Redirects are never followed (undici's `dispatch` does not, and the SDK refuses a 3xx).
  */
 export function createNodeFetch(options: NodeFetchOptions = {}): NodeFetch {
-  const keepAliveTimeout = options.keepAliveTimeout ?? 30_000;
+  const keepAliveTimeout = options.keepAliveTimeout ?? 4_000;
   if ((options.cert === undefined) !== (options.key === undefined)) {
     // Either alone fails every https: connection later, each failure looking like a network outage.
     throw invalidArgument(
