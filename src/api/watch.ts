@@ -32,8 +32,10 @@ export interface WatchOptions extends CallOptions {
    * healthy one is renewed without loss and a half-open one is found out. Default 30 000.
    */
   idleTimeout?: number | undefined;
-  /** @internal Told the revision the server reports each time the watch is created. */
-  onCreated?: ((revision: number) => void) | undefined;
+  /** @internal Told the revision the server reports, and the endpoint, each time the watch is created. */
+  onCreated?: ((revision: number, endpoint: string) => void) | undefined;
+  /** @internal Open the stream on another endpoint than this one when there is one (a second watch). */
+  avoid?: string | undefined;
 }
 
 /** What `watch()` takes: the keys to follow (a key, a range or a prefix) and {@link WatchOptions}. */
@@ -99,6 +101,8 @@ export async function* watch(
       const opened = await transport.open("/v3/watch", body, stream.signal, {
         timeout: query.timeout,
         headers: WatchStream.serverTimeout(idle),
+        // Only the first opening: a reopened stream goes wherever the client's endpoints now point.
+        avoid: endpoint === undefined ? query.avoid : undefined,
       });
       endpoint = opened.endpoint;
       stream.heard();
@@ -118,7 +122,7 @@ export async function* watch(
         if (response.created) {
           const revision = int(response.header?.revision, "revision");
           next ??= revision + 1;
-          query.onCreated?.(revision);
+          query.onCreated?.(revision, opened.endpoint);
           continue;
         }
         const header = decodeHeader(response.header);

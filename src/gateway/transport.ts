@@ -26,6 +26,8 @@ export interface CallOptions {
   attemptTimeout?: number | undefined;
   /** @internal Told each time the request is handed to fetch (a resend follows a lost answer). */
   onSent?: (() => void) | undefined;
+  /** @internal The endpoint not to try first, when there is another (one that may have stalled). */
+  avoid?: string | undefined;
 }
 
 /** One request/response call. */
@@ -98,6 +100,7 @@ export class Transport {
       this.#timeout(options.timeout),
       options,
     );
+    call.avoid = options.avoid;
     // Serialised once, whatever the number of attempts.
     const body = request.json ?? JSON.stringify(request.body);
     const limits = { maxBytes: this.#config.maxResponseBytes, firstLine: request.firstLine };
@@ -115,9 +118,15 @@ export class Transport {
     path: string,
     body: unknown,
     signal: AbortSignal,
-    options: { timeout?: number | undefined; headers?: Record<string, string> | undefined } = {},
+    options: {
+      timeout?: number | undefined;
+      headers?: Record<string, string> | undefined;
+      /** The endpoint not to try first, when there is another (a second stream beside one that may stall). */
+      avoid?: string | undefined;
+    } = {},
   ): Promise<OpenStream> {
     const call = new Call(path, "idempotent", false, signal, this.#timeout(options.timeout), {});
+    call.avoid = options.avoid;
     const text = JSON.stringify(body);
     const opening = async (attempt: Attempt): Promise<OpenStream> => {
       const token = attempt.headers.authorization;
@@ -178,8 +187,12 @@ export class Transport {
         await this.#waitForPlace(call);
         placed = true;
       }
-      const index = this.#current;
-      const endpoint = this.#config.endpoints[index]!;
+      const endpoints = this.#config.endpoints;
+      let index = this.#current;
+      if (call.tries === 0 && call.avoid === endpoints[index] && endpoints.length > 1) {
+        index = (index + 1) % endpoints.length;
+      }
+      const endpoint = endpoints[index]!;
       call.endpoint = endpoint;
       const left = call.remaining();
       // One timer per attempt: at the attempt's own limit when that comes first, else at the call's end.
@@ -354,6 +367,8 @@ class Call {
   refreshedToken = false;
   /** Some attempt of this write was sent and its outcome never learned: it may have been applied. */
   undecided = false;
+  /** The endpoint its first attempt should not use, when there is another. */
+  avoid: string | undefined;
 
   constructor(
     readonly path: string,

@@ -6,6 +6,7 @@ import {
   checkCrashedHolders,
   checkFencing,
   checkFreeWait,
+  checkPausedFollowerWaits,
   checkNoHang,
   checkSessionsSurvive,
   freeWaits,
@@ -92,7 +93,7 @@ describe("chaos checks", () => {
   it("a clean record passes every check", () => {
     const results = runChecks(cleanRecord());
     expect(results.filter((r) => !r.ok)).toEqual([]);
-    expect(results).toHaveLength(6);
+    expect(results).toHaveLength(7);
   });
 
   describe("counter", () => {
@@ -233,6 +234,38 @@ describe("chaos checks", () => {
 
     it("fails when the monitor's history is incomplete", () => {
       expect(checkFreeWait({ ...cleanRecord(), historyComplete: false }).ok).toBe(false);
+    });
+  });
+
+  describe("waits inside a follower's pause", () => {
+    const pause = (detail: string) => ({ kind: "pause-member" as const, t0: T0, t1: T0 + 10_000, detail });
+
+    it("fails a watching waiter that took a free lock more than 1.5 s late during a follower's pause", () => {
+      const record = cleanRecord();
+      record.faults.push(pause("m1 for 10000 ms"));
+      w(record, "w1").events.find((e) => e.ev === "acquired")!.t = T0 + 40 + 2_100;
+      const result = checkPausedFollowerWaits(record);
+      expect(result.ok).toBe(false);
+      expect(result.details[0]).toContain("w1");
+      w(record, "w1").events.find((e) => e.ev === "acquired")!.t = T0 + 40 + 1_900;
+      expect(checkPausedFollowerWaits(record).ok).toBe(true);
+    });
+
+    it("leaves to the free-wait bound a leader's pause, another fault at the same time, and polling waiters", () => {
+      const late = (record: RunRecord) => {
+        w(record, "w1").events.find((e) => e.ev === "acquired")!.t = T0 + 40 + 3_000;
+        return record;
+      };
+      const leader = late(cleanRecord());
+      leader.faults.push(pause("m0 (leader) for 10000 ms"));
+      expect(checkPausedFollowerWaits(leader).ok).toBe(true);
+      const both = late(cleanRecord());
+      both.faults.push(pause("m1 for 10000 ms"), { kind: "reset", t0: T0 + 50, t1: T0 + 51, detail: "proxy of m2" });
+      expect(checkPausedFollowerWaits(both).ok).toBe(true);
+      const polling = late(cleanRecord());
+      polling.faults.push(pause("m1 for 10000 ms"));
+      w(polling, "w1").kind = { ...w(polling, "w1").kind, wait: "poll" };
+      expect(checkPausedFollowerWaits(polling).ok).toBe(true);
     });
   });
 

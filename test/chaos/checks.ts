@@ -520,6 +520,40 @@ export function checkFreeWait(record: RunRecord): CheckResult {
   };
 }
 
+/** What a follower's pause may cost a watching waiter on a free lock (issue 23), and scheduling on 2 loaded cores. */
+export const PAUSED_FOLLOWER_WAIT_MS = 1_500;
+const SCHEDULING_MS = 500;
+
+/**
+ * A member that stalls without closing its connections costs a waiter that watches at most 1.5 s on a free lock:
+ * its second watch, opened on another endpoint once its wait has lasted a second, hears the release. Judged on
+ * the waits of watching contenders that lie inside a follower's pause and overlap no other fault (a paused
+ * leader brings an election, which the free-wait bound covers; a polling waiter's read pays an attempt).
+ */
+export function checkPausedFollowerWaits(record: RunRecord): CheckResult {
+  const bound = PAUSED_FOLLOWER_WAIT_MS + SCHEDULING_MS;
+  const workers = new Map(record.workers.map((w) => [w.id, w]));
+  const overlaps = (f: FaultRecord, from: number, to: number) => f.t0 <= to && f.t1 >= from && f.missed === undefined;
+  const pauses = record.faults.filter((f) => f.kind === "pause-member" && !f.detail.includes("(leader)"));
+  const judged = freeWaits(record).waits.filter((wait) => {
+    const end = wait.freeAt + wait.waitMs;
+    if (workers.get(wait.worker)?.kind.wait !== "watch") return false;
+    const during = pauses.filter((p) => p.t0 <= wait.freeAt && p.t1 >= end);
+    return during.length > 0 && record.faults.every((f) => during.includes(f) || !overlaps(f, wait.freeAt, end));
+  });
+  const { over, spread } = waitSpread(judged, bound);
+  return {
+    name: `a follower's pause costs a watching waiter at most ${PAUSED_FOLLOWER_WAIT_MS / 1000} s on a free lock`,
+    ok: over.length === 0,
+    summary:
+      `${judged.length} waits inside a follower's pause alone: ${spread}; ` +
+      `${over.length} over ${bound / 1000} s (${SCHEDULING_MS / 1000} s of it scheduling)`,
+    details: over
+      .map((w) => `${w.worker} first in line with ${w.key}@${w.token} for ${(w.waitMs / 1000).toFixed(2)} s`)
+      .slice(0, MAX_DETAILS),
+  };
+}
+
 /** Every call settles within its own budget (+ slack) unless its process was frozen; the run ends in time. */
 export function checkNoHang(record: RunRecord): CheckResult {
   const { callSlackMs, drainBoundMs } = record.settings;
@@ -565,6 +599,7 @@ export function runChecks(record: RunRecord): CheckResult[] {
     checkFencing(record),
     checkCrashedHolders(record),
     checkFreeWait(record),
+    checkPausedFollowerWaits(record),
     checkNoHang(record),
     checkSessionsSurvive(record),
   ];

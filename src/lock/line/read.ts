@@ -45,7 +45,7 @@ export async function readLine(
   client: EtcdClient,
   prefix: string,
   revision: number,
-  signal: AbortSignal,
+  { signal, avoid }: ReadAt,
   check: LineCheck = anyKeys,
 ): Promise<LineState> {
   // Three newest up to ours: ours, our predecessor, and whether anyone is ahead of it (etcd's `count` ignores
@@ -56,6 +56,7 @@ export async function readLine(
     sort: NEWEST_FIRST,
     limit: 3,
     signal,
+    avoid,
   });
   check(prefix, kvs);
   const ownExists = kvs[0]?.createRevision === revision;
@@ -67,15 +68,21 @@ export async function readLine(
   };
 }
 
+/** How a read of the line is sent: its signal, and an endpoint not to try first (one that may have stalled). */
+export interface ReadAt {
+  signal: AbortSignal;
+  avoid?: string | undefined;
+}
+
 /**
  * One read of where a waiter stands: its own key still there, and the key it must wait for (see
  * `waitAfterJoin`).
  */
-export type LineReader = (signal: AbortSignal) => Promise<LineState>;
+export type LineReader = (at: ReadAt) => Promise<LineState>;
 
 /** The reads of a line in which each key waits for the next older one (a mutex's, a writer's, lockAll's). */
 export function lineReader(client: EtcdClient, prefix: string, revision: number, check?: LineCheck): LineReader {
-  return (signal) => readLine(client, prefix, revision, signal, check);
+  return (at) => readLine(client, prefix, revision, at, check);
 }
 
 /** A lease ID in lowercase hex, as Go writes it: no leading zero. */

@@ -87,6 +87,7 @@ export class SharedWatch {
    */
   #first: Incarnation | undefined;
   #linger: ReturnType<typeof setTimeout> | undefined;
+  #endpoint: string | undefined;
   #failure: unknown;
   readonly #leave: () => void;
 
@@ -100,7 +101,8 @@ export class SharedWatch {
       failed = reject;
     });
     this.#created.catch(() => {});
-    const onCreated = (revision: number) => {
+    const onCreated = (revision: number, endpoint: string) => {
+      this.#endpoint = endpoint;
       // Reopened streams resume from the last delivered revision: only the first creation sets the start.
       if (this.#seen === 0) {
         this.#seen = this.#recentFrom = revision;
@@ -113,6 +115,11 @@ export class SharedWatch {
     });
     // Closes unless a waiter subscribes: nothing may keep a stream open that nobody listens to.
     this.#idle();
+  }
+
+  /** The endpoint its stream was last created on, once it was. */
+  get endpoint(): string | undefined {
+    return this.#endpoint;
   }
 
   /**
@@ -180,7 +187,7 @@ export class SharedWatch {
     client: EtcdClient,
     prefix: string,
     idleTimeout: number,
-    onCreated: (revision: number) => void,
+    onCreated: (revision: number, endpoint: string) => void,
   ): Promise<void> {
     const query = { prefix, noPut: true, idleTimeout, onCreated, signal: this.#controller.signal };
     for await (const batch of client.watch(query)) {

@@ -3,9 +3,9 @@ import type { ResponseHeader } from "../../api/codec.js";
 import { locked } from "../../errors/catalogue.js";
 import type { EtcdError } from "../../errors/etcd-error.js";
 import { isEtcdError } from "../../errors/etcd-error.js";
-import { delay } from "../../gateway/signals.js";
+import { anySignal, delay } from "../../gateway/signals.js";
 import type { Joined } from "./join.js";
-import { type LineReader, type LineState, onlyContenders, type Position, readLine } from "./read.js";
+import { type LineReader, type LineState, lineReader, onlyContenders, type Position } from "./read.js";
 import { enterLine, type Incarnation, type SharedWatch } from "./shared-watch.js";
 import { untilAnswered } from "./until-answered.js";
 import type { WaitMode } from "./wait-options.js";
@@ -25,6 +25,16 @@ import type { WaitMode } from "./wait-options.js";
  * and one read.
  */
 export const WAIT_IDLE_TIMEOUT = 2_000;
+
+/**
+ * How long a waiter right behind the holder waits on one watch before it opens a second one, on another
+ * endpoint when the client has one. A member that stalls without closing its connections (a paused VM, a disk
+ * stall) stops delivering while its stream stays open: the idle timeout finds it out only after its period and
+ * a grace. The second watch hears the release meanwhile; a release before it opened is found by the read that
+ * closes its gap. Short waits (a hot lock's handoffs) never open one, so etcd's watchers double only for the
+ * few waits that last.
+ */
+export const SECOND_WATCH_AFTER = 1_000;
 
 /**
  * The quiet time allowed to a lone waiter's own watch with `ahead` keys ahead of it when it last looked.
@@ -59,9 +69,9 @@ export async function waitInLine(
   line: Joined,
   context: WaitContext,
 ): Promise<ResponseHeader> {
-  const read = steadfast((signal) => readLine(client, prefix, line.revision, signal, onlyContenders));
+  const read = steadfast(lineReader(client, prefix, line.revision, onlyContenders));
   let start: Position = line;
-  if (!line.created) start = checked(await read(context.signal), context);
+  if (!line.created) start = checked(await read({ signal: context.signal }), context);
   // Each key waits for the next older one: whoever is behind our key is first once we are and we leave.
   return waitForTurn(client, read, start, context, { key: line.key, createRevision: line.revision });
 }
@@ -80,7 +90,7 @@ export async function waitAfterJoin(
   context: WaitContext,
 ): Promise<ResponseHeader> {
   const read = steadfast(reader);
-  const start = joined.created ? joined : await read(context.signal);
+  const start = joined.created ? joined : await read({ signal: context.signal });
   if (!start.ownExists) throw context.expired();
   if (start.predecessor !== undefined) {
     if (context.tryOnly) throw locked(name, start.predecessor.key);
@@ -91,7 +101,7 @@ export async function waitAfterJoin(
 
 /** `read`, sent again while unanswered and its signal has not aborted (see untilAnswered). */
 export function steadfast(read: LineReader): LineReader {
-  return (signal) => untilAnswered(read, signal, { signal });
+  return (at) => untilAnswered(read, at, at);
 }
 
 /**
@@ -113,7 +123,7 @@ export async function waitForTurn(
   while (state.predecessor !== undefined) {
     if (context.mode === "poll") {
       await delay(context.pollInterval, context.signal);
-      state = checked(await read(context.signal), context);
+      state = checked(await read({ signal: context.signal }), context);
     } else {
       state = checked(await predecessorGone(client, read, state, context.signal, waitIdleTimeout(ahead), own), context);
       ahead = state.predecessorIsFirst ? 1 : ahead === undefined ? undefined : Math.max(1, ahead - 1);
@@ -149,13 +159,29 @@ async function predecessorGone(
   own: Incarnation | undefined,
 ): Promise<LineState> {
   const waiter = enterLine(client, state.predecessor!.key, WAIT_IDLE_TIMEOUT);
+  // Ends the watch that loses (and the second one's timer), whichever way the wait ends.
+  const over = new AbortController();
+  const both = anySignal(signal, over.signal);
+  const first: { endpoint: string | undefined } = { endpoint: undefined };
   try {
     const shared = waiter.sharedWatch();
-    if (shared === undefined) return await ownWatch(client, read, state, signal, idleTimeout);
-    const now = await onSharedWatch(shared, read, state, signal, own !== undefined);
-    if (own !== undefined && now.ownExists && now.predecessor === undefined) shared.markFirst(own);
-    return now;
+    const watched =
+      shared === undefined
+        ? ownWatch(client, read, state, both, idleTimeout, first)
+        : onSharedWatch(shared, read, state, both, own !== undefined).then((now) => {
+            if (own !== undefined && now.ownExists && now.predecessor === undefined) shared.markFirst(own);
+            return now;
+          });
+    // Only right behind the holder, where a stalled stream holds up a free lock.
+    if (idleTimeout > WAIT_IDLE_TIMEOUT) return await watched;
+    const second = delay(SECOND_WATCH_AFTER, both).then(() =>
+      ownWatch(client, read, state, both, idleTimeout, { endpoint: shared?.endpoint ?? first.endpoint }),
+    );
+    watched.catch(() => {});
+    second.catch(() => {});
+    return await Promise.race([watched, second]);
   } finally {
+    over.abort();
     waiter.leave();
   }
 }
@@ -172,7 +198,7 @@ async function onSharedWatch(
   const wait = shared.waitForDelete(predecessor, state.header.revision, signal);
   try {
     if (await wait.gap) {
-      const now = await read(signal);
+      const now = await read({ signal });
       if (!now.ownExists || now.predecessor?.createRevision !== predecessor.createRevision) return now;
     }
     const { header, wasFirst } = await wait.deleted;
@@ -188,25 +214,33 @@ async function onSharedWatch(
   } finally {
     wait.cancel();
   }
-  return read(signal);
+  return read({ signal });
 }
 
+/**
+ * Watches the predecessor's key alone. `on.endpoint`: the endpoint to avoid when opening (a second watch beside
+ * one that may have stalled); the endpoint the watch is created on is written back to it.
+ */
 async function ownWatch(
   client: EtcdClient,
   read: LineReader,
   state: Position,
   signal: AbortSignal,
   idleTimeout: number,
+  on: { endpoint: string | undefined },
 ): Promise<LineState> {
   const predecessor = state.predecessor!;
   const watching = new AbortController();
   const stop = () => watching.abort(signal.reason);
   signal.addEventListener("abort", stop, { once: true });
-  const reread = () => read(signal);
+  // A second watch (and its reads) avoid the endpoint the first watch may have stalled on.
+  const avoid = on.endpoint;
+  const reread = () => read({ signal, avoid });
   try {
     return await new Promise<LineState>((resolve, reject) => {
       let created = false;
-      const closeGap = (revision: number) => {
+      const closeGap = (revision: number, endpoint: string) => {
+        on.endpoint = endpoint;
         if (created) return;
         created = true;
         if (revision <= state.header.revision) return;
@@ -221,6 +255,7 @@ async function ownWatch(
             noPut: true,
             idleTimeout,
             onCreated: closeGap,
+            avoid,
             signal: watching.signal,
           });
           for await (const batch of batches) {

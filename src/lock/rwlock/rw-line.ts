@@ -67,14 +67,14 @@ async function joinAsReader(client: EtcdClient, line: RWLine, leaseId: string, c
 
 /** One read for a reader: its own key still there, and the newest writer older than it. */
 export function readerLine(client: EtcdClient, line: RWLine, revision: number): LineReader {
-  return async (signal) => {
+  return async ({ signal, avoid }) => {
     const result = await client
       .txn()
       .then(
         op.get(line.key),
         op.get({ prefix: line.writers, maxCreateRevision: revision - 1, sort: NEWEST_FIRST, limit: 1 }),
       )
-      .commit({ signal });
+      .commit({ signal, avoid });
     // No compares: the `then` branch always runs.
     if (!result.succeeded) throw internal("a transaction without compares took its else branch");
     const [own, writer] = result.responses;
