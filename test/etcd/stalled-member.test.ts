@@ -34,7 +34,7 @@ function through(first: number): Etcd {
 }
 
 describe.each([
-  ["after the waiter has waited a while", 2_000],
+  ["after the waiter has waited a while", 1_200],
   ["right after the waiter joined", 200],
 ])("a waiter whose watch runs through a member that stalls, released %s", (_when, waitedMs) => {
   it(`takes the free lock within ${BOUND_MS} ms of the release`, async () => {
