@@ -89,6 +89,11 @@ export class Transport {
     return this.#config;
   }
 
+  /** The endpoint calls go to now (the next one after a failover). */
+  get endpoint(): string {
+    return this.#config.endpoints[this.#current]!;
+  }
+
   /** One request/response call, parsed and validated against its schema. */
   unary<T>(request: Unary<T>, options: CallOptions = {}): Promise<T> {
     const writes = request.writes ?? request.retry === "write";

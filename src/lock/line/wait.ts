@@ -174,9 +174,11 @@ async function predecessorGone(
           });
     // Only right behind the holder, where a stalled stream holds up a free lock.
     if (idleTimeout > WAIT_IDLE_TIMEOUT) return await watched;
-    const second = delay(SECOND_WATCH_AFTER, both).then(() =>
-      ownWatch(client, read, state, both, idleTimeout, { endpoint: shared?.endpoint ?? first.endpoint }),
-    );
+    // Elsewhere than the first watch: where it was created, or where it went if it never was.
+    const second = delay(SECOND_WATCH_AFTER, both).then(() => {
+      const endpoint = shared?.endpoint ?? first.endpoint ?? client.transport.endpoint;
+      return ownWatch(client, read, state, both, idleTimeout, { endpoint });
+    });
     watched.catch(() => {});
     second.catch(() => {});
     return await Promise.race([watched, second]);
