@@ -21,6 +21,7 @@ import {
   type RangeResult,
   rangeRequest,
 } from "./kv.js";
+import type { Clock } from "./clock.js";
 import { LeaseClient } from "./lease.js";
 import { TxnBatcher } from "./txn-batch.js";
 import { TxnBuilder } from "./txn-builder.js";
@@ -39,6 +40,8 @@ export class EtcdClient {
   readonly transport: Transport;
   /** @internal */
   readonly keyspace: Keyspace;
+  /** @internal The clock sessions measure lease deadlines on (see EtcdOptions.clock). */
+  readonly clock: Clock;
   readonly #config: ResolvedConfig;
   readonly #batcher: TxnBatcher;
 
@@ -46,6 +49,7 @@ export class EtcdClient {
     this.#config = resolveConfig(options);
     this.transport = new Transport(this.#config);
     this.keyspace = new Keyspace(this.#config.namespace);
+    this.clock = this.#config.clock;
     this.lease = new LeaseClient(this.transport, this.keyspace);
     this.#batcher = new TxnBatcher(this.transport);
   }

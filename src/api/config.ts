@@ -1,6 +1,7 @@
 import { invalidArgument, REDACTED } from "../errors/catalogue.js";
 import { type GatewayConfig, type GatewayOptions, resolveGatewayConfig } from "../gateway/config.js";
 import { type Bytes, toBytes } from "./bytes.js";
+import { type Clock, clockArg } from "./clock.js";
 
 /** Options of `new Etcd(...)`: where etcd is and how to reach it, plus the client's key namespace. */
 export interface EtcdOptions extends GatewayOptions {
@@ -18,12 +19,19 @@ export interface EtcdOptions extends GatewayOptions {
    * tenant, with a role on its prefix) where one must not touch another's leases.
    */
   namespace?: Bytes | undefined;
+  /**
+   * The clock sessions measure lease deadlines and run their timers on. Default: the runtime's monotonic clock.
+   * In tests, the mock's (`createMockEtcd().clock`): advancing the mock past a session's TTL then ends the
+   * session, its locks (`held` false, `signal` aborted with LOCK_LOST) and the lease on the mock together.
+   */
+  clock?: Clock | undefined;
 }
 
 /** {@link EtcdOptions} checked once, defaults filled in. */
 export interface ResolvedConfig extends GatewayConfig {
   /** The key prefix as bytes; empty without a namespace. */
   readonly namespace: Uint8Array;
+  readonly clock: Clock;
 }
 
 /** Checks the options once, with messages that say what to fix, and fills in the defaults. */
@@ -34,6 +42,7 @@ export function resolveConfig(options: EtcdOptions): ResolvedConfig {
   return {
     ...resolveGatewayConfig(options),
     namespace: resolveNamespace(options.namespace),
+    clock: clockArg(options.clock),
   };
 }
 

@@ -173,6 +173,8 @@ export async function serve(
     const call: Call = { msg, token: caller.token, signal };
     if (route.kind === "server-stream") return streamResponse(route.open(m, call));
     const body = await Promise.race([route.handle(m, call), untilAborted(signal)]);
+    // Applied, and then the connection drops before the answer gets back (faults.loseAnswers).
+    if (faults.takeLostAnswer(path)) throw new TypeError("fetch failed: the mock lost the answer (faults.loseAnswers)");
     return json(200, body);
   } catch (err) {
     if (err instanceof GrpcStatusError)

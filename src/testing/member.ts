@@ -109,6 +109,23 @@ export class Member {
 
   // ---- time -------------------------------------------------------------------------------------------------
 
+  /**
+   * Timers a client set on this member's clock (a session's deadline and renewals, when the client was given
+   * `mock.clock`): they fire when the clock reaches them, among the member's own events, in time order.
+   */
+  private clientTimers: Array<{ at: number; fire: () => void }> = [];
+
+  /** Calls `fire` once `ms` of this member's time has passed; the function returned cancels it. */
+  setClientTimer(fire: () => void, ms: number): () => void {
+    const timer = { at: this.clock.now() + Math.max(0, ms), fire };
+    this.clientTimers.push(timer);
+    this.rearm();
+    return () => {
+      const at = this.clientTimers.indexOf(timer);
+      if (at >= 0) this.clientTimers.splice(at, 1);
+    };
+  }
+
   /** Moves time forward by `ms`, then runs what fell due. */
   advance(ms: number): void {
     this.clock.skip(ms);
@@ -122,8 +139,13 @@ export class Member {
       const lease = this.lessor.nextExpiry();
       const leaseAt = lease && lease.expiry <= now ? lease.expiry : Infinity;
       const progressAt = this.nextProgressAt <= now ? this.nextProgressAt : Infinity;
-      if (leaseAt === Infinity && progressAt === Infinity) break;
-      if (leaseAt <= progressAt && lease) {
+      const timer = this.nextClientTimer();
+      const timerAt = timer && timer.at <= now ? timer.at : Infinity;
+      if (leaseAt === Infinity && progressAt === Infinity && timerAt === Infinity) break;
+      if (timerAt < leaseAt && timerAt <= progressAt && timer) {
+        this.clientTimers.splice(this.clientTimers.indexOf(timer), 1);
+        timer.fire();
+      } else if (leaseAt <= progressAt && lease) {
         this.revokeLease(lease);
       } else {
         this.nextProgressAt += PROGRESS_NOTIFY_INTERVAL_MS;
@@ -136,8 +158,18 @@ export class Member {
   /** A wall clock fires the next due event by itself; a virtual one waits for advance(). */
   rearm(): void {
     if (this.clock.mode !== "wall") return;
-    const next = Math.min(this.lessor.nextExpiry()?.expiry ?? Infinity, this.nextProgressAt);
+    const next = Math.min(
+      this.lessor.nextExpiry()?.expiry ?? Infinity,
+      this.nextProgressAt,
+      this.nextClientTimer()?.at ?? Infinity,
+    );
     this.clock.alarm(Number.isFinite(next) ? next : undefined, () => this.tick());
+  }
+
+  private nextClientTimer(): { at: number; fire: () => void } | undefined {
+    let next: { at: number; fire: () => void } | undefined;
+    for (const timer of this.clientTimers) if (next === undefined || timer.at < next.at) next = timer;
+    return next;
   }
 
   /** Deletes the lease's keys in one revision (in key order, as etcd's Revoke), then forgets the lease. */

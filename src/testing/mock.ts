@@ -83,6 +83,13 @@ export interface MockEtcd {
   handle(request: Request, signal?: AbortSignal): Promise<Response>;
   /** Moves the clock: leases expire (their keys deleted in one revision each), progress notifications fire. */
   advance(ms: number): void;
+  /**
+   * The member's clock, for the client: `new Etcd({ fetch: mock.fetch, clock: mock.clock, ... })` measures its
+   * sessions' lease deadlines on it, so `advance()` past a session's TTL ends the lease on both sides at once:
+   * the session is lost, its locks report `held` false and abort their `signal` with LOCK_LOST, and the mock
+   * deletes the keys. With the default "virtual" clock, a test's time moves only by `advance()`.
+   */
+  readonly clock: { now(): number; setTimer(fire: () => void, ms: number): () => void };
   /** Ms since creation (or the last reset), including advance(). */
   now(): number;
   /** The store's current revision. */
@@ -182,6 +189,7 @@ export function createMockEtcd(options: MockEtcdOptions = {}): MockEtcd {
     fetch,
     handle,
     advance: (ms) => member.advance(ms),
+    clock: { now: () => member.clock.now(), setTimer: (fire, ms) => member.setClientTimer(fire, ms) },
     now: () => member.clock.now(),
     get revision() {
       return member.store.revision;

@@ -109,3 +109,11 @@ it("a watch's idleTimeout is checked at watch(), not at the first iteration", ()
   );
   expect(calls).toEqual([]);
 });
+
+it("a clock without now() and setTimer() is refused when the client is made", async () => {
+  for (const clock of [{}, { now: () => 0 }, "mock", null]) {
+    const error = await rejection(() => new Etcd({ endpoints: [ENDPOINT], clock: clock as never }));
+    expect(error.code).toBe("INVALID_ARGUMENT");
+    expect(error.message).toMatch(/^clock must be an object with now\(\) and setTimer\(fire, ms\)/);
+  }
+});

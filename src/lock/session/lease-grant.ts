@@ -4,7 +4,6 @@ import type { LeaseId } from "../../api/codec.js";
 import { describe, invalidArgument, sessionExpired } from "../../errors/catalogue.js";
 import { isEtcdError } from "../../errors/etcd-error.js";
 import type { CallOptions } from "../../gateway/transport.js";
-import { now } from "./clock.js";
 
 /**
  * How a session's lease is renewed: `"auto"` in the background, on a timer that does not keep the process
@@ -53,7 +52,7 @@ export function keepAliveArg(value: unknown, fallback: KeepAliveMode = "auto"): 
 export async function openLease(client: EtcdClient, options: SessionOptions = {}): Promise<LeaseGrant> {
   const keepAlive = keepAliveArg(options.keepAlive);
   if (options.ttl !== undefined) ttlArg(options.ttl);
-  const sentAt = now();
+  const sentAt = client.clock.now();
   if (options.leaseId !== undefined) {
     const leaseId = leaseToUse(options.leaseId, "leaseId");
     const lease = await client.lease.timeToLive(leaseId, options).catch((error: unknown) => {

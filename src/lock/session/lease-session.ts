@@ -4,10 +4,9 @@ import { renewalRefused, sessionClosed, sessionExpired } from "../../errors/cata
 import { publishSessionLost } from "../../events/channels.js";
 import { type EtcdError, isEtcdError } from "../../errors/etcd-error.js";
 import { resolveSignal, resolveTimeout } from "../../gateway/config.js";
-import { backgroundTimer, delay } from "../../gateway/signals.js";
+import { delay } from "../../gateway/signals.js";
 import type { CallOptions } from "../../gateway/transport.js";
 import { leaseHex } from "../line/keys.js";
-import { now } from "./clock.js";
 import { LateJoins } from "./late-joins.js";
 import type { KeepAliveMode, LeaseGrant } from "./lease-grant.js";
 import { LocalTurns } from "./local-turns.js";
@@ -34,7 +33,8 @@ export class LeaseSession {
   readonly lateJoins = new LateJoins();
   readonly #lost = new AbortController();
   #deadline: number;
-  #deadlineTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Cancels the deadline timer, while one is armed. */
+  #deadlineTimer: (() => void) | undefined;
   #stopRenewing: (() => void) | undefined;
   #closed = false;
   /** The lease is gone for sure: revoked by `close()`, or found missing by it. */
@@ -68,7 +68,7 @@ export class LeaseSession {
    */
   idle(): void {
     if (this.keepAlive !== "manual") return;
-    clearTimeout(this.#deadlineTimer);
+    this.#deadlineTimer?.();
     this.#deadlineTimer = undefined;
   }
 
@@ -80,9 +80,9 @@ export class LeaseSession {
   /** True while the lease is trusted: not closed, not lost, and its deadline not passed. */
   get alive(): boolean {
     if (this.#lost.signal.aborted) return false;
-    if (now() >= this.#deadline) {
+    if (this.#now() >= this.#deadline) {
       // Noticed within a TTL of the deadline: etcd may well still hold the lease (see #revokeAbandoned).
-      this.#lose(sessionExpired(this.leaseId), now() - this.#deadline < this.ttl * 1000);
+      this.#lose(sessionExpired(this.leaseId), this.#now() - this.#deadline < this.ttl * 1000);
       return false;
     }
     return true;
@@ -95,12 +95,12 @@ export class LeaseSession {
 
   /** @internal Whether the lease's deadline has not passed yet, closed or not: the server still holds it. */
   beforeDeadline(): boolean {
-    return now() < this.#deadline;
+    return this.#now() < this.#deadline;
   }
 
   /** Milliseconds until the lease's deadline (0 once passed). */
   remaining(): number {
-    return this.alive ? Math.max(0, this.#deadline - now()) : 0;
+    return this.alive ? Math.max(0, this.#deadline - this.#now()) : 0;
   }
 
   /** The lease key suffix used by Go's concurrency package: the lease ID in lowercase hex. */
@@ -114,7 +114,7 @@ export class LeaseSession {
    */
   async renew(options: CallOptions = {}): Promise<number> {
     this.#throwIfDead();
-    const sentAt = now();
+    const sentAt = this.#now();
     try {
       const { ttl } = await this.client.lease.keepAliveOnce(this.leaseId, options);
       if (!this.#lost.signal.aborted) {
@@ -204,7 +204,7 @@ export class LeaseSession {
   /** `abandoned`: the deadline passed unrenewed, and the lease may live on in etcd. */
   #lose(reason: EtcdError, abandoned = false): void {
     this.#stopRenewing?.();
-    clearTimeout(this.#deadlineTimer);
+    this.#deadlineTimer?.();
     this.#stopRenewing = this.#deadlineTimer = undefined;
     if (this.#lost.signal.aborted) return;
     // Told before the abort, whose listeners tell of the locks lost with it.
@@ -223,11 +223,11 @@ export class LeaseSession {
    * TTLs, on timers that keep no process alive. Nothing of it is in use any more: its holders were told.
    */
   async #revokeAbandoned(): Promise<void> {
-    const until = now() + 2 * this.ttl * 1000;
-    for (let failures = 0; !this.#revoked && !this.#closed && now() < until; failures++) {
+    const until = this.#now() + 2 * this.ttl * 1000;
+    for (let failures = 0; !this.#revoked && !this.#closed && this.#now() < until; failures++) {
       try {
         await this.client.lease.revoke(this.leaseId, {
-          timeout: Math.max(1, Math.min(until - now(), this.ttl * 1000)),
+          timeout: Math.max(1, Math.min(until - this.#now(), this.ttl * 1000)),
           idempotent: true,
         });
         this.#revoked = true;
@@ -238,14 +238,19 @@ export class LeaseSession {
     }
   }
 
+  /** The client's clock: the runtime's, or a test's (see EtcdOptions.clock). */
+  #now(): number {
+    return this.client.clock.now();
+  }
+
   #armDeadline(): void {
-    clearTimeout(this.#deadlineTimer);
+    this.#deadlineTimer?.();
     // Timers may fire a fraction of a millisecond early by performance.now(): re-arm until really past.
-    this.#deadlineTimer = backgroundTimer(
+    this.#deadlineTimer = this.client.clock.setTimer(
       () => {
         if (this.alive) this.#armDeadline();
       },
-      Math.ceil(this.#deadline - now()) + 1,
+      Math.ceil(this.#deadline - this.#now()) + 1,
     );
   }
 
@@ -254,11 +259,11 @@ export class LeaseSession {
    * less is left), sooner after a failure, until the returned function is called or the lease is lost.
    */
   #renewEvery(): () => void {
-    let timer: ReturnType<typeof setTimeout> | undefined;
+    let cancel: (() => void) | undefined;
     let stopped = false;
     const dueIn = () => Math.max(0, this.remaining() - (this.ttl * 1000 * 2) / 3);
     const schedule = (delay: number) => {
-      timer = backgroundTimer(() => {
+      cancel = this.client.clock.setTimer(() => {
         if (stopped || !this.alive) return;
         // Each renewal may take at most the time left, so a slow answer cannot extend trust past the
         // deadline; each endpoint gets a share of it, so a silent member cannot use it all up.
@@ -283,7 +288,7 @@ export class LeaseSession {
     schedule(dueIn());
     return () => {
       stopped = true;
-      clearTimeout(timer);
+      cancel?.();
     };
   }
 }
