@@ -140,7 +140,12 @@ export class EtcdClient {
     return new TxnBuilder(this.transport, this.keyspace, this.#batcher);
   }
 
-  /** Changes to a key, range or prefix, as batches per revision. See {@link WatchQuery}. */
+  /**
+   * Changes to a key, range or prefix, as batches per revision. See {@link WatchQuery}. The loop ends only by
+   * error or by leaving it: aborting `signal` throws an `ABORTED` EtcdError (its `cause` is the signal's
+   * reason) out of the loop, so catch it where stopping is expected; `break` or `return` closes the stream
+   * quietly. COMPACTED ends it when the history it needs was compacted away.
+   */
   watch(query: WatchQuery): AsyncIterable<WatchBatch> {
     // Validate now so bad input fails at the call, not at the first iteration.
     checkWatchQuery(this.keyspace, query);

@@ -379,6 +379,13 @@ describe("election", () => {
       await expect(e2.proclaim("late")).rejects.toMatchObject({ code: "NOT_LEADER" });
       await e3.resign();
       expect(await watcher.election(name).leader()).toBeUndefined();
+      // Aborting ends the loop by throwing ABORTED, with the signal's reason as cause.
+      const reason = new Error("done observing");
+      const pending = observed.next();
+      controller.abort(reason);
+      const error = await rejection(pending);
+      expect(error.code).toBe("ABORTED");
+      expect(error.cause).toBe(reason);
     } finally {
       controller.abort();
     }

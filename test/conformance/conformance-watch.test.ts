@@ -5,7 +5,7 @@ import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { describe, expect, it } from "vitest";
 import { EtcdError, op, type WatchBatch, type WatchQuery } from "../../src/index.js";
-import { sleep, within } from "../support/async.js";
+import { rejection, sleep, within } from "../support/async.js";
 import { eventCount, freshNames, pull, useWatches } from "../support/etcd.js";
 import { useBackend } from "./backend.js";
 
@@ -276,4 +276,25 @@ describe("compaction (a member of its own)", () => {
       expect(batch?.events[0]).toMatchObject({ type: "put", kv: { value: "3", modRevision: r3 } });
     },
   );
+});
+
+describe("ending a watch loop", () => {
+  it("aborting its signal throws ABORTED out of the loop, with the signal's reason as cause; break is quiet", async () => {
+    const controller = new AbortController();
+    const reason = new Error("shutting down");
+    const looping = (async () => {
+      for await (const batch of etcd.watch({ prefix: "abort-semantics/", signal: controller.signal })) {
+        throw new Error(`nothing was written, yet a batch came: ${JSON.stringify(batch)}`);
+      }
+    })();
+    setTimeout(() => controller.abort(reason), 50);
+    const error = await rejection(looping);
+    expect(error.code).toBe("ABORTED");
+    expect(error.cause).toBe(reason);
+    await etcd.put("abort-semantics/k", "v");
+    for await (const batch of etcd.watch({ prefix: "abort-semantics/", startRevision: 1 })) {
+      expect(batch.events.length).toBeGreaterThan(0);
+      break;
+    }
+  });
 });

@@ -144,7 +144,8 @@ export class Election<S extends LeaseSession = LeaseSession> {
 
   /**
    * Every leader and proclamation in order, as Go's `Observe`: the current leader first, then each new value
-   * it proclaims, then the next leader after it goes. Ends when `signal` aborts.
+   * it proclaims, then the next leader after it goes. As `etcd.watch()`: aborting `signal` throws an `ABORTED`
+   * EtcdError (its `cause` is the signal's reason) out of the loop; `break` ends it quietly.
    */
   observe(options: { signal?: AbortSignal | undefined } = {}): AsyncIterable<Leader> {
     return { [Symbol.asyncIterator]: () => observe(this.session.client, this.prefix, options.signal) };
