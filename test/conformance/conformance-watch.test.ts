@@ -279,7 +279,7 @@ describe("compaction (a member of its own)", () => {
 });
 
 describe("ending a watch loop", () => {
-  it("aborting its signal throws ABORTED out of the loop, with the signal's reason as cause; break is quiet", async () => {
+  it("aborting its signal throws ABORTED, with the signal's reason as cause; break is quiet", async () => {
     const controller = new AbortController();
     const reason = new Error("shutting down");
     const looping = (async () => {
