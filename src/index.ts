@@ -1,7 +1,12 @@
-// The main entry: platform-neutral, no Node built-ins. Explicit named exports only.
+/**
+ * `etcd-edge`: the client (KV, txn, lease, watch), sessions, locks, elections and the recipes. Platform-neutral ESM: no Node built-ins.
+ *
+ * @module etcd-edge
+ */
 export { Etcd } from "./etcd.js";
 export { EtcdClient } from "./api/client.js";
 export type { EtcdOptions, ResolvedConfig } from "./api/config.js";
+export type { Clock } from "./api/clock.js";
 export type { GatewayConfig, GatewayOptions } from "./gateway/config.js";
 export type { Bytes } from "./api/bytes.js";
 export type { KeyValue, LeaseId, ResponseHeader } from "./api/codec.js";

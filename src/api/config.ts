@@ -31,6 +31,7 @@ export interface EtcdOptions extends GatewayOptions {
 export interface ResolvedConfig extends GatewayConfig {
   /** The key prefix as bytes; empty without a namespace. */
   readonly namespace: Uint8Array;
+  /** The clock sessions measure lease deadlines on (see {@link EtcdOptions.clock}). */
   readonly clock: Clock;
 }
 

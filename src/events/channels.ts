@@ -23,7 +23,7 @@ export type Point = "lock.lost" | "session.lost" | "watch.reconnect";
 export type LockKind = "lock" | "election" | "semaphore" | "read" | "write" | "lockAll";
 
 /** How a call ended: its success word, the EtcdError's code, or "error" for anything else thrown. */
-type Outcome<Ok extends string> = Ok | EtcdErrorCode | "error";
+export type Outcome<Ok extends string> = Ok | EtcdErrorCode | "error";
 
 /** `etcd-edge:request`: one gateway call, its retries and failovers included (one span per call). */
 export interface RequestContext {
@@ -33,49 +33,65 @@ export interface RequestContext {
   endpoint?: string;
   /** How many attempts it made (1 without a retry), once it has ended. */
   attempt?: number;
+  /** How it ended, once it has. */
   outcome?: Outcome<"ok">;
-  /** Set by tracePromise when it fails. */
+  /** What it failed with (set by the tracing channel). */
   error?: unknown;
 }
 
 /** `etcd-edge:lock`: one acquisition (lock, read/write lock, permit, campaign, lockAll, resumeLock). */
 export interface LockContext {
+  /** What is acquired or held. */
   kind: LockKind;
   /** The name asked for; several names joined by ", " for lockAll. */
   name: string;
   /** The fencing token (its key's create revision), once acquired. */
   token?: number;
+  /** How it ended, once it has. */
   outcome?: Outcome<"acquired">;
   /** True once it had to wait behind another holder. */
   waited?: boolean;
   /** How many contenders were ahead of it when it began to wait, when known. */
   position?: number;
+  /** What it failed with (set by the tracing channel). */
   error?: unknown;
 }
 
 /** `etcd-edge:release`: one release (unlock, release, resign, dispose, unlockWith, releaseWith). */
 export interface ReleaseContext {
+  /** What is acquired or held. */
   kind: LockKind;
+  /** The name it is taken on; several names joined by ", " for lockAll. */
   name: string;
+  /** Its fencing token: its key's create revision. */
   token: number;
+  /** How it ended, once it has. */
   outcome?: Outcome<"released">;
   /** From its acquisition to the end of this release, in milliseconds, when it released it. */
   heldMs?: number;
+  /** What it failed with (set by the tracing channel). */
   error?: unknown;
 }
 
 /** `etcd-edge:withLock`: one withLock / withSemaphore / withLocks: acquisition, the caller's function, release. */
 export interface WithLockContext {
+  /** What is acquired or held. */
   kind: LockKind;
+  /** The name it is taken on; several names joined by ", " for lockAll. */
   name: string;
+  /** How it ended, once it has. */
   outcome?: Outcome<"ok">;
+  /** What it failed with (set by the tracing channel). */
   error?: unknown;
 }
 
 /** `etcd-edge:lock.lost`: a holding found lost (its lease ended, or its key was gone at its release). */
 export interface LockLostMessage {
+  /** What is acquired or held. */
   kind: LockKind;
+  /** The name it is taken on; several names joined by ", " for lockAll. */
   name: string;
+  /** Its fencing token: its key's create revision. */
   token: number;
   /** From its acquisition to its loss, in milliseconds. */
   heldMs: number;
@@ -83,14 +99,19 @@ export interface LockLostMessage {
 
 /** `etcd-edge:session.lost`: a session's lease is gone or can no longer be trusted. */
 export interface SessionLostMessage {
+  /** The session's lease. */
   leaseId: string;
+  /** Why. */
   code: EtcdErrorCode;
 }
 
 /** `etcd-edge:watch.reconnect`: a watch stream broke or went silent and is reopened from `revision`. */
 export interface WatchReconnectMessage {
+  /** The endpoint the stream was on, when known. */
   endpoint: string | undefined;
+  /** Why. */
   code: EtcdErrorCode;
+  /** The revision it resumes from, when known. */
   revision: number | undefined;
 }
 

@@ -1,3 +1,8 @@
+/**
+ * `etcd-edge/node` (Node only): a faster `fetch` for the client, over undici's keep-alive pools, with TLS options.
+ *
+ * @module etcd-edge/node
+ */
 import type { ConnectionOptions } from "node:tls";
 import { Agent } from "undici";
 import { invalidArgument } from "../errors/catalogue.js";

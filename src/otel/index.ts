@@ -6,12 +6,15 @@
  *     const handle = instrument(); // the global tracer and meter providers, or { tracerProvider, meterProvider }
  *     ...
  *     handle.disable();
+ *
+ * @module etcd-edge/otel
  */
 export { type Instrumentation, type InstrumentOptions, instrument } from "./instrument.js";
 export type {
   LockContext,
   LockKind,
   LockLostMessage,
+  Outcome,
   ReleaseContext,
   RequestContext,
   SessionLostMessage,

@@ -27,12 +27,15 @@ import { VERSION } from "../version.js";
 
 /** Where spans and metrics go: the global providers (`trace`/`metrics` of @opentelemetry/api) by default. */
 export interface InstrumentOptions {
+  /** Where the spans go. Default: the global tracer provider (`trace.getTracerProvider()`). */
   tracerProvider?: TracerProvider | undefined;
+  /** Where the metrics go. Default: the global meter provider (`metrics.getMeterProvider()`). */
   meterProvider?: MeterProvider | undefined;
 }
 
 /** What `instrument()` returns: `disable()` unsubscribes everything it subscribed. */
 export interface Instrumentation {
+  /** Unsubscribes from every channel: no span or metric is made after it. */
   disable(): void;
 }
 

@@ -3,6 +3,8 @@
  * tests. Use its `fetch` (`new Etcd({ endpoints, fetch: mock.fetch })`), msw handlers from
  * `etcd-edge/testing/msw`, or real HTTP from `etcd-edge/testing/server` (Node). Platform-neutral, no
  * dependency on msw.
+ *
+ * @module etcd-edge/testing
  */
 export { createMockEtcd } from "./mock.js";
 export type { MockEtcd, MockEtcdOptions, MockFetch, MockKeyValue, MockLease } from "./mock.js";

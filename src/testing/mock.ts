@@ -89,7 +89,12 @@ export interface MockEtcd {
    * the session is lost, its locks report `held` false and abort their `signal` with LOCK_LOST, and the mock
    * deletes the keys. With the default "virtual" clock, a test's time moves only by `advance()`.
    */
-  readonly clock: { now(): number; setTimer(fire: () => void, ms: number): () => void };
+  readonly clock: {
+    /** The member's time in milliseconds, as `now()`. */
+    now(): number;
+    /** Calls `fire` once `ms` of the member's time has passed; the function returned cancels it. */
+    setTimer(fire: () => void, ms: number): () => void;
+  };
   /** Ms since creation (or the last reset), including advance(). */
   now(): number;
   /** The store's current revision. */

@@ -1,6 +1,7 @@
 import { describe, invalidArgument } from "../../errors/catalogue.js";
 import { resolveTimeout } from "../../gateway/config.js";
 
+/** How a contender waits: a watch on the key ahead of it (the default), or polls of the line. */
 export type WaitMode = "watch" | "poll";
 
 /** How a contender waits for its turn. */

@@ -96,7 +96,7 @@ export class Lock<S extends LeaseSession = LeaseSession> extends HeldKey<S> {
   }
 
   /** What `JSON.stringify(lock)` shows: the lock without its secret (logs must not carry a credential). */
-  toJSON(): { name: string; key: string; leaseId: string; revision: number } {
+  toJSON(): Omit<LockTicket, "secret" | "ttl"> {
     const { name, key, leaseId, revision } = this;
     return { name, key, leaseId, revision };
   }

@@ -2,6 +2,8 @@
  * `etcd-edge/testing/server` (Node only): the in-memory etcd served over real HTTP on a loopback port, for clients
  * that are not in the test's process or not in JavaScript: etcdctl-free curl scripts, Go or Python gateway
  * clients, a second Node process. Streaming watch and keepalive work as on etcd's gateway.
+ *
+ * @module etcd-edge/testing/server
  */
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
