@@ -1,5 +1,6 @@
 /**
- * `etcd-edge`: the client (KV, txn, lease, watch), sessions, locks, elections and the recipes. Platform-neutral ESM: no Node built-ins.
+ * `etcd-edge`: the client (KV, txn, lease, watch), sessions, locks, elections and the recipes. Platform-neutral
+ * ESM: no Node built-ins.
  *
  * @module etcd-edge
  */
