@@ -67,7 +67,7 @@ interface Releasing {
  * Something held under a session's lease: a lock, a permit, a read or write lock, several locks at once,
  * leadership. They share one life (see `Status`): it ends when released or when the lease is lost (`signal`
  * aborts, `held` turns false), and it is released with guarded deletes resent until answered, where "already
- * gone" after an earlier send within the lease's deadline is success (see ReleaseSends).
+ * gone" after an earlier send within the lease's deadline is success (the earlier send did it).
  *
  * A release whose call failed without an answer (TIMEOUT, UNAVAILABLE) goes on in the background while the
  * session lives. Go's `Mutex.Unlock` leaves the key to the caller then, and a caller that moves on leaves
