@@ -47,8 +47,8 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
 
   /**
    * Waits for the lock in revision order. The uncontended case is one request; a contended waiter wakes on
-   * its predecessor's delete event and needs one more read. On abort, timeout or session loss the waiter's
-   * key is deleted so it blocks nobody (once its join has settled, so that a join still on the wire cannot land behind the cleanup).
+   * its predecessor's delete event. On abort, timeout or session loss the waiter's key is deleted so it blocks
+   * nobody (once its join has settled, so that a join still on the wire cannot land behind the cleanup).
    */
   lock(options: LockOptions = {}): Promise<Lock<S>> {
     return traceLock("lock", this.name, () => this.#lock(options));
