@@ -24,7 +24,13 @@ export class Etcd extends EtcdClient {
     return Session.create(this, options);
   }
 
-  /** Runs `fn` holding lock `name`: session, lock, `fn`, release and revoke, all in `finally`. */
+  /**
+   * Runs `fn` holding lock `name`, and releases it however `fn` ends. By default on the client's shared lease
+   * (`lease: "shared"`, kept for the next call: a warm call costs two requests, the lock and its release);
+   * `lease: "per-call"` grants a lease for this call and revokes it. The lock waits at most `timeout` (the
+   * client's by default). LOCK_LOST after `fn` if the lock was lost before its release. `waitUntil` hands the
+   * release to the runtime. See {@link WithLockOptions}.
+   */
   withLock<T>(name: string, fn: (lock: Lock<Session>) => T | Promise<T>, options: WithLockOptions = {}): Promise<T> {
     return withLock(this.#on, name, fn, options);
   }
@@ -43,8 +49,8 @@ export class Etcd extends EtcdClient {
   }
 
   /**
-   * Runs `fn` holding a permit of semaphore `name` (of `permits`, as every contender on the name must use):
-   * session, permit, `fn`, release and revoke, all in `finally`, as `withLock`.
+   * Runs `fn` holding a permit of semaphore `name` (of `permits`, as every contender on the name must use), and
+   * releases it however `fn` ends, as `withLock`.
    */
   withSemaphore<T>(
     name: string,
@@ -56,8 +62,8 @@ export class Etcd extends EtcdClient {
   }
 
   /**
-   * Runs `fn` holding every lock of `names` at once (`session.lockAll`): session, locks, `fn`, release and
-   * revoke, all in `finally`, as `withLock`.
+   * Runs `fn` holding every lock of `names` at once (`session.lockAll`), and releases them however `fn` ends,
+   * as `withLock`.
    */
   withLocks<T>(
     names: readonly string[],
