@@ -56,6 +56,10 @@ try {
       contenders.push({ path: "session lock+unlock", kind, build, cycle: async () => (await mutex.lock()).unlock() });
       const name = `${run}/withLock-${build}-${kind}`;
       contenders.push({ path: "warm withLock", kind, build, cycle: () => etcd.withLock(name, () => {}) });
+      // Four callers of one client on one name: each cycle is four contended withLock calls.
+      const hot = `${run}/hot-${build}-${kind}`;
+      const four = () => Promise.all([0, 1, 2, 3].map(() => etcd.withLock(hot, () => {})));
+      contenders.push({ path: "4 contended withLock", kind, build, cycle: four });
     }
   }
   for (const c of contenders) c.name = `${c.path} ${c.kind} ${c.build}`;

@@ -5,6 +5,7 @@
 import { createServer as createHttpServer } from "node:http";
 import { createServer, type Server, type Socket } from "node:net";
 import { createServer as createTlsServer, type TlsOptions } from "node:tls";
+import { listenOnLoopback } from "./loopback.js";
 
 /** A port fetch refuses to use (a "bad port" of the Fetch standard): nothing is sent. */
 export const BAD_PORT_URL = "http://127.0.0.1:1";
@@ -25,14 +26,9 @@ async function serve(server: Server, scheme: "http" | "https"): Promise<Endpoint
   });
   // A TLS server's failed handshakes are the point here.
   server.on("tlsClientError", () => {});
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => resolve());
-  });
-  const address = server.address();
-  if (address === null || typeof address === "string") throw new Error("no TCP address");
+  const port = await listenOnLoopback(server);
   return {
-    url: `${scheme}://127.0.0.1:${address.port}`,
+    url: `${scheme}://127.0.0.1:${port}`,
     close: async () => {
       for (const socket of sockets) socket.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));

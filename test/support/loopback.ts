@@ -2,7 +2,7 @@
 // never answers (a hung member), an address where nothing listens (a stopped member), and an HTTP server
 // whose every answer a test writes itself (a hostile gateway or proxy).
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import { createServer, type Socket } from "node:net";
+import { createServer, type Server as NetServer, type Socket } from "node:net";
 import { freePort } from "./etcd-members.js";
 
 /** A TCP server that accepts connections, reads them, and never answers. */
@@ -14,20 +14,26 @@ export async function silentServer(): Promise<{ url: string; connections(): numb
     socket.once("close", () => sockets.delete(socket));
     socket.resume();
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => resolve());
-  });
-  const address = server.address();
-  if (address === null || typeof address === "string") throw new Error("no TCP address");
+  const port = await listenOnLoopback(server);
   return {
-    url: `http://127.0.0.1:${address.port}`,
+    url: `http://127.0.0.1:${port}`,
     connections: () => sockets.size,
     close: async () => {
       for (const socket of sockets) socket.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+/** Starts `server` on a free port of 127.0.0.1; resolves with the port. */
+export async function listenOnLoopback(server: NetServer): Promise<number> {
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => resolve());
+  });
+  const address = server.address();
+  if (address === null || typeof address === "string") throw new Error("no TCP address");
+  return address.port;
 }
 
 /** A loopback URL whose port had no listener a moment ago: connections are refused. */

@@ -64,3 +64,31 @@ export async function call(
   const lines = text.split("\n").filter((line) => line !== "");
   return { status: res.status, body: lines.length > 1 ? lines.map((line) => JSON.parse(line)) : JSON.parse(text) };
 }
+
+/** Opens a watch with these requests in one body; lines() drains what arrived (after queued work ran). */
+export async function rawWatch(mock: MockEtcd, ...requests: object[]) {
+  const abort = new AbortController();
+  const res = await mock.fetch(`${MOCK_ENDPOINT}/v3/watch`, {
+    method: "POST",
+    body: requests.map((r) => JSON.stringify(r)).join(""),
+    signal: abort.signal,
+  });
+  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  let inflight: Promise<ReadableStreamReadResult<string>> | undefined;
+  const lines = async (): Promise<any[]> => {
+    const out: any[] = [];
+    for (;;) {
+      inflight ??= reader.read();
+      const got = await Promise.race([inflight, new Promise<"idle">((r) => setTimeout(() => r("idle"), 10))]);
+      if (got === "idle") return out;
+      inflight = undefined;
+      if (got.done) return out;
+      buffer += got.value;
+      const parts = buffer.split("\n");
+      buffer = parts.pop()!;
+      out.push(...parts.filter((p) => p !== "").map((p) => JSON.parse(p).result));
+    }
+  };
+  return { lines, abort: () => abort.abort() };
+}

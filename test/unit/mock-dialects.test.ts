@@ -9,39 +9,21 @@ import {
   type MockEtcd,
   PROGRESS_NOTIFY_INTERVAL_MS,
 } from "../../src/testing/index.js";
-import { rejection } from "../support/async.js";
-import { call } from "../support/mock.js";
+import { rejection, sleep } from "../support/async.js";
+import { call, MOCK_ENDPOINT, rawWatch } from "../support/mock.js";
 import { b64 } from "../support/wire.js";
 
-const BASE = "http://etcd.test:2379";
 const LATER: EtcdVersion[] = ["3.6", "3.7"];
 
-/** A watch stream's lines so far, once queued work has run. */
+/** A watch stream's lines so far, once queued work (and `settle`) has run. */
 async function watchLines(mock: MockEtcd, requests: object[], settle: () => void = () => {}) {
-  const abort = new AbortController();
-  const res = await mock.fetch(`${BASE}/v3/watch`, {
-    method: "POST",
-    body: requests.map((r) => JSON.stringify(r)).join(""),
-    signal: abort.signal,
-  });
-  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
-  let text = "";
-  const pump = (async () => {
-    for (;;) {
-      const { value, done } = await reader.read().catch(() => ({ value: undefined, done: true }));
-      if (done) return;
-      text += value;
-    }
-  })();
-  await new Promise((r) => setTimeout(r, 20));
+  const stream = await rawWatch(mock, ...requests);
+  await sleep(20);
   settle();
-  await new Promise((r) => setTimeout(r, 20));
-  abort.abort();
-  await pump;
-  return text
-    .split("\n")
-    .filter((l) => l !== "")
-    .map((l) => JSON.parse(l).result);
+  await sleep(20);
+  const lines = await stream.lines();
+  stream.abort();
+  return lines;
 }
 
 /** Auth on: `app` may read and write under app/, `reader` only read there; root is an admin. */
@@ -75,18 +57,18 @@ describe.each(LATER)("etcd %s on the wire", (version) => {
       body: { code: 9, message: "etcdserver: lease already exists" },
     });
     expect(await call(mock, "/v3/kv/nope", {})).toEqual({ status: 404, body: { code: 5, message: "Not Found" } });
-    const wrongMethod = await mock.fetch(`${BASE}/v3/kv/range`, { method: "GET" });
+    const wrongMethod = await mock.fetch(`${MOCK_ENDPOINT}/v3/kv/range`, { method: "GET" });
     expect([wrongMethod.status, await wrongMethod.json()]).toEqual([501, { code: 12, message: "Method Not Allowed" }]);
   });
 
   it("versions, health and status say which line this is", async () => {
     const mock = createMockEtcd({ version });
     const release = version === "3.6" ? "3.6.14" : "3.7.1";
-    expect(await (await mock.fetch(`${BASE}/version`)).json()).toEqual({
+    expect(await (await mock.fetch(`${MOCK_ENDPOINT}/version`)).json()).toEqual({
       etcdserver: release,
       etcdcluster: `${version}.0`,
     });
-    expect(await (await mock.fetch(`${BASE}/health`)).json()).toEqual({ health: "true", reason: "" });
+    expect(await (await mock.fetch(`${MOCK_ENDPOINT}/health`)).json()).toEqual({ health: "true", reason: "" });
     const { body } = await call(mock, "/v3/maintenance/status", {});
     expect(body).toMatchObject({
       version: release,
@@ -204,7 +186,11 @@ describe.each(LATER)("etcd %s RBAC on leases (CVE-2026-33413)", (version) => {
 
   it("the SDK's renewal reads the refusal as PERMISSION_DENIED", async () => {
     const { mock } = await setup();
-    const etcd = new Etcd({ endpoints: [BASE], fetch: mock.fetch, auth: { username: "app", password: "apppw" } });
+    const etcd = new Etcd({
+      endpoints: [MOCK_ENDPOINT],
+      fetch: mock.fetch,
+      auth: { username: "app", password: "apppw" },
+    });
     expect(await rejection(etcd.lease.keepAliveOnce("1"))).toMatchObject({ code: "PERMISSION_DENIED", grpcCode: 7 });
     expect((await etcd.lease.keepAliveOnce("2")).ttl).toBe(60);
   });

@@ -2,37 +2,8 @@
 // and around compaction, prev_kv read at the previous revision.
 import { describe, expect, it } from "vitest";
 import { createMockEtcd, type MockEtcd } from "../../src/testing/index.js";
+import { MOCK_ENDPOINT, rawWatch as watch } from "../support/mock.js";
 import { b64 } from "../support/wire.js";
-
-const BASE = "http://etcd.test:2379";
-
-/** Opens a watch with these requests in one body; lines() drains what arrived (after queued work ran). */
-async function watch(mock: MockEtcd, ...requests: object[]) {
-  const abort = new AbortController();
-  const res = await mock.fetch(`${BASE}/v3/watch`, {
-    method: "POST",
-    body: requests.map((r) => JSON.stringify(r)).join(""),
-    signal: abort.signal,
-  });
-  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
-  let buffer = "";
-  let inflight: Promise<ReadableStreamReadResult<string>> | undefined;
-  const lines = async (): Promise<any[]> => {
-    const out: any[] = [];
-    for (;;) {
-      inflight ??= reader.read();
-      const got = await Promise.race([inflight, new Promise<"idle">((r) => setTimeout(() => r("idle"), 10))]);
-      if (got === "idle") return out;
-      inflight = undefined;
-      if (got.done) return out;
-      buffer += got.value;
-      const parts = buffer.split("\n");
-      buffer = parts.pop()!;
-      out.push(...parts.filter((p) => p !== "").map((p) => JSON.parse(p).result));
-    }
-  };
-  return { lines, abort: () => abort.abort() };
-}
 
 const create = (key: string, extra: object = {}) => ({ create_request: { key: b64(key), ...extra } });
 
@@ -69,7 +40,7 @@ describe("several requests on one stream", () => {
       mock.put("k", "1");
       // Alone on its stream: 3.5 sends nothing, so not even the response headers.
       const abort = new AbortController();
-      const alone = mock.fetch(`${BASE}/v3/watch`, {
+      const alone = mock.fetch(`${MOCK_ENDPOINT}/v3/watch`, {
         method: "POST",
         body: JSON.stringify({ progress_request: {} }),
         signal: abort.signal,
@@ -152,7 +123,7 @@ describe("start revisions", () => {
     for (const version of ["3.4", "3.5"] as const) {
       const mock = createMockEtcd({ version });
       mock.put("a", "1"); // 2
-      await mock.fetch(`${BASE}/v3/kv/txn`, {
+      await mock.fetch(`${MOCK_ENDPOINT}/v3/kv/txn`, {
         method: "POST",
         body: JSON.stringify({
           success: [{ request_delete_range: { key: b64("a") } }, { request_put: { key: b64("b"), value: b64("x") } }],
