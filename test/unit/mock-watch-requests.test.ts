@@ -1,7 +1,7 @@
 // Watch streams as etcd serves them: several requests per body (watch IDs, cancel, progress), start revisions at
 // and around compaction, prev_kv read at the previous revision.
 import { describe, expect, it } from "vitest";
-import { createMockEtcd, type MockEtcd } from "../../src/testing/index.js";
+import { createMockEtcd } from "../../src/testing/index.js";
 import { MOCK_ENDPOINT, rawWatch as watch } from "../support/mock.js";
 import { b64 } from "../support/wire.js";
 
