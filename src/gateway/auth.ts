@@ -1,4 +1,5 @@
 import { REDACTED, withoutSecrets } from "../errors/catalogue.js";
+import { EtcdError } from "../errors/etcd-error.js";
 
 /**
  * The client's credentials as the config shows them, and the real values behind them. The real password and
@@ -99,23 +100,29 @@ export class AuthToken {
     this.#secrets = secrets;
   }
 
-  /** The current token, authenticating first if there is none. */
-  get(): Promise<string> {
-    if (this.#pending === undefined) {
-      const pending = this.#login();
-      this.#pending = pending;
-      pending.then(
-        (token) => {
-          this.#secrets?.addToken(token);
-          if (this.#pending === pending) this.#value = token;
-        },
-        () => {
-          // Dropped on failure so the next call tries again.
-          if (this.#pending === pending) this.#pending = undefined;
-        },
-      );
-    }
-    return this.#pending;
+  /**
+   * The current token, authenticating first if there is none. Every caller keeps what the login gave in its
+   * own continuation: in Workers a login belongs to the request that started it, and if that request ends
+   * first the login never settles there, nor does anything that request chained to it; the other callers
+   * see it fail, drop it, and authenticate again.
+   */
+  get(relogin = true): Promise<string> {
+    if (this.#value !== undefined) return Promise.resolve(this.#value);
+    const pending = (this.#pending ??= this.#login());
+    return pending.then(
+      (token) => {
+        this.#secrets?.addToken(token);
+        if (this.#pending === pending) this.#value = token;
+        return token;
+      },
+      (error: unknown) => {
+        // Dropped on failure so the next call tries again.
+        if (this.#pending === pending) this.#pending = undefined;
+        // Not etcd's answer but a login the runtime dropped (above): this caller signs in itself, once.
+        if (relogin && !(error instanceof EtcdError)) return this.get(false);
+        throw error;
+      },
+    );
   }
 
   /** The server refused `token`: forget it, unless a newer one has replaced it already. */

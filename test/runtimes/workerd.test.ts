@@ -1,8 +1,11 @@
 // The packed etcd-edge, imported by name and bundled with esbuild as for Cloudflare, in a module Worker
 // (no nodejs_compat) served by workerd, against real etcd on loopback. Two requests run the scenario in
-// the same isolate, as a deployed Worker would.
+// the same isolate, as a deployed Worker would. Then one isolate's client with auth on, shared by its requests.
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { until } from "../support/async.js";
+import { addUser, enableAuth, startEtcd } from "../support/etcd-members.js";
+import { etcdBinaries } from "../support/etcd-versions.js";
 import {
   bundleWorker,
   ensureRuntime,
@@ -10,6 +13,7 @@ import {
   expectScenario,
   INSTALL_TIMEOUT_MS,
   parseReport,
+  recordingRelay,
   startWorkerd,
   uniquePrefix,
   workDir,
@@ -59,4 +63,53 @@ describe("workerd", () => {
       expect(server!.output()).not.toMatch(/uncaught|unhandled|hanging promise|exception/i);
     },
   );
+});
+
+describe("workerd: one client per isolate with auth on", () => {
+  const started: Array<() => Promise<void>> = [];
+  afterAll(async () => {
+    for (const stop of started.reverse()) await stop();
+  });
+
+  it("a request that ends while its authenticate is unanswered leaves no dead login behind", async () => {
+    const member = await startEtcd({ name: "workerd-auth", binDir: etcdBinaries("3.4").binDir });
+    started.push(() => member.stop());
+    await enableAuth(member, { rootPassword: "root-password" });
+    await addUser(member, { rootPassword: "root-password", user: "app", password: "app-password", prefix: "app/" });
+    const relay = await recordingRelay(member.clientUrl);
+    started.push(() => relay.close());
+    const dir = workDir("workerd-auth");
+    await bundleWorker(dir, "auth-worker.mjs");
+    const config = join(dir, "config.capnp");
+    const vars = { ETCD_USERNAME: "app", ETCD_PASSWORD: "app-password" };
+    writeText(config, workerdConfig(relay.url, COMPATIBILITY_DATE, [], vars));
+    const server = await startWorkerd(await ensureRuntime("workerd"), config, dir);
+    started.push(() => server.stop());
+    const put = async (key: string, giveUpAfter?: number) => {
+      const query = `key=${encodeURIComponent(key)}${giveUpAfter === undefined ? "" : `&giveUpAfter=${giveUpAfter}`}`;
+      const response = await fetch(`${server.url}/put?${query}`, { signal: AbortSignal.timeout(30_000) });
+      return { status: response.status, body: (await response.json()) as { ok: boolean; code?: string } };
+    };
+
+    // The isolate's first authenticate is never answered; its request gives up, answers, and ends.
+    const arrived = relay.swallowNext("/v3/auth/authenticate");
+    const first = put("app/first", 300);
+    await arrived;
+    expect(await first).toMatchObject({ status: 503, body: { ok: false, code: "ABORTED" } });
+    // workerd cuts the unanswered authenticate with the request that sent it.
+    await until("the first request's authenticate cut", 10_000, () => relay.inFlight() === 0);
+
+    const context = () => `relay saw:\n${relay.paths().join("\n")}\nworkerd output:\n${server.output()}`;
+    const later = [...(await Promise.all([1, 2, 3].map((i) => put(`app/together-${i}`)))), await put("app/after")];
+    for (const answer of later) expect(answer, context()).toMatchObject({ status: 200, body: { ok: true } });
+    // The lost login and one more, shared by every later request; each put sent once.
+    expect(
+      relay.paths().filter((path) => path === "/v3/auth/authenticate"),
+      context(),
+    ).toHaveLength(2);
+    expect(
+      relay.paths().filter((path) => path === "/v3/kv/put"),
+      context(),
+    ).toHaveLength(4);
+  });
 });

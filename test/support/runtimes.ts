@@ -16,6 +16,7 @@ import {
   statSync,
   writeFileSync,
 } from "node:fs";
+import { createServer, request as httpRequest } from "node:http";
 import { arch, platform } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -406,10 +407,18 @@ export async function bundleWorker(outDir: string, entry = "worker.mjs"): Promis
 }
 
 /**
- * A workerd config: the Worker (with `flags`, none by default) with ETCD_ENDPOINTS as a text binding, and an outbound
- * network that may reach loopback (workerd's default `internet` service allows public addresses only).
+ * A workerd config: the Worker (with `flags`, none by default) with ETCD_ENDPOINTS and `vars` as text bindings, and
+ * an outbound network that may reach loopback (workerd's default `internet` service allows public addresses only).
  */
-export function workerdConfig(endpoints: string, compatibilityDate: string, flags: string[] = []): string {
+export function workerdConfig(
+  endpoints: string,
+  compatibilityDate: string,
+  flags: string[] = [],
+  vars: Record<string, string> = {},
+): string {
+  const bindings = Object.entries({ ETCD_ENDPOINTS: endpoints, ...vars })
+    .map(([name, text]) => `(name = ${JSON.stringify(name)}, text = ${JSON.stringify(text)})`)
+    .join(", ");
   return `using Workerd = import "/workerd/workerd.capnp";
 
 const config :Workerd.Config = (
@@ -424,7 +433,7 @@ const worker :Workerd.Worker = (
   modules = [(name = "worker", esModule = embed "worker.js")],
   compatibilityDate = ${JSON.stringify(compatibilityDate)},
   compatibilityFlags = ${JSON.stringify(flags)},
-  bindings = [(name = "ETCD_ENDPOINTS", text = ${JSON.stringify(endpoints)})],
+  bindings = [${bindings}],
   globalOutbound = "loopback",
 );
 `;
@@ -480,6 +489,68 @@ export async function startWorkerd(
     if (attempt < 3 && /address already in use/i.test(output)) continue;
     throw new Error(`workerd did not serve ${url}/ping within 20 s:\n${tail(output)}`);
   }
+}
+
+/** What a {@link recordingRelay} saw. */
+export interface RecordingRelay {
+  /** `http://127.0.0.1:<port>`: give it to the Worker in place of the member. */
+  readonly url: string;
+  /** The path of every request relayed so far, in arrival order. */
+  paths(): string[];
+  /** Requests whose answer has not ended yet (an open watch counts until it is cut). */
+  inFlight(): number;
+  /**
+   * The next request to `path` is recorded and never forwarded nor answered: its sender waits until it gives
+   * up. Resolves when it arrives.
+   */
+  swallowNext(path: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * A loopback HTTP relay in front of an etcd member that records every gateway request it forwards: what a
+ * Worker really sent, counted at etcd's side. Bodies are piped both ways, so streams (watches) flow as sent.
+ */
+export async function recordingRelay(target: string): Promise<RecordingRelay> {
+  const paths: string[] = [];
+  const swallow = new Map<string, () => void>();
+  let inFlight = 0;
+  const server = createServer((incoming, outgoing) => {
+    const path = incoming.url ?? "";
+    paths.push(path);
+    inFlight++;
+    outgoing.once("close", () => inFlight--);
+    const swallowed = swallow.get(path);
+    if (swallowed !== undefined) {
+      swallow.delete(path);
+      incoming.resume();
+      return swallowed();
+    }
+    const upstream = httpRequest(
+      new URL(incoming.url ?? "/", target),
+      { method: incoming.method, headers: incoming.headers },
+      (answer) => {
+        outgoing.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(outgoing);
+      },
+    );
+    upstream.once("error", () => outgoing.destroy());
+    outgoing.once("close", () => upstream.destroy());
+    incoming.pipe(upstream);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  return {
+    url: `http://127.0.0.1:${port}`,
+    paths: () => [...paths],
+    inFlight: () => inFlight,
+    swallowNext: (path) => new Promise<void>((resolve) => swallow.set(path, resolve)),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
 }
 
 /** A fresh dir inside the temp project. */
