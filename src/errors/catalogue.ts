@@ -184,12 +184,17 @@ export function withoutSecrets(thrown: unknown, secrets: readonly string[]): unk
   return forms.length === 0 ? thrown : scrubbed(thrown, forms, 0);
 }
 
+/** Secrets shorter than this are redacted where they stand as a JSON string, not as any substring. */
+const SHORT_SECRET = 8;
+
 function secretForms(secrets: readonly string[]): string[] {
   const forms = new Set<string>();
   for (const secret of secrets) {
     if (secret.length === 0) continue;
-    const escaped = jsonEscaped(secret);
-    forms.add(secret);
+    // A short secret ("p") is found as a whole JSON string only: anywhere, it would garble every message.
+    const quoted = secret.length < SHORT_SECRET ? `"${jsonEscaped(secret)}"` : secret;
+    const escaped = secret.length < SHORT_SECRET ? quoted : jsonEscaped(secret);
+    forms.add(quoted);
     forms.add(escaped);
     // A proxy that wraps the request's JSON in JSON of its own escapes it twice.
     forms.add(jsonEscaped(escaped));
@@ -203,9 +208,19 @@ function jsonEscaped(text: string): string {
   return JSON.stringify(text).slice(1, -1);
 }
 
+/** A quoted form keeps its quotes, so that redacted JSON is still JSON. */
+function replacement(form: string): string {
+  for (const quote of ['\\"', '"']) {
+    if (form.length > 2 * quote.length && form.startsWith(quote) && form.endsWith(quote)) {
+      return `${quote}${REDACTED}${quote}`;
+    }
+  }
+  return REDACTED;
+}
+
 function redactText(text: string, forms: readonly string[]): string {
   let result = text;
-  for (const form of forms) if (result.includes(form)) result = result.split(form).join(REDACTED);
+  for (const form of forms) if (result.includes(form)) result = result.split(form).join(replacement(form));
   return result;
 }
 

@@ -163,3 +163,16 @@ it("credential headers read [redacted] in the config and inspection, and are sen
     ].join("\n"),
   );
 });
+
+it("a short password is redacted where the request carried it, and nowhere else in the message", async () => {
+  // Every "p" of the message turned into [redacted] when the password was "p".
+  const fetch: Fetch = async (_input, init) => {
+    const echoed = JSON.stringify({ code: 3, message: `cannot parse proxied payload ${String(init?.body)}` });
+    return new Response(echoed, { status: 400, headers: { "content-type": "application/json" } });
+  };
+  const client = new Etcd({ endpoints: ["http://etcd.test:2379"], fetch, auth: { username: "root", password: "p" } });
+  const error = await rejection(client.get("k"));
+  expect(error).toMatchObject({ code: "INVALID_ARGUMENT" });
+  expect(error.message).toContain('cannot parse proxied payload {"name":"root","password":"[redacted]"}');
+  expect(error.message).not.toContain('"p"');
+});
