@@ -54,15 +54,16 @@ export interface WireTxn {
   responses?: WireResponseOp[] | undefined;
 }
 
-// A txn response holds txn responses: the recursion needs a declared type.
-const responseOp: z.ZodMiniType<WireResponseOp> = z.lazy(() =>
-  z.object({
-    response_range: z.optional(nestedRange),
-    response_put: z.optional(nestedPut),
-    response_delete_range: z.optional(nestedDelete),
-    response_txn: z.optional(nestedTxn),
-  }),
-);
+// A txn response holds txn responses: the recursion needs a declared type, and a getter (zod reads it once,
+// at the first parse) to refer to the txn schema defined below.
+const responseOp: z.ZodMiniType<WireResponseOp> = z.object({
+  response_range: z.optional(nestedRange),
+  response_put: z.optional(nestedPut),
+  response_delete_range: z.optional(nestedDelete),
+  get response_txn() {
+    return z.optional(nestedTxn);
+  },
+});
 
 const responses = z.optional(z.array(responseOp));
 const nestedTxn: z.ZodMiniType<WireTxn> = z.object({ header: nestedHeader, succeeded: flag, responses });
