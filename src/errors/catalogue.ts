@@ -224,36 +224,22 @@ function redactText(text: string, forms: readonly string[]): string {
   return result;
 }
 
-function shows(value: unknown, forms: readonly string[], depth: number): boolean {
-  if (typeof value === "string") return forms.some((form) => value.includes(form));
-  if (!(value instanceof Error) || depth > CAUSE_DEPTH) return false;
-  const { body } = value as { body?: unknown };
-  return (
-    shows(value.message, forms, depth) ||
-    shows(value.stack, forms, depth) ||
-    shows(body, forms, depth) ||
-    shows(value.cause, forms, depth + 1)
-  );
-}
-
 function scrubbed(value: unknown, forms: readonly string[], depth: number): unknown {
   if (typeof value === "string") return redactText(value, forms);
-  if (!(value instanceof Error) || !shows(value, forms, depth)) return value;
-  // The same class with the same fields, but for what it says. (The stack starts with the message: the
-  // original's, redacted, still says where the error came from.)
-  const copy = Object.create(Object.getPrototypeOf(value) as object) as Error;
-  Object.defineProperties(copy, Object.getOwnPropertyDescriptors(value));
-  const fields = value as unknown as Record<string, unknown>;
-  for (const field of ["message", "stack", "body"]) {
-    const text = fields[field];
-    if (typeof text === "string") redefine(copy, field, redactText(text, forms));
+  if (!(value instanceof Error) || depth > CAUSE_DEPTH) return value;
+  // The same class with the same fields, but for what it says; the error itself when it says no secret. (The
+  // stack starts with the message: the original's, redacted, still says where the error came from.)
+  const fields = Object.getOwnPropertyDescriptors(value);
+  let shows = false;
+  for (const field of ["message", "stack", "body", "cause"]) {
+    const said = (value as unknown as Record<string, unknown>)[field];
+    if (field === "cause" ? said === undefined : typeof said !== "string") continue;
+    const redacted = field === "cause" ? scrubbed(said, forms, depth + 1) : redactText(said as string, forms);
+    shows ||= redacted !== said;
+    // Copied as a value even when unchanged: V8's `stack` is an accessor that reads nothing on a copy.
+    fields[field] = { value: redacted, writable: true, configurable: true, enumerable: fields[field]?.enumerable };
   }
-  if (value.cause !== undefined) redefine(copy, "cause", scrubbed(value.cause, forms, depth + 1));
-  return copy;
-}
-
-function redefine(target: object, field: string, value: unknown): void {
-  Object.defineProperty(target, field, { value, writable: true, configurable: true });
+  return shows ? Object.create(Object.getPrototypeOf(value) as object, fields) : value;
 }
 
 export function noToken(): EtcdError {

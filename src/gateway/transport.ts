@@ -94,8 +94,11 @@ export class Transport {
     return this.#config.endpoints[this.#current]!;
   }
 
-  /** One request/response call, parsed and validated against its schema. */
-  unary<T>(request: Unary<T>, options: CallOptions = {}): Promise<T> {
+  /**
+   * One request/response call, parsed and validated against its schema. `withToken: false` for signing in,
+   * which neither waits for a token nor takes a place on the wire.
+   */
+  unary<T>(request: Unary<T>, options: CallOptions = {}, withToken = true): Promise<T> {
     const writes = request.writes ?? request.retry === "write";
     const call = new Call(
       request.path,
@@ -110,7 +113,12 @@ export class Transport {
     const body = request.json ?? JSON.stringify(request.body);
     const limits = { maxBytes: this.#config.maxResponseBytes, firstLine: request.firstLine };
     return traceRequest(call, () =>
-      this.#withRetries(call, (attempt) => this.#exchange(attempt, request, body, limits)),
+      this.#withRetries(
+        call,
+        // One request and its answer, read and checked; the attempt bounds the whole exchange.
+        (attempt) => attempt.bounded(receive(attempt, this.#post(attempt, request.path, body), request, limits)),
+        withToken,
+      ),
     );
   }
 
@@ -304,11 +312,6 @@ export class Transport {
     });
   }
 
-  /** One request and its answer, read and checked; the attempt bounds the whole exchange. */
-  #exchange<T>(attempt: Attempt, expected: Expected<T>, body: string, limits: BodyLimits): Promise<T> {
-    return attempt.bounded(receive(attempt, this.#post(attempt, expected.path, body), expected, limits));
-  }
-
   /** Hands the request to fetch. `requestSignal` is what the request is bound to (a stream outlives its attempt). */
   #post(attempt: Attempt, path: string, body: string, requestSignal = attempt.signal): Promise<FetchResponse> {
     const fetch: Fetch = resolveFetch(this.#config.fetch);
@@ -348,12 +351,11 @@ export class Transport {
 
   /** Not bound to any one caller's signal: concurrent callers share it, each waiting with its own. */
   async #authenticate(name: string, password: string): Promise<string> {
-    const expected = { path: "/v3/auth/authenticate", schema: authenticate };
-    const body = JSON.stringify({ name, password });
-    const call = new Call(expected.path, "idempotent", false, undefined, this.#config.timeout, {});
-    const limits = { maxBytes: this.#config.maxResponseBytes };
-    const exchange = (attempt: Attempt) => this.#exchange(attempt, expected, body, limits);
-    const result = await traceRequest(call, () => this.#withRetries(call, exchange, false));
+    const result = await this.unary(
+      { path: "/v3/auth/authenticate", body: { name, password }, schema: authenticate, retry: "idempotent" },
+      {},
+      false,
+    );
     if (!result.token) throw noToken();
     return result.token;
   }

@@ -17,8 +17,11 @@ const count = z.optional(z.number());
 /** Every top-level answer's header: etcd always sends all four fields, the store's revision among them. */
 export const header = z.object({ cluster_id: int64, member_id: int64, revision: requiredInt64, raft_term: int64 });
 
+/** A header whose fields may all be absent. */
+const partialHeader = z.object({ cluster_id: int64, member_id: int64, revision: int64, raft_term: int64 });
+
 /** Inside a txn a response's header has only its revision, and a nested txn's header is empty. */
-const nestedHeader = z.optional(z.object({ cluster_id: int64, member_id: int64, revision: int64, raft_term: int64 }));
+const nestedHeader = z.optional(partialHeader);
 
 export const keyValue = z.object({
   key: z.string(),
@@ -54,15 +57,16 @@ export interface WireTxn {
   responses?: WireResponseOp[] | undefined;
 }
 
-// A txn response holds txn responses: the recursion needs a declared type.
-const responseOp: z.ZodMiniType<WireResponseOp> = z.lazy(() =>
-  z.object({
-    response_range: z.optional(nestedRange),
-    response_put: z.optional(nestedPut),
-    response_delete_range: z.optional(nestedDelete),
-    response_txn: z.optional(nestedTxn),
-  }),
-);
+// A txn response holds txn responses: the recursion needs a declared type, and a getter (zod reads it once,
+// at the first parse) to refer to the txn schema defined below.
+const responseOp: z.ZodMiniType<WireResponseOp> = z.object({
+  response_range: z.optional(nestedRange),
+  response_put: z.optional(nestedPut),
+  response_delete_range: z.optional(nestedDelete),
+  get response_txn() {
+    return z.optional(nestedTxn);
+  },
+});
 
 const responses = z.optional(z.array(responseOp));
 const nestedTxn: z.ZodMiniType<WireTxn> = z.object({ header: nestedHeader, succeeded: flag, responses });
@@ -94,27 +98,23 @@ export const event = z.object({
   prev_kv: z.optional(keyValue),
 });
 
+const watchFields = {
+  watch_id: int64,
+  created: flag,
+  compact_revision: int64,
+  cancel_reason: text,
+  fragment: flag,
+  events: z.optional(z.array(event)),
+};
+
 /**
  * One watch message. Only a cancellation may lack the header's revision (a compaction's does): a `created`
  * without one would restart the watch from revision 1, and events or progress without one cannot resume.
  */
-export const watchResponse = z
-  .object({
-    header: z.object({ cluster_id: int64, member_id: int64, revision: int64, raft_term: int64 }),
-    watch_id: int64,
-    created: flag,
-    canceled: flag,
-    compact_revision: int64,
-    cancel_reason: text,
-    fragment: flag,
-    events: z.optional(z.array(event)),
-  })
-  .check(
-    z.refine(
-      (message) => message.canceled === true || message.header.revision !== undefined,
-      "a watch message without a revision",
-    ),
-  );
+export const watchResponse = z.union([
+  z.object({ header, canceled: flag, ...watchFields }),
+  z.object({ header: partialHeader, canceled: z.literal(true), ...watchFields }),
+]);
 
 /** The error body of a unary call: 3.4/3.5 send `error` and `message`, 3.6 only `message`. */
 export const unaryError = z.object({ code: count, message: text, error: text });
