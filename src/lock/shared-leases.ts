@@ -1,4 +1,7 @@
 import type { EtcdClient } from "../api/client.js";
+import { aborted } from "../errors/catalogue.js";
+import { isEtcdError } from "../errors/etcd-error.js";
+import { untilAborted } from "../gateway/signals.js";
 import { openLease } from "./session/lease-grant.js";
 import { Session } from "./session.js";
 
@@ -30,33 +33,39 @@ export class SharedLeases {
     this.#client = client;
   }
 
-  /** A trusted session with this TTL for one call, granted if there is none; pair with `done()`. */
-  async use(ttl: number, signal: AbortSignal | undefined): Promise<Session> {
+  /**
+   * A trusted session with this TTL for one call, granted if there is none; pair with `done()`. The grant is
+   * no caller's own: `signal` ends this caller's wait, not the grant others wait on too. Each caller keeps
+   * what the grant gave in its own continuation, since in Workers a grant belongs to the request that sent it
+   * and nothing that request chained to it runs once it has ended; the callers left see the grant fail and
+   * grant again, once.
+   */
+  async use(ttl: number, signal: AbortSignal | undefined, again = true): Promise<Session> {
     let shared = this.#byTtl.get(ttl);
     if (shared?.current !== undefined && !shared.current.alive) {
       this.#byTtl.delete(ttl);
       shared = undefined;
     }
     if (shared === undefined) {
-      const entry: Shared = {
-        pending: openLease(this.#client, { ttl, keepAlive: "manual", signal }).then(
-          (lease) => new Session(this.#client, lease),
-        ),
-        users: 0,
-      };
-      entry.pending.then(
-        (session) => (entry.current = session),
-        // A failed grant is not kept for the next call.
-        () => this.#byTtl.get(ttl) === entry && this.#byTtl.delete(ttl),
+      const pending = openLease(this.#client, { ttl, keepAlive: "manual" }).then(
+        (lease) => new Session(this.#client, lease),
       );
-      this.#byTtl.set(ttl, entry);
-      shared = entry;
+      pending.catch(() => {});
+      shared = { pending, users: 0 };
+      this.#byTtl.set(ttl, shared);
     }
     shared.users++;
     try {
-      return (await shared.pending).start();
+      const session = await (signal === undefined ? shared.pending : untilAborted(shared.pending, signal));
+      shared.current ??= session;
+      return session.start();
     } catch (error) {
       shared.users--;
+      if (signal?.aborted) throw aborted(signal.reason);
+      // A failed grant is not kept for the next call.
+      if (this.#byTtl.get(ttl) === shared) this.#byTtl.delete(ttl);
+      // Not etcd's answer but a grant the runtime dropped (above): this caller grants itself, once.
+      if (again && !isEtcdError(error)) return this.use(ttl, signal, false);
       throw error;
     }
   }

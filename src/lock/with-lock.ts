@@ -1,5 +1,6 @@
 import { ttlArg } from "../api/args.js";
 import type { EtcdClient } from "../api/client.js";
+import { resolveSignal } from "../gateway/config.js";
 import { describe, heldLost, invalidArgument, lockLost } from "../errors/catalogue.js";
 import { type EtcdError, isEtcdError } from "../errors/etcd-error.js";
 import { traceWithLock } from "../events/channels.js";
@@ -125,6 +126,7 @@ function withHeld<H extends Held<Session>, T>(
     throw invalidArgument(`waitUntil must be a function, got ${describe(options.waitUntil)}`);
   }
   if (options.ttl !== undefined) ttlArg(options.ttl);
+  resolveSignal(options.signal);
   waitSettings(options);
   return mode === "shared"
     ? onSharedLease(on.shared, acquire, fn, options, keepAlive)

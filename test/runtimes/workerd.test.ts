@@ -67,24 +67,28 @@ describe("workerd", () => {
 
 describe("workerd: one client per isolate with auth on", () => {
   const started: Array<() => Promise<void>> = [];
-  afterAll(async () => {
-    for (const stop of started.reverse()) await stop();
-  });
-
-  it("a request that ends while its authenticate is unanswered leaves no dead login behind", async () => {
+  let relay: Awaited<ReturnType<typeof recordingRelay>>;
+  let server: WorkerdServer;
+  beforeAll(async () => {
     const member = await startEtcd({ name: "workerd-auth", binDir: etcdBinaries("3.4").binDir });
     started.push(() => member.stop());
     await enableAuth(member, { rootPassword: "root-password" });
     await addUser(member, { rootPassword: "root-password", user: "app", password: "app-password", prefix: "app/" });
-    const relay = await recordingRelay(member.clientUrl);
+    relay = await recordingRelay(member.clientUrl);
     started.push(() => relay.close());
     const dir = workDir("workerd-auth");
     await bundleWorker(dir, "auth-worker.mjs");
     const config = join(dir, "config.capnp");
     const vars = { ETCD_USERNAME: "app", ETCD_PASSWORD: "app-password" };
     writeText(config, workerdConfig(relay.url, COMPATIBILITY_DATE, [], vars));
-    const server = await startWorkerd(await ensureRuntime("workerd"), config, dir);
+    server = await startWorkerd(await ensureRuntime("workerd"), config, dir);
     started.push(() => server.stop());
+  }, INSTALL_TIMEOUT_MS);
+  afterAll(async () => {
+    for (const stop of started.reverse()) await stop();
+  });
+
+  it("a request that ends while its authenticate is unanswered leaves no dead login behind", async () => {
     const put = async (key: string, giveUpAfter?: number) => {
       const query = `key=${encodeURIComponent(key)}${giveUpAfter === undefined ? "" : `&giveUpAfter=${giveUpAfter}`}`;
       const response = await fetch(`${server.url}/put?${query}`, { signal: AbortSignal.timeout(30_000) });
@@ -111,5 +115,51 @@ describe("workerd: one client per isolate with auth on", () => {
       relay.paths().filter((path) => path === "/v3/kv/put"),
       context(),
     ).toHaveLength(4);
+  });
+
+  it.each(["per-call", "shared"])(
+    "8 requests at once on one lock with lease %s: every one takes it in turn through the isolate's client",
+    async (lease) => {
+      const name = `app/line-${lease}`;
+      const answers = await Promise.all(
+        Array.from({ length: 8 }, async () => {
+          const response = await fetch(`${server.url}/lock?name=${name}&lease=${lease}`, {
+            signal: AbortSignal.timeout(30_000),
+          });
+          return { status: response.status, body: (await response.json()) as { ok: boolean; revision?: string } };
+        }),
+      );
+      const context = `relay saw:\n${relay.paths().join("\n")}\nworkerd output:\n${server.output()}`;
+      for (const answer of answers) expect(answer, context).toMatchObject({ status: 200, body: { ok: true } });
+      // Each held the lock under a token of its own.
+      expect(new Set(answers.map((answer) => answer.body.revision)).size, context).toBe(8);
+    },
+  );
+
+  it("a request that gives up while the shared lease's grant is unanswered fails alone", async () => {
+    const lock = async (giveUpAfter?: number) => {
+      const giveUp = giveUpAfter === undefined ? "" : `&giveUpAfter=${giveUpAfter}`;
+      const query = `name=app/grant&lease=shared&ttl=7${giveUp}`;
+      const response = await fetch(`${server.url}/lock?${query}`, { signal: AbortSignal.timeout(30_000) });
+      const text = await response.text();
+      expect(text.startsWith("{"), `${text}\nworkerd output:\n${server.output()}`).toBe(true);
+      return { status: response.status, body: JSON.parse(text) as { ok: boolean; code?: string } };
+    };
+    const before = relay.paths().length;
+    const arrived = relay.swallowNext("/v3/lease/grant");
+    const first = lock(300);
+    await arrived;
+    // The second waits on the grant the first sent; the first gives up, answers, and ends.
+    const second = lock();
+    expect(await first).toMatchObject({ status: 503, body: { ok: false, code: "ABORTED" } });
+    const context = () => `relay saw:\n${relay.paths().join("\n")}\nworkerd output:\n${server.output()}`;
+    expect(await second, context()).toMatchObject({ status: 200, body: { ok: true } });
+    expect(await lock(), context()).toMatchObject({ status: 200, body: { ok: true } });
+    // The grant cut with the first request, and one more shared by the others.
+    const grants = relay
+      .paths()
+      .slice(before)
+      .filter((path) => path === "/v3/lease/grant");
+    expect(grants, context()).toHaveLength(2);
   });
 });

@@ -1,6 +1,7 @@
 import type { EtcdClient } from "../../api/client.js";
 import type { ResponseHeader } from "../../api/codec.js";
 import { aborted, unavailable } from "../../errors/catalogue.js";
+import { requestScopedIo } from "../../gateway/isolate.js";
 import { backgroundTimer } from "../../gateway/signals.js";
 
 /**
@@ -278,7 +279,8 @@ export interface LineWaiter {
  * Counts a waiter into the line `key` belongs to (the keys under its parent). A line's stream carries every
  * delete of the line to every process that holds one, so it is opened only where it pays: for a second
  * waiter of the same client. A waiter alone in its process (the serverless case: one waiter per function)
- * keeps a watch on its predecessor's key alone, so a release still reaches one process, herd-free.
+ * keeps a watch on its predecessor's key alone, so a release still reaches one process, herd-free. So does
+ * every waiter in Workers, where one request cannot read a stream another opened.
  */
 export function enterLine(client: EtcdClient, key: string, idleTimeout: number): LineWaiter {
   const slash = key.lastIndexOf("/");
@@ -297,7 +299,8 @@ export function enterLine(client: EtcdClient, key: string, idleTimeout: number):
   let left = false;
   return {
     sharedWatch: () => {
-      if (here.watch === undefined && here.waiters >= 2) {
+      // In Workers the stream would die with the request of the waiter that opened it.
+      if (here.watch === undefined && here.waiters >= 2 && !requestScopedIo()) {
         const opened: SharedWatch = new SharedWatch(client, prefix, idleTimeout, () => {
           if (here.watch === opened) here.watch = undefined;
           forget();
