@@ -104,9 +104,18 @@ describe("locks started together on one client", () => {
  * by its lock (through `direct`). Rounds go on while `faulting()` and at least `minRounds` times. Returns what
  * the judge needs: overlapping holders, failed turns, turns taken, and the fenced writes that succeeded.
  */
-async function takeTurns(shared: Etcd, direct: Etcd, base: string, faulting: () => boolean, minRounds: number) {
+/** `granted` is called once the sessions are: faults that start before would test the grants, not the locks. */
+async function takeTurns(
+  shared: Etcd,
+  direct: Etcd,
+  base: string,
+  faulting: () => boolean,
+  minRounds: number,
+  granted?: () => void,
+) {
   const names = Array.from({ length: 8 }, (_, i) => `${base}/n${i}`);
   const sessions = await Promise.all(names.flatMap(() => [0, 1]).map(() => shared.session({ ttl: 30 })));
+  granted?.();
   const holders = new Map<string, number>();
   const commits = new Map<string, number>();
   /** Fenced writes whose answer was lost (a member killed under them): each may or may not have landed. */
@@ -209,7 +218,12 @@ describe("locks started together on one client, through resets, silences, swallo
     // that outlast the traffic would all land on the last lone release); the sessions keep taking turns
     // until it is over.
     let faulting = true;
+    let granted!: () => void;
+    const sessions = new Promise<void>((resolve) => {
+      granted = resolve;
+    });
     const faults = (async () => {
+      await sessions;
       for (let i = 0; i < 24; i++) {
         await sleep(150);
         if (i % 4 === 0) proxy.reset();
@@ -222,7 +236,7 @@ describe("locks started together on one client, through resets, silences, swallo
       proxy.disarm();
       faulting = false;
     })();
-    const result = await takeTurns(shared, client(), uniqueName("batch-faults"), () => faulting, 10);
+    const result = await takeTurns(shared, client(), uniqueName("batch-faults"), () => faulting, 10, granted);
     await faults;
     expect({ overlaps: result.overlaps, failed: result.failed, refused: result.refused }).toEqual({
       overlaps: 0,
