@@ -26,6 +26,11 @@ export function stubGateway({ name, leaseId = "7587899071857085703", ttl = 30 })
     '{"error":"the bench stub has no answer for this request","code":12,"message":"unimplemented"}',
     501,
   );
+  /** The canned answer, or one naming the lease ID the request asked for when it names one. */
+  const withId = (canned, body, make) => {
+    const id = /"ID":"?(\d+)/.exec(body ?? "")?.[1];
+    return id === undefined || id === leaseId ? canned : answer(make(id));
+  };
   let requests = 0;
   const fetch = async (url, init) => {
     requests++;
@@ -36,11 +41,12 @@ export function stubGateway({ name, leaseId = "7587899071857085703", ttl = 30 })
       case "/v3/kv/range":
         return responses.range;
       case "/v3/lease/grant":
-        return responses.grant;
+        // A session draws its lease's ID and checks the answer names it.
+        return withId(responses.grant, init.body, (id) => `{${header},"ID":"${id}","TTL":"${ttl}"}`);
       case "/v3/lease/revoke":
         return responses.revoke;
       case "/v3/lease/keepalive":
-        return responses.keepalive;
+        return withId(responses.keepalive, init.body, (id) => `{"result":{${header},"ID":"${id}","TTL":"${ttl}"}}\n`);
       case "/v3/lease/timetolive":
         return responses.timetolive;
       default:
