@@ -282,14 +282,7 @@ export function recipeRound(ctx: RecipeContext, recipe: Recipe): () => Promise<v
           }
         });
     case "lock-all": {
-      const multi = (m: {
-        keys: readonly string[];
-        names: readonly string[];
-        revision: number;
-        leaseId: string;
-        header: ResponseHeader;
-        ifHeld(): Compare[];
-      }): Holding => m;
+      const multi = (m: Holding): Holding => m;
       const guardedOf = (chosen: readonly string[]) => chosen.map((name) => names.find((n) => n.name === name)!);
       if (oneShot) {
         return async () => {

@@ -3,7 +3,7 @@
 import { describe, it } from "vitest";
 import { EtcdError, type Lock, op, type Session } from "../../src/index.js";
 import { rejection, sleep, stillPending, until, within } from "../support/async.js";
-import { client, keysUnder, leaseAlive, leaseHex, uniqueName, useSessions } from "../support/etcd.js";
+import { client, fencedPut, keysUnder, leaseAlive, leaseHex, uniqueName, useSessions } from "../support/etcd.js";
 
 const etcd = client();
 const newSession = useSessions(etcd, { ttl: 10 });
@@ -198,15 +198,7 @@ describe.concurrent("a holder whose lease runs out", () => {
     const info = await etcd.inspectLock(name);
     expect(info.holder?.key).toBe(lock.key);
     expect(info.holder?.revision).toBe(lock.revision);
-    expect(
-      (
-        await etcd
-          .txn()
-          .if(lock.ifHeld())
-          .then(op.put(`${name}-data`, "x"))
-          .commit()
-      ).succeeded,
-    ).toBe(true);
+    expect(await fencedPut(etcd, lock, `${name}-data`)).toBe(true);
     await lock.unlock();
   });
 
@@ -220,15 +212,7 @@ describe.concurrent("a holder whose lease runs out", () => {
     expect(lock.held).toBe(true);
     expect(await leaseAlive(etcd, session.leaseId)).toBe(true);
     expect((await etcd.inspectLock(name)).holder?.key).toBe(lock.key);
-    expect(
-      (
-        await etcd
-          .txn()
-          .if(lock.ifHeld())
-          .then(op.put(`${name}-data`, "x"))
-          .commit()
-      ).succeeded,
-    ).toBe(true);
+    expect(await fencedPut(etcd, lock, `${name}-data`)).toBe(true);
     await lock.unlock();
   });
 });

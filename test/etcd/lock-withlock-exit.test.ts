@@ -7,9 +7,17 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Lock, op } from "../../src/index.js";
+import type { Lock } from "../../src/index.js";
 import { rejection, sleep } from "../support/async.js";
-import { client, keysUnder, leaseAlive, recordingFetch, sharedEndpoint, uniqueName } from "../support/etcd.js";
+import {
+  client,
+  fencedPut,
+  keysUnder,
+  leaseAlive,
+  recordingFetch,
+  sharedEndpoint,
+  uniqueName,
+} from "../support/etcd.js";
 
 const etcd = client();
 const here = dirname(fileURLToPath(import.meta.url));
@@ -29,12 +37,7 @@ describe("withLock in-process", () => {
           expect(lock.held).toBe(true);
           const info = await etcd.inspectLock(name);
           expect(info.holder?.key).toBe(lock.key);
-          const write = await etcd
-            .txn()
-            .if(lock.ifHeld())
-            .then(op.put(`${name}-data`, "x"))
-            .commit();
-          expect(write.succeeded).toBe(true);
+          expect(await fencedPut(etcd, lock, `${name}-data`)).toBe(true);
           return { answer: 42 };
         },
         { ttl: 10, lease: "per-call" },
@@ -137,12 +140,7 @@ describe("withLock in-process", () => {
     const second = await warm.withLock(
       name,
       async (lock) => {
-        const write = await etcd
-          .txn()
-          .if(lock.ifHeld())
-          .then(op.put(`${name}-data`, "x"))
-          .commit();
-        expect(write.succeeded).toBe(true);
+        expect(await fencedPut(etcd, lock, `${name}-data`)).toBe(true);
         return lock.leaseId;
       },
       { ttl: 30 },

@@ -9,6 +9,7 @@ import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createMockEtcd, type MockEtcd } from "../../src/testing/index.js";
 import { until } from "../support/async.js";
+import { APP_ROLES } from "../support/mock.js";
 import { b64 } from "../support/wire.js";
 import { addUser, enableAuth, startEtcd, type EtcdMember } from "./harness.js";
 
@@ -484,14 +485,7 @@ describe("mock vs real etcd with auth enabled", () => {
     await member.etcdctl(asRoot, "user", "grant-role", "writer", "writer-role");
     mock = createMockEtcd({
       version: await versionOf(member),
-      auth: {
-        users: { root: "rootpw", app: "apppw", reader: "rpw", writer: "wpw" },
-        permissions: {
-          app: [{ key: "app/", prefix: true, type: "readwrite" }],
-          reader: [{ key: "app/", prefix: true, type: "read" }],
-          writer: [{ key: "app/", prefix: true, type: "write" }],
-        },
-      },
+      auth: APP_ROLES,
     });
   });
   afterAll(async () => {

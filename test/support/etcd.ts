@@ -5,6 +5,7 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, afterEach, inject } from "vitest";
 import {
+  type Compare,
   Etcd,
   type EtcdOptions,
   type Fetch,
@@ -14,6 +15,7 @@ import {
   type SessionOptions,
   type WatchBatch,
   type WatchQuery,
+  op,
 } from "../../src/index.js";
 import { sleep, until, within } from "./async.js";
 
@@ -106,6 +108,22 @@ export async function untilLineLength(etcd: Etcd, name: string, count: number): 
 export async function keysUnder(etcd: Etcd, name: string): Promise<string[]> {
   const { kvs } = await etcd.range({ prefix: `${name}/` });
   return kvs.map((kv: KeyValue) => kv.key);
+}
+
+/** Writes `value` to `key` only while `lock` is held (its fencing compare); true when the write landed. */
+export async function fencedPut(
+  etcd: Etcd,
+  lock: { ifHeld(): Compare | Compare[] },
+  key: string,
+  value = "x",
+): Promise<boolean> {
+  return (
+    await etcd
+      .txn()
+      .if(...[lock.ifHeld()].flat())
+      .then(op.put(key, value))
+      .commit()
+  ).succeeded;
 }
 
 // ---- what the SDK sent ------------------------------------------------------------------------------------

@@ -1,9 +1,22 @@
 // The in-memory etcd (src/testing) from a test: a client on a fresh mock, and one raw request to a mock as a
 // gateway client without the SDK would send it. No msw: the client calls the mock's own fetch.
 import { Etcd, type EtcdOptions, type Fetch } from "../../src/index.js";
-import { createMockEtcd, type MockEtcd } from "../../src/testing/index.js";
+import { type AuthOptions, createMockEtcd, type MockEtcd } from "../../src/testing/index.js";
 
 /** Where clients of the mock send their requests: the mock's fetch answers any URL. */
+/**
+ * Auth as the mock suites and their real-etcd twin set it up: root is an admin, `app` may read and write under
+ * app/, `reader` only read there, `writer` only write there (what a put's prev_kv needs shows).
+ */
+export const APP_ROLES: AuthOptions = {
+  users: { root: "rootpw", app: "apppw", reader: "rpw", writer: "wpw" },
+  permissions: {
+    app: [{ key: "app/", prefix: true, type: "readwrite" }],
+    reader: [{ key: "app/", prefix: true, type: "read" }],
+    writer: [{ key: "app/", prefix: true, type: "write" }],
+  },
+};
+
 export const MOCK_ENDPOINT = "http://etcd.test:2379";
 
 /** A request on its way to the mock: pass it on with `forward`, hold it, change it, or answer it yourself. */

@@ -10,7 +10,7 @@ import {
   PROGRESS_NOTIFY_INTERVAL_MS,
 } from "../../src/testing/index.js";
 import { rejection, sleep } from "../support/async.js";
-import { call, MOCK_ENDPOINT, rawWatch } from "../support/mock.js";
+import { APP_ROLES, call, MOCK_ENDPOINT, rawWatch } from "../support/mock.js";
 import { b64 } from "../support/wire.js";
 
 const LATER: EtcdVersion[] = ["3.6", "3.7"];
@@ -26,18 +26,11 @@ async function watchLines(mock: MockEtcd, requests: object[], settle: () => void
   return lines;
 }
 
-/** Auth on: `app` may read and write under app/, `reader` only read there; root is an admin. */
+/** Auth on, with APP_ROLES. */
 const authed = (version: EtcdVersion) =>
   createMockEtcd({
     version,
-    auth: {
-      users: { root: "rootpw", app: "apppw", reader: "rpw", writer: "wpw" },
-      permissions: {
-        app: [{ key: "app/", prefix: true, type: "readwrite" }],
-        reader: [{ key: "app/", prefix: true, type: "read" }],
-        writer: [{ key: "app/", prefix: true, type: "write" }],
-      },
-    },
+    auth: APP_ROLES,
   });
 
 const login = async (mock: MockEtcd, name: string, password: string) =>
