@@ -3,6 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cmp, EtcdError, EtcdTimeoutError, op, type WatchBatch } from "../../src/index.js";
 import { sleep, within } from "../support/async.js";
+import { type ChannelLog, logChannels } from "../support/channels.js";
 import { client, events, pull, recordingFetch, sharedEndpoint, uniquePrefix } from "../support/etcd.js";
 import { closedPortUrl, silentServer } from "../support/loopback.js";
 import { makeLeader, startCluster, type EtcdCluster } from "./harness.js";
@@ -10,6 +11,8 @@ import { makeLeader, startCluster, type EtcdCluster } from "./harness.js";
 describe("3-member cluster", () => {
   let cluster: EtcdCluster;
   const controllers = new Set<AbortController>();
+  /** Every channel message from the stop on: the watch's reconnection is published on watch.reconnect. */
+  let channels: ChannelLog | undefined;
   beforeAll(async () => {
     cluster = await startCluster(3);
     // The first endpoint must be a follower: stopping a leader makes writes wait for an election, which
@@ -17,6 +20,7 @@ describe("3-member cluster", () => {
     await makeLeader(cluster, 1);
   });
   afterAll(async () => {
+    channels?.stop();
     for (const c of controllers) c.abort(new Error("done"));
     await cluster?.stop();
   });
@@ -61,6 +65,7 @@ describe("3-member cluster", () => {
       expect(new Set(c.fetch.calls.map((call) => call.endpoint))).toEqual(new Set([cluster.endpoints[0]]));
       c.fetch.calls.length = 0;
     }
+    channels = logChannels();
     await cluster.members[0]!.stop();
   });
 
@@ -119,6 +124,11 @@ describe("3-member cluster", () => {
     const reopened = watcher.fetch.calls.filter((c) => c.path === "/v3/watch" && c.status === 200);
     expect(reopened.length).toBeGreaterThanOrEqual(1);
     expect(reopened.every((c) => c.endpoint !== cluster.endpoints[0])).toBe(true);
+    // A tracer sees the break: where the stream was, why it ended, and the revision it resumes from.
+    const reconnects = channels!.seen.filter((s) => s.event === "watch.reconnect").map((s) => s.message);
+    expect(reconnects.length).toBeGreaterThanOrEqual(1);
+    expect(reconnects[0]).toMatchObject({ endpoint: cluster.endpoints[0], code: expect.any(String) });
+    expect(reconnects[0]!.revision).toBeGreaterThan(revisions[0]!);
   });
 
   it("a member without quorum fails fast with UNAVAILABLE (requireLeader), not after ~7 s", async () => {
