@@ -2,8 +2,12 @@
 // names a holder or proves a ticket is drawn at module load or when a client is made, so nothing drawn before a
 // snapshot can be shared by the sandboxes restored from it; and each acquisition and each session draws its
 // own, so no two share one.
+import { createRequire } from "node:module";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { mockClient } from "../support/mock.js";
+
+// The two sources the SDK may draw from: Node's own CSPRNG (what it uses in Node) and Web Crypto.
+const nodeCrypto = createRequire(import.meta.url)("node:crypto") as typeof import("node:crypto");
 
 afterEach(() => {
   vi.restoreAllMocks();
@@ -11,11 +15,18 @@ afterEach(() => {
 
 describe("randomness is drawn when used, never ahead", () => {
   it("importing the SDK and making a client draws nothing", async () => {
-    const draws = vi.spyOn(globalThis.crypto, "getRandomValues");
+    const web = vi.spyOn(globalThis.crypto, "getRandomValues");
+    const node = vi.spyOn(nodeCrypto, "randomFillSync");
     vi.resetModules();
     const { Etcd } = await import("../../src/index.js");
-    new Etcd({ endpoints: "http://etcd.test:2379" });
-    expect(draws).not.toHaveBeenCalled();
+    const etcd = new Etcd({ endpoints: "http://etcd.test:2379" });
+    expect(web).not.toHaveBeenCalled();
+    expect(node).not.toHaveBeenCalled();
+    // The spies see a draw when there is one.
+    const { randomBytes } = await import("../../src/api/random.js");
+    randomBytes(8);
+    expect(web.mock.calls.length + node.mock.calls.length).toBe(1);
+    void etcd;
   });
 
   it("every acquisition of a mutex draws a fresh secret, and every session a fresh lease ID", async () => {

@@ -1,4 +1,5 @@
 import { wellFormedText } from "../../api/bytes.js";
+import { randomBytes } from "../../api/random.js";
 import { describe, invalidArgument } from "../../errors/catalogue.js";
 
 /**
@@ -34,12 +35,9 @@ export function uniqueKey(prefix: string, leaseHex: string): string {
   return `${prefix}${leaseHex}-${randomHex(8)}`;
 }
 
-/**
- * `bytes` fresh random bytes from the runtime's CSPRNG, as lowercase hex. Drawn at each call, never ahead:
- * a value drawn at module load would be shared by every sandbox restored from one snapshot (Lambda SnapStart).
- */
+/** `bytes` fresh random bytes as lowercase hex (see `randomBytes`). */
 export function randomHex(bytes: number): string {
-  const random = globalThis.crypto.getRandomValues(new Uint8Array(bytes));
+  const random = randomBytes(bytes);
   let hex = "";
   for (const byte of random) hex += byte.toString(16).padStart(2, "0");
   return hex;

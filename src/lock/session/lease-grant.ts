@@ -1,6 +1,7 @@
 import { leaseToUse, ttlArg } from "../../api/args.js";
 import type { EtcdClient } from "../../api/client.js";
 import type { LeaseId } from "../../api/codec.js";
+import { randomBytes } from "../../api/random.js";
 import { describe, invalidArgument, sessionExpired } from "../../errors/catalogue.js";
 import { isEtcdError } from "../../errors/etcd-error.js";
 import type { CallOptions } from "../../gateway/transport.js";
@@ -98,8 +99,8 @@ async function grantOwn(
   }
 }
 
-/** A random lease ID: positive, below 2^63, never 0. Drawn at each grant, never ahead (see `randomHex`). */
+/** A random lease ID: positive, below 2^63, never 0. Drawn at each grant, never ahead (see `randomBytes`). */
 function randomLeaseId(): LeaseId {
-  const [high, low] = globalThis.crypto.getRandomValues(new Uint32Array(2));
+  const [high, low] = new Uint32Array(randomBytes(8).buffer);
   return ((BigInt(high! & 0x7fffffff) << 32n) | BigInt(low!) || 1n).toString();
 }

@@ -1,0 +1,33 @@
+/**
+ * Fresh random bytes from the runtime's CSPRNG, for lease IDs and ticket secrets. Drawn at each call, never
+ * ahead: a value drawn at module load would be shared by every sandbox restored from one snapshot (Lambda
+ * SnapStart).
+ *
+ * Where the runtime has `node:crypto` (Node, Bun, Deno, workerd with `nodejs_compat`), its `randomFillSync`
+ * draws them: Node builds its Web Crypto object on the first touch of `globalThis.crypto` (algorithms, key
+ * classes, WebIDL glue), work that would land on a fresh process's first lock, and both draw from the same
+ * generator. Elsewhere, Web Crypto's `getRandomValues`.
+ */
+export function randomBytes(length: number): Uint8Array {
+  const bytes = new Uint8Array(length);
+  source ??= nodeCrypto() ?? null;
+  return source ? source.randomFillSync(bytes) : globalThis.crypto.getRandomValues(bytes);
+}
+
+interface NodeCrypto {
+  randomFillSync(bytes: Uint8Array): Uint8Array;
+}
+
+/** `node:crypto`, looked up on first use (null: the runtime has none). A module, never a value drawn from it. */
+let source: NodeCrypto | null | undefined;
+
+function nodeCrypto(): NodeCrypto | undefined {
+  try {
+    const runtime = (globalThis as { process?: { getBuiltinModule?: (id: string) => unknown } }).process;
+    const crypto = runtime?.getBuiltinModule?.("node:crypto") as Partial<NodeCrypto> | undefined;
+    return typeof crypto?.randomFillSync === "function" ? (crypto as NodeCrypto) : undefined;
+  } catch {
+    // A runtime that knows the module but refuses it: Web Crypto.
+    return undefined;
+  }
+}
