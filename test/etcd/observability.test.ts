@@ -214,6 +214,27 @@ describe("etcd-edge/otel on real etcd", () => {
     expect(otel.spans().length).toBe(before);
   });
 
+  it("a release handed to waitUntil: the withLock span's child, ending after it", async () => {
+    const otel = instrumented();
+    const etcd = client();
+    const name = uniqueName("otel-handoff");
+    const handed: Promise<unknown>[] = [];
+    await etcd.withLock(name, () => {}, { waitUntil: (release) => handed.push(release) });
+    expect(handed).toHaveLength(1);
+    await handed[0];
+    const frame = otel.span(`withLock ${name}`);
+    expect(otel.children(frame).filter((child) => !child.startsWith("etcd "))).toEqual([
+      `lock ${name}`,
+      `release ${name}`,
+    ]);
+    const release = otel.span(`release ${name}`);
+    expect(release.attributes).toMatchObject({ "etcd_edge.lock.outcome": "released" });
+    expect(otel.children(release)).toEqual(["etcd /v3/kv/txn"]);
+    // The caller had its answer before the release landed: the frame ends first, and its child after it.
+    const nanos = ([seconds, ns]: readonly [number, number]) => BigInt(seconds) * 1_000_000_000n + BigInt(ns);
+    expect(nanos(release.endTime) >= nanos(frame.endTime)).toBe(true);
+  });
+
   it("a refused try, a wait and a loss: error status, position, the lost-lock counter", async () => {
     const otel = instrumented();
     const etcd = client();
