@@ -66,7 +66,7 @@ class Scenario {
   }
 
   /** The worker's acquisition call fails now with `code`. */
-  fail(id: string, op: "writeLock" | "acquire", code: string): void {
+  fail(id: string, op: "writeLock" | "acquire" | "lock", code: string): void {
     const t = this.#tick();
     this.#emit(id, { ev: "call", op, t0: t - 5, t, budget: 15_000, ok: false, code });
   }
@@ -505,6 +505,44 @@ describe("recipe checks", () => {
       expect(result.ok).toBe(false);
       expect(result.details[0]).toContain("left behind by writeLock failing with UNAVAILABLE");
       expect(left(3_000).ok).toBe(true);
+    });
+
+    it("a pair that took one name owns the key it waits with in the other, until it fails", () => {
+      const pair = (standMs: number) => {
+        const s = cleanScenario();
+        s.ask("m0", "n0", "n1");
+        const first = s.join("m0", "n0/6");
+        s.acquire("m0", first, ["n0/6"], ["n0"]);
+        const second = s.join("m0", "n1/6"); // In line behind n1's holder, longer than the bound.
+        s.t += 12_000;
+        s.fail("m0", "lock", "TIMEOUT");
+        s.release("m0", first, "n0/6");
+        s.t += standMs;
+        s.drop("m0", second, "n1/6");
+        const record = s.record(2);
+        return checkOrphanKeys(record, recipesOf(record));
+      };
+      expect(pair(3_000).ok).toBe(true);
+      const left = pair(20_000);
+      expect(left.ok).toBe(false);
+      expect(left.details[0]).toContain("left behind by lock failing with TIMEOUT");
+    });
+
+    it("fails a copy of a join landing after its acquisition took a key in that line", () => {
+      const s = cleanScenario();
+      s.ask("m0", "n0", "n1");
+      const taken = s.join("m0", "n0/6", "n1/6");
+      s.acquire("m0", taken, ["n0/6"], ["n0"]);
+      s.release("m0", taken, "n0/6");
+      const copy = s.join("m0", "n0/6"); // An earlier send of the n0 join, held up inside etcd.
+      s.t += 20_000;
+      s.drop("m0", copy, "n0/6");
+      s.drop("m0", taken, "n1/6");
+      const record = s.record(2);
+      const result = checkOrphanKeys(record, recipesOf(record));
+      expect(result.ok).toBe(false);
+      expect(result.details[0]).toContain("n0/6@");
+      expect(result.details[0]).toContain("took a key in this line");
     });
 
     it("excuses a key left by a failed acquisition whose worker was frozen before it could leave", () => {

@@ -539,6 +539,8 @@ interface Asked {
   names: string[];
   /** Tokens it reported acquired. */
   took: Set<number>;
+  /** The names (lines) of what it took: an acquisition of several names takes a key in each, one at a time. */
+  tookNames: Set<string>;
   /** The acquisition call, once settled. */
   end?: { t: number; ok: boolean; op: string; code?: string | undefined } | undefined;
 }
@@ -547,10 +549,12 @@ function askedOf(worker: WorkerRecord): Asked[] {
   const out: Asked[] = [];
   for (const e of worker.events) {
     const current = out.at(-1);
-    if (e.ev === "asking") out.push({ t: e.t, names: e.names, took: new Set() });
+    if (e.ev === "asking") out.push({ t: e.t, names: e.names, took: new Set(), tookNames: new Set() });
     else if (current === undefined) continue;
-    else if (e.ev === "acquired") current.took.add(e.token);
-    else if (e.ev === "call" && ACQUIRING.has(e.op) && current.end === undefined)
+    else if (e.ev === "acquired") {
+      current.took.add(e.token);
+      for (const name of e.names ?? current.names) current.tookNames.add(name);
+    } else if (e.ev === "call" && ACQUIRING.has(e.op) && current.end === undefined)
       current.end = { t: e.t, ok: e.ok, op: e.op, code: e.code };
   }
   return out;
@@ -561,9 +565,10 @@ function askedOf(worker: WorkerRecord): Asked[] {
  * its lease ends (or, for a shared name, its session's next lock of that name adopts it). A key is owned by
  * the acquisition its owner was asking for when it was put: when that one took it, while it is in progress,
  * and for `leaveBoundMs` after it failed (the SDK deletes a failed acquisition's key).
- * So an orphan is a join that landed late (put while its owner asked for other names, or while its acquisition
- * took another key: a copy of an earlier join held up inside etcd) and stood longer than `leaveBoundMs`, or a
- * key a failed acquisition left behind.
+ * So an orphan is a join that landed late (put while its owner asked for other names, or after its acquisition
+ * took a key in that line: a copy of an earlier join held up inside etcd) and stood longer than `leaveBoundMs`,
+ * or a key a failed acquisition left behind. An acquisition of several names that took one of them still owns
+ * the key it waits with in another.
  */
 export function orphanKeys(record: RunRecord, recipes: RecipeRecord): Orphan[] {
   const ownerByLease = new Map<string, WorkerRecord>();
@@ -600,14 +605,15 @@ export function orphanKeys(record: RunRecord, recipes: RecipeRecord): Orphan[] {
     // A late copy is the SDK's to clean up: its session sweeps it on a renewal, unless a caller of the
     // session adopts it first. It blocks the line only if it stands longer than a failed acquisition's key may.
     const lateKeyGone = Math.min(inc.deleteT ?? Infinity, adopted?.t ?? Infinity) - inc.putT <= recipes.leaveBoundMs;
-    if (lateKeyGone && (asking === undefined || !asking.names.includes(line) || asking.took.size > 0)) continue;
+    const tookThisLine = asking?.tookNames.has(line) === true;
+    if (lateKeyGone && (asking === undefined || !asking.names.includes(line) || tookThisLine)) continue;
     if (asking === undefined || !asking.names.includes(line)) {
       orphan(
         `put while its owner was asking ` +
           `for ${asking === undefined ? "nothing" : asking.names.map(shortName).join(",")}`,
       );
-    } else if (asking.took.size > 0) {
-      orphan(`put while its owner's acquisition took another key (token ${[...asking.took].join(",")})`);
+    } else if (tookThisLine) {
+      orphan(`put after its owner's acquisition took a key in this line (token ${[...asking.took].join(",")})`);
     } else if (
       asking.end !== undefined &&
       !asking.end.ok &&
