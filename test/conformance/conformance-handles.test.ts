@@ -6,6 +6,8 @@
 // 3. a handle that knows its lock is lost answers `unlock()` with LOCK_LOST, even while etcd is unreachable;
 // 4. `lock()` on a closed or expired session says so, and that nothing was attempted;
 // 5. the sender's `unlock()` after a ticket takeover says the lock was taken over, not that its lease ended.
+// And a session whose lease etcd ended before its deadline (a chaos run: a long-paused leader's revocation)
+// learns it from its next acquisition instead of answering lock() with etcd's raw LEASE_NOT_FOUND.
 import { afterAll, describe, expect, it } from "vitest";
 import { type Etcd, op, type Session } from "../../src/index.js";
 import { rejection, stillPending, until } from "../support/async.js";
@@ -126,6 +128,47 @@ describe("4. lock() on a session that has ended", () => {
     expect(error.code).toBe("SESSION_EXPIRED");
     expect(error.message).toBe(`session lease ${s.leaseId} has expired: lock ${name} was not attempted`);
     expect(await keysOf(name)).toEqual([]);
+  });
+});
+
+describe("a session whose lease etcd ended before its deadline (revoked, or by a long-paused leader)", () => {
+  it("learns it from its next acquisition: SESSION_EXPIRED, the session lost, no next lock() attempted", async () => {
+    const name = fresh();
+    const requests: string[] = [];
+    const client = backend.client({ onEvent: (event) => event.type === "request" && requests.push(event.path) });
+    const s = await session(client, 60);
+    await etcd.lease.revoke(s.leaseId);
+
+    const error = await rejection(s.mutex(name).lock());
+    expect(error.code).toBe("SESSION_EXPIRED");
+    expect(error.message).toBe(`session lease ${s.leaseId} has expired: lock ${name} was not acquired`);
+    expect(s.alive).toBe(false);
+    expect(s.signal.aborted).toBe(true);
+    requests.length = 0;
+    const next = await rejection(s.mutex(`${name}-next`).lock());
+    expect(next.code).toBe("SESSION_EXPIRED");
+    expect(next.message).toBe(`session lease ${s.leaseId} has expired: lock ${name}-next was not attempted`);
+    expect(requests).toEqual([]);
+    expect(await keysOf(name)).toEqual([]);
+  });
+
+  it("a waiter that reads its key gone: the session asks etcd, learns it, its other holdings are lost", async () => {
+    const name = fresh();
+    const holder = await (await session()).mutex(name).lock();
+    const s = await session(etcd, 60);
+    const other = await s.mutex(`${name}-other`).lock();
+    // Polling, the waiter reads the line (a watching waiter behind the holder trusts its key as it trusts its
+    // lease, until the deadline; a fenced write is refused either way).
+    const waiting = rejection(s.mutex(name).lock({ wait: "poll", pollInterval: 50 }));
+    await until("the waiter is in line", 5_000, async () => (await keysOf(name)).length === 2, 20);
+    await etcd.lease.revoke(s.leaseId);
+
+    const error = await waiting;
+    expect(error.code).toBe("SESSION_EXPIRED");
+    expect(s.alive).toBe(false);
+    expect(other.held).toBe(false);
+    expect(other.signal.reason).toMatchObject({ code: "LOCK_LOST" });
+    await holder.unlock();
   });
 });
 

@@ -62,6 +62,8 @@ export class Acquisition implements WaitContext {
   /** The join, once sent: in flight, landed or failed. */
   #joining: Promise<{ revision: number }> | undefined;
   #sends: JoinSends | undefined;
+  /** Our key left the line while we waited (see `expired`). */
+  #keyGone = false;
   #startedAt = 0;
   /** Its `etcd-edge:lock` context, when someone traces it. */
   readonly #trace = startingAcquisition();
@@ -149,9 +151,13 @@ export class Acquisition implements WaitContext {
     if (events.on) events.emit({ type: "lock.waiting", ...this.#subject, position });
   }
 
-  /** SESSION_EXPIRED for this acquisition: our own key left the line, so our session's lease ended. */
+  /**
+   * SESSION_EXPIRED for this acquisition: our own key left the line, so our session's lease ended (as Go's
+   * `Mutex.Lock` concludes). An inference: `fail` asks etcd, so that the session learns it too.
+   */
   expired(): EtcdError {
     const session = this.#session;
+    this.#keyGone = true;
     return sessionExpired(session.leaseId, session.signal.reason, `${subjectText(this.#subject)} was not acquired`);
   }
 
@@ -183,6 +189,11 @@ export class Acquisition implements WaitContext {
    * key is gone, so this session's next caller cannot meet it and a sweep cannot race the cleanup.
    */
   async fail(thrown: unknown): Promise<unknown> {
+    const session = this.#session;
+    // A key that left the line says the lease ended: one renewal asks etcd, and a lease found gone ends the
+    // session for every caller and handle on it, not for this one alone (renew() loses it on LEASE_NOT_FOUND).
+    // Awaited as the cleanup is, for a grace at most; the renewal is bounded by its own deadline.
+    if (this.#keyGone && session.alive) await withinGrace(session.renew().catch(() => {}));
     const error = this.#why(thrown);
     const joining = this.#joining;
     this.#joining = undefined;
@@ -195,13 +206,9 @@ export class Acquisition implements WaitContext {
       () => sends?.settle("landed"),
       (failure: unknown) => sends?.settle(unanswered(failure) ? "unanswered" : "refused"),
     );
-    const session = this.#session;
     const cleanup = session.closed ? Promise.resolve() : this.#leaveAfter(joining);
     const unclaim = () => this.#unclaim();
-    const done = cleanup.then(unclaim, unclaim);
-    const grace = new AbortController();
-    await Promise.race([done, delay(JOIN_GRACE_MS, grace.signal).catch(() => {})]);
-    grace.abort();
+    await withinGrace(cleanup.then(unclaim, unclaim));
     return error;
   }
 
@@ -244,6 +251,8 @@ export class Acquisition implements WaitContext {
   #why(thrown: unknown): unknown {
     const session = this.#session;
     const what = subjectText(this.#subject);
+    // etcd refused our key for want of our lease: the session has lost it, whatever its deadline says.
+    if (isEtcdError(thrown, "LEASE_NOT_FOUND")) session.lostLease(thrown);
     if (session.signal.aborted) {
       if (isEtcdError(thrown, "SESSION_EXPIRED") || isEtcdError(thrown, "SESSION_CLOSED")) return thrown;
       return session.closed
@@ -264,6 +273,13 @@ export class Acquisition implements WaitContext {
 }
 
 function noTurns(): void {}
+
+/** Waits for `work` for JOIN_GRACE_MS at most; what is left of it runs on by itself. */
+async function withinGrace(work: Promise<unknown>): Promise<void> {
+  const grace = new AbortController();
+  await Promise.race([work, delay(JOIN_GRACE_MS, grace.signal).catch(() => {})]);
+  grace.abort();
+}
 
 /** Local turns on every key, taken in sorted order so two acquisitions of one session never wait in a cycle. */
 async function takeAll(turns: LocalTurns, keys: readonly string[], signal: AbortSignal): Promise<() => void> {

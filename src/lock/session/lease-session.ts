@@ -129,11 +129,7 @@ export class LeaseSession {
       this.#throwIfDead();
       return ttl;
     } catch (error) {
-      if (isEtcdError(error, "LEASE_NOT_FOUND")) {
-        const expired = sessionExpired(this.leaseId, error);
-        this.#lose(expired);
-        throw expired;
-      }
+      if (isEtcdError(error, "LEASE_NOT_FOUND")) throw this.lostLease(error);
       // Refused for good: retrying would only be refused again until the deadline. The lease is as lost.
       if (isEtcdError(error, "PERMISSION_DENIED")) {
         const refused = renewalRefused(this.leaseId, error);
@@ -142,6 +138,17 @@ export class LeaseSession {
       }
       throw error;
     }
+  }
+
+  /**
+   * @internal etcd refused a request of this session for want of its lease (LEASE_NOT_FOUND: expired or
+   * revoked, whatever the deadline says, as after a long-paused leader's revocation): the session has lost it,
+   * and says so to everything built on it at once. Returns the session's reason (SESSION_EXPIRED, or what
+   * ended it first).
+   */
+  lostLease(cause: EtcdError): EtcdError {
+    this.#lose(sessionExpired(this.leaseId, cause));
+    return this.#lost.signal.reason as EtcdError;
   }
 
   /**
