@@ -27,14 +27,21 @@ import type { WaitMode } from "./wait-options.js";
 export const WAIT_IDLE_TIMEOUT = 2_000;
 
 /**
- * How long a waiter right behind the holder waits on one watch before it opens a second one, on another
- * endpoint when the client has one. A member that stalls without closing its connections (a paused VM, a disk
+ * How long a waiter near the front (see SECOND_WATCH_DEPTH) waits on one watch before it opens a second one, on
+ * another endpoint when the client has one. A member that stalls without closing its connections (a paused VM, a disk
  * stall) stops delivering while its stream stays open: the idle timeout finds it out only after its period and
  * a grace. The second watch hears the release meanwhile; a release before it opened is found by the read that
  * closes its gap. Short waits (a hot lock's handoffs) never open one, so etcd's watchers double only for the
  * few waits that last.
  */
 export const SECOND_WATCH_AFTER = 1_000;
+
+/**
+ * The waiters with at most this many keys ahead open the second watch. Holders may pass in milliseconds, so a
+ * waiter two or three back can be right behind the holder before its own watch has shown it one departure; a
+ * waiter further back would double a deep line's streams for a wait that lasts anyway.
+ */
+export const SECOND_WATCH_DEPTH = 3;
 
 /**
  * The quiet time allowed to a lone waiter's own watch with `ahead` keys ahead of it when it last looked.
@@ -125,7 +132,7 @@ export async function waitForTurn(
       await delay(context.pollInterval, context.signal);
       state = checked(await read({ signal: context.signal }), context);
     } else {
-      state = checked(await predecessorGone(client, read, state, context.signal, waitIdleTimeout(ahead), own), context);
+      state = checked(await predecessorGone(client, read, state, context.signal, ahead, own), context);
       ahead = state.predecessorIsFirst ? 1 : ahead === undefined ? undefined : Math.max(1, ahead - 1);
     }
   }
@@ -155,9 +162,10 @@ async function predecessorGone(
   read: LineReader,
   state: Position,
   signal: AbortSignal,
-  idleTimeout: number,
+  ahead: number | undefined,
   own: Incarnation | undefined,
 ): Promise<LineState> {
+  const idleTimeout = waitIdleTimeout(ahead);
   const waiter = enterLine(client, state.predecessor!.key, WAIT_IDLE_TIMEOUT);
   // Ends the watch that loses (and the second one's timer), whichever way the wait ends.
   const over = new AbortController();
@@ -172,8 +180,8 @@ async function predecessorGone(
             if (own !== undefined && now.ownExists && now.predecessor === undefined) shared.markFirst(own);
             return now;
           });
-    // Only right behind the holder, where a stalled stream holds up a free lock.
-    if (idleTimeout > WAIT_IDLE_TIMEOUT) return await watched;
+    // Only near the front, where a stalled stream holds up a free lock.
+    if (ahead !== undefined && ahead > SECOND_WATCH_DEPTH) return await watched;
     // Elsewhere than the first watch: where it was created, or where it went if it never was.
     const second = delay(SECOND_WATCH_AFTER, both).then(() => {
       const endpoint = shared?.endpoint ?? first.endpoint ?? client.transport.endpoint;
