@@ -23,8 +23,9 @@ let source: NodeCrypto | null | undefined;
 
 function nodeCrypto(): NodeCrypto | undefined {
   try {
-    const runtime = (globalThis as { process?: { getBuiltinModule?: (id: string) => unknown } }).process;
-    const crypto = runtime?.getBuiltinModule?.("node:crypto") as Partial<NodeCrypto> | undefined;
+    const crypto = (
+      globalThis as { process?: { getBuiltinModule?: (id: string) => unknown } }
+    ).process?.getBuiltinModule?.("node:crypto") as Partial<NodeCrypto> | undefined;
     return typeof crypto?.randomFillSync === "function" ? (crypto as NodeCrypto) : undefined;
   } catch {
     // A runtime that knows the module but refuses it: Web Crypto.

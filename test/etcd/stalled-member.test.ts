@@ -7,7 +7,7 @@
 // cluster of the project's version, member 1 leading: a stalled leader is an election, which stalls every
 // write (the holder's release too), not the waiter's watch.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Etcd } from "../../src/index.js";
+import type { Etcd, Lock } from "../../src/index.js";
 import { sleep, until, within } from "../support/async.js";
 import { client, uniqueName, untilLineLength } from "../support/etcd.js";
 import { type EtcdCluster, makeLeader, startCluster } from "./harness.js";
@@ -53,6 +53,33 @@ function through(first: number): Etcd {
   return client({ endpoints: [...endpoints.slice(first), ...endpoints.slice(0, first)], timeout: 5_000 });
 }
 
+/** A manual session whose calls and watches go to member `first` first. */
+const sessionThrough = (first: number) => through(first).session({ ttl: 30, keepAlive: "manual" });
+
+/**
+ * Member 0, which the waiter's calls and watch go through, stops (SIGSTOP keeps every connection open) while
+ * `release` runs; `release` returns the lock whose unlock frees the waiter's turn, and the waiter must then
+ * take the free lock within the bound.
+ */
+async function member0Stalls(waiting: Promise<Lock>, release: () => Promise<Lock>): Promise<void> {
+  const paused = cluster.members[0]!;
+  // The waiter's watch is open through member 0 by now.
+  await sleep(100);
+  process.kill(paused.pid, "SIGSTOP");
+  try {
+    const last = await release();
+    const released = performance.now();
+    await last.unlock();
+    const lock = await within(10_000, "the waiter takes the free lock", waiting);
+    const ms = performance.now() - released;
+    expect(ms, `taken ${Math.round(ms)} ms after the release`).toBeLessThan(BOUND_MS);
+    expect(lock.held).toBe(true);
+    await lock.unlock();
+  } finally {
+    process.kill(paused.pid, "SIGCONT");
+  }
+}
+
 describe.each([
   ["after the waiter has waited a while", 1_200],
   ["right after the waiter joined", 200],
@@ -60,28 +87,15 @@ describe.each([
   it(`takes the free lock within ${BOUND_MS} ms of the release`, async () => {
     await member1Leads();
     const name = uniqueName("stalled");
-    const paused = cluster.members[0]!;
-    const holderSession = await through(1).session({ ttl: 30, keepAlive: "manual" });
+    const holderSession = await sessionThrough(1);
     const holder = await holderSession.mutex(name).lock();
-    // The waiter's calls and its watch go to member 0 first.
-    const waiterSession = await through(0).session({ ttl: 30, keepAlive: "manual" });
+    const waiterSession = await sessionThrough(0);
     const waiting = waiterSession.mutex(name).lock({ timeout: 20_000 });
     await untilLineLength(through(1), name, 2);
-    // Its watch is open through member 0 by now; then member 0 stops, keeping every connection open.
-    await sleep(100);
-    process.kill(paused.pid, "SIGSTOP");
-    try {
+    await member0Stalls(waiting, async () => {
       await sleep(waitedMs);
-      const released = performance.now();
-      await holder.unlock();
-      const lock = await within(10_000, "the waiter takes the free lock", waiting);
-      const ms = performance.now() - released;
-      expect(ms, `taken ${Math.round(ms)} ms after the release`).toBeLessThan(BOUND_MS);
-      expect(lock.held).toBe(true);
-      await lock.unlock();
-    } finally {
-      process.kill(paused.pid, "SIGCONT");
-    }
+      return holder;
+    });
     await Promise.all([holderSession.close(), waiterSession.close()]);
   });
 });
@@ -90,32 +104,20 @@ describe("a waiter two back, its watch through a member that stalls, the one ahe
   it(`takes the free lock within ${BOUND_MS} ms of the release`, async () => {
     await member1Leads();
     const name = uniqueName("stalled-two-back");
-    const paused = cluster.members[0]!;
-    const holderSession = await through(1).session({ ttl: 30, keepAlive: "manual" });
+    const holderSession = await sessionThrough(1);
     const holder = await holderSession.mutex(name).lock();
-    const middleSession = await through(1).session({ ttl: 30, keepAlive: "manual" });
+    const middleSession = await sessionThrough(1);
     const middle = middleSession.mutex(name).lock({ timeout: 20_000 });
     await untilLineLength(through(1), name, 2);
-    // The waiter's calls and its watch (on the middle waiter's key) go to member 0 first.
-    const waiterSession = await through(0).session({ ttl: 30, keepAlive: "manual" });
+    // The waiter watches the middle waiter's key.
+    const waiterSession = await sessionThrough(0);
     const waiting = waiterSession.mutex(name).lock({ timeout: 20_000 });
     await untilLineLength(through(1), name, 3);
-    await sleep(100);
-    process.kill(paused.pid, "SIGSTOP");
-    try {
+    await member0Stalls(waiting, async () => {
       await sleep(200);
       await holder.unlock();
-      const passing = await within(10_000, "the middle waiter takes the lock", middle);
-      const released = performance.now();
-      await passing.unlock();
-      const lock = await within(10_000, "the waiter takes the free lock", waiting);
-      const ms = performance.now() - released;
-      expect(ms, `taken ${Math.round(ms)} ms after the release`).toBeLessThan(BOUND_MS);
-      expect(lock.held).toBe(true);
-      await lock.unlock();
-    } finally {
-      process.kill(paused.pid, "SIGCONT");
-    }
+      return within(10_000, "the middle waiter takes the lock", middle);
+    });
     await Promise.all([holderSession.close(), middleSession.close(), waiterSession.close()]);
   });
 });

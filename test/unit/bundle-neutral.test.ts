@@ -47,9 +47,11 @@ describe("platform-neutral bundle of src/index.ts", () => {
     expect(text.match(/.{0,60}\bprocess\..{0,60}/g) ?? []).toEqual([]);
     // Sanity: the bundle really contains the client.
     expect(text).toContain("/v3/kv/range");
-    // diagnostics_channel is asked of the runtime, guarded, never imported: the one mention of a builtin.
-    expect(text.match(/node:/g)).toHaveLength(1);
+    // diagnostics_channel and crypto are asked of the runtime, guarded, never imported: the only mentions of a
+    // builtin.
+    expect(text.match(/node:/g)).toHaveLength(2);
     expect(text).toMatch(/globalThis\.process\?\.getBuiltinModule\?\.\(\s*"node:diagnostics_channel"\s*\)/);
+    expect(text).toMatch(/globalThis\.process\?\.getBuiltinModule\?\.\(\s*"node:crypto"\s*\)/);
   });
 
   it("reports the minified + gzipped size", async () => {
