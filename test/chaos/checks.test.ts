@@ -334,6 +334,28 @@ describe("chaos checks", () => {
       expect(checkSessionsSurvive(record).ok).toBe(true);
     });
 
+    it("counts apart a manual withLock whose fn and release outlasted its lease, at the lease's deadline", () => {
+      const lost = (mode: "withlock-manual" | "manual", acquiredAt: number, lostAt: number) => {
+        const record = cleanRecord();
+        const worker = w(record, "w0");
+        worker.kind = { ...worker.kind, mode };
+        worker.events.push(
+          { ev: "sdk", t: T0 + 1_000, type: "session.renewed", leaseId: "1" },
+          { ev: "acquired", t: acquiredAt, key: "k", token: 900, leaseId: "1", waitStart: acquiredAt - 10 },
+          { ev: "lost", t: lostAt, op: "withLock", code: "LOCK_LOST", leaseId: "1" },
+        );
+        return checkSessionsSurvive(record);
+      };
+      // Renewed at +1 s, taken at +3 s, lost at +9.2 s: the 8 s lease ran out under fn and its release.
+      const outrun = lost("withlock-manual", T0 + 3_000, T0 + 9_200);
+      expect(outrun.ok).toBe(true);
+      expect(outrun.summary).toContain("1 by manual withLocks whose fn and release outlasted the lease");
+      // Before the deadline, taken before the renewal, or a session that renews while it works: still a loss.
+      expect(lost("withlock-manual", T0 + 3_000, T0 + 5_000).ok).toBe(false);
+      expect(lost("withlock-manual", T0 + 500, T0 + 9_200).ok).toBe(false);
+      expect(lost("manual", T0 + 3_000, T0 + 9_200).ok).toBe(false);
+    });
+
     it("counts apart a loss right after a leader paused past the renewal slack resumed, and only that", () => {
       const paused = (ms: number, detail = "m0 (leader) for 6000 ms") => ({
         kind: "pause-member" as const,
