@@ -7,22 +7,19 @@
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { openBackend } from "../examples/demo/backend.mjs";
+import { flagValue } from "./lib/args.mjs";
 import { interleaved, numbersOf } from "./lib/rounds.mjs";
 import { fmt, pairedRatio, ratioText, summarize, withSpread } from "./lib/stats.mjs";
 import { printTable } from "./lib/table.mjs";
 
 const args = process.argv.slice(2);
-const flag = (name, def) => {
-  const at = args.indexOf(`--${name}`);
-  return at < 0 ? def : Number(args[at + 1]);
-};
 const variantDir = args.find((arg, i) => !arg.startsWith("--") && !args[i - 1]?.startsWith("--"));
 if (variantDir === undefined) {
   console.error("usage: node bench/ab.mjs <dist directory of build B> [--rounds 15] [--cycles 200]");
   process.exit(2);
 }
-const rounds = flag("rounds", 15);
-const cycles = flag("cycles", 200);
+const rounds = Number(flagValue("rounds", 15));
+const cycles = Number(flagValue("cycles", 200));
 
 const builds = {
   A: { sdk: await import("etcd-edge"), node: await import("etcd-edge/node") },

@@ -15,18 +15,15 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { openBackend } from "../examples/demo/backend.mjs";
+import { flagValue } from "./lib/args.mjs";
 import { coldLock } from "./lib/cold-lock.mjs";
 import { fmt, median } from "./lib/stats.mjs";
 import { printTable } from "./lib/table.mjs";
 
 const args = process.argv.slice(2);
-const value = (name, def) => {
-  const i = args.indexOf(`--${name}`);
-  return i < 0 ? def : args[i + 1];
-};
-const runs = Number(value("runs", 5));
-const top = Number(value("top", 20));
-const kinds = value("fetch", "stub,global,node").split(",");
+const runs = Number(flagValue("runs", 5));
+const top = Number(flagValue("top", 20));
+const kinds = flagValue("fetch", "stub,global,node").split(",");
 const prime = args.includes("--prime");
 const withImport = args.includes("--with-import");
 const LABEL = { stub: "stub fetch (no network)", global: "global fetch", node: "etcd-edge/node" };

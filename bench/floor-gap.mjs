@@ -9,20 +9,16 @@
 // What the "all three" row leaves of the SDK's ratio is the SDK's own work per cycle.
 import { Etcd } from "etcd-edge";
 import { openBackend } from "../examples/demo/backend.mjs";
+import { flagValue } from "./lib/args.mjs";
 import { openFetch } from "./lib/fetches.mjs";
 import { grantRawLease, rawMutex, revokeRawLease } from "./lib/raw-lock.mjs";
 import { interleaved, numbersOf } from "./lib/rounds.mjs";
 import { pairedRatio, ratioText } from "./lib/stats.mjs";
 import { printTable } from "./lib/table.mjs";
 
-const args = process.argv.slice(2);
-const value = (name, def) => {
-  const i = args.indexOf(`--${name}`);
-  return i < 0 ? def : args[i + 1];
-};
-const rounds = Number(value("rounds", 12));
-const cycles = Number(value("cycles", 150));
-const kinds = value("fetch", "global,node").split(",");
+const rounds = Number(flagValue("rounds", 12));
+const cycles = Number(flagValue("cycles", 150));
+const kinds = flagValue("fetch", "global,node").split(",");
 
 /** The transport's additions to a request, each one switchable. */
 const VARIANTS = [

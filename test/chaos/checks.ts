@@ -400,7 +400,7 @@ const RENEWAL_SEND_SLACK_MS = 1_000;
  * it, and the SDK says so. True when the worker took the lock after its lease's last renewal (or grant) and the
  * loss comes at that renewal's deadline, not before.
  */
-export function manualLeaseOutrun(worker: WorkerRecord, lostAt: number, ttlMs: number): boolean {
+function manualLeaseOutrun(worker: WorkerRecord, lostAt: number, ttlMs: number): boolean {
   if (worker.kind.mode !== "withlock-manual") return false;
   let renewed: number | undefined;
   let acquired: number | undefined;
