@@ -155,6 +155,34 @@ describe("tcp proxy", () => {
     }
   });
 
+  it("cutAfterAnswerMs: each watch stream gets etcd's first answer, then fails that long after", async () => {
+    const cutAfterAnswerMs = 200;
+    const proxy = await startTcpProxy(sharedEndpoint(), { cutAfterAnswerMs });
+    try {
+      for (const round of [1, 2]) {
+        const watch = await fetch(`${proxy.url}/v3/watch`, {
+          method: "POST",
+          body: JSON.stringify({ create_request: { key: b64(unique(`cut-${round}`)) } }),
+          signal: AbortSignal.timeout(15_000),
+        });
+        const reader = watch.body!.getReader();
+        expect(new TextDecoder().decode((await reader.read()).value)).toContain('"created":true');
+        const createdAt = performance.now();
+        const outcome = await reader.read().then(
+          () => "resolved",
+          (err: unknown) => (err instanceof Error && err.name === "TimeoutError" ? "timed out" : "failed"),
+        );
+        expect(outcome).toBe("failed");
+        // Not at once, and within the bound a reset takes, counted from the answer the cut is timed from.
+        expect(performance.now() - createdAt).toBeGreaterThan(cutAfterAnswerMs / 2);
+        expect(performance.now() - createdAt).toBeLessThan(cutAfterAnswerMs + 5_000);
+        expect(proxy.connections()).toBe(0);
+      }
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it("oneWayMs delays each way, and a new connection's first bytes a round trip more, in order; gRPC too", async () => {
     const oneWayMs = 150;
     const proxy = await startTcpProxy(sharedEndpoint(), { oneWayMs });

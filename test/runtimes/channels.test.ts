@@ -1,9 +1,11 @@
 // The packed etcd-edge publishes on its diagnostics channels in every runtime that has diagnostics_channel:
 // scenario/channels.mjs subscribes through the runtime's own module (Node 22 and 24, Deno, Bun from the command
 // line; workerd with nodejs_compat as a module Worker), locks, fails a try, unlocks and runs withLock against
-// real etcd, and reports the events each channel published.
+// real etcd, takes and releases every other recipe, loses a session and its lock, and follows a watch through a
+// relay that cuts its streams; it reports the events each channel published.
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTcpProxy, type TcpProxy } from "../support/tcp-proxy.js";
 import {
   bundleWorker,
   ensureRuntime,
@@ -33,7 +35,13 @@ interface Observed {
   released: Array<{ kind: string; token: number; outcome: string }>;
   withLock: string[];
   requests: number;
+  recipes: Array<{ name: string; tokens: number[]; acquired: Ended[]; released: Ended[] }>;
+  lost: { renewal: string; token: number; held: boolean };
+  reconnect: string;
+  points: Array<{ channel: string; kind?: string; name?: string; token?: number; code?: string; endpoint?: string }>;
 }
+
+type Ended = { kind: string; token?: number; outcome: string };
 
 const OK = ["start", "end", "asyncStart", "asyncEnd"];
 const FAILED = ["start", "end", "error", "asyncStart", "asyncEnd"];
@@ -52,7 +60,40 @@ function expectObserved(observed: Observed, runtime: RuntimeName): void {
   expect(observed.released).toEqual([{ kind: "lock", token: observed.revision, outcome: "released" }]);
   expect(observed.withLock).toEqual(OK);
   expect(observed.requests).toBeGreaterThanOrEqual(4);
+  // Every other recipe: its kind, its fencing token and its outcome, at its acquisition and at its release.
+  const kinds = [["election"], ["semaphore"], ["read", "write"], ["lockAll"]];
+  expect(observed.recipes).toHaveLength(kinds.length);
+  observed.recipes.forEach(({ name, tokens, acquired, released }, i) => {
+    const ended = (outcome: string) => kinds[i]!.map((kind, j) => ({ kind, token: tokens[j], outcome }));
+    expect(Math.min(...tokens), name).toBeGreaterThan(0);
+    expect(acquired, name).toEqual(ended("acquired"));
+    expect(released, name).toEqual(ended("released"));
+  });
+  // A lease revoked from outside: the renewal finds it, and the session and its lock are published as lost.
+  expect(observed.lost).toMatchObject({ renewal: "SESSION_EXPIRED", held: false });
+  const lostName = expect.stringMatching(/lost$/);
+  expect(observed.points.filter((p) => p.channel !== "watch.reconnect")).toEqual([
+    { channel: "session.lost", code: "SESSION_EXPIRED" },
+    { channel: "lock.lost", kind: "lock", name: lostName, token: observed.lost.token },
+  ]);
+  // A watch stream cut after etcd answered it is reopened, and the reopening is published with its cause.
+  expect(observed.reconnect).toBe("published");
+  expect(observed.points.find((p) => p.channel === "watch.reconnect")).toMatchObject({
+    code: "UNAVAILABLE",
+    endpoint: cutting!.url,
+  });
 }
+
+/** In front of etcd: each connection is cut soon after etcd's first answer on it (a watch stream breaks). */
+let cutting: TcpProxy | undefined;
+
+beforeAll(async () => {
+  cutting = await startTcpProxy(etcdEndpoint("3.4"), { cutAfterAnswerMs: 100 });
+});
+
+afterAll(async () => {
+  await cutting?.close();
+});
 
 const rows: Array<{ runtime: RuntimeName; args: string[]; env?: (dir: string) => Record<string, string> }> = [
   { runtime: "node22", args: [] },
@@ -67,7 +108,7 @@ const rows: Array<{ runtime: RuntimeName; args: string[]; env?: (dir: string) =>
 
 describe("diagnostics channels in each runtime", () => {
   it.for(rows)(
-    "$runtime: a subscriber sees the lock, the refused try, the release and withLock",
+    "$runtime: a subscriber sees every recipe's acquisition and release, withLock, a loss and a watch's reopening",
     {
       timeout: INSTALL_TIMEOUT_MS + RUN_TIMEOUT_MS,
     },
@@ -77,6 +118,7 @@ describe("diagnostics channels in each runtime", () => {
         env: row.env?.(project()),
         etcd: "3.4",
         script: "channels-main.mjs",
+        more: [cutting!.url],
       });
       expectObserved(report as unknown as Observed, row.runtime);
     },
@@ -98,9 +140,10 @@ describe("diagnostics channels in each runtime", () => {
       await server?.stop();
     });
 
-    it("a subscriber in the Worker sees the lock, the refused try, the release and withLock", async () => {
+    it("a subscriber in the Worker sees every recipe, withLock, a loss and a watch's reopening", async () => {
       const prefix = uniquePrefix("workerd-channels");
-      const response = await fetch(`${server!.url}/run?prefix=${encodeURIComponent(prefix)}`, {
+      const query = new URLSearchParams({ prefix, cutting: cutting!.url });
+      const response = await fetch(`${server!.url}/run?${query}`, {
         signal: AbortSignal.timeout(30_000),
       });
       const observed = (await response.json()) as Observed;

@@ -274,11 +274,18 @@ export async function runCliScenario(
   runtime: RuntimeName,
   command: string,
   args: string[],
-  options: { env?: Record<string, string>; etcd: EtcdVersion; script?: string },
+  options: {
+    env?: Record<string, string>;
+    etcd: EtcdVersion;
+    script?: string;
+    /** Arguments after the key prefix, for a scenario that takes more. */
+    more?: string[];
+  },
 ): Promise<{ report: Report; prefix: string }> {
   const prefix = uniquePrefix(runtime);
   const script = options.script ?? "main.mjs";
-  const result = await runProcess(command, [...args, script, etcdEndpoint(options.etcd), runtime, prefix], {
+  const scriptArgs = [script, etcdEndpoint(options.etcd), runtime, prefix, ...(options.more ?? [])];
+  const result = await runProcess(command, [...args, ...scriptArgs], {
     cwd: project(),
     env: cleanEnv(options.env),
     timeoutMs: RUN_TIMEOUT_MS,

@@ -24,6 +24,11 @@ export interface TcpProxyOptions {
   oneWayMs?: number | undefined;
   /** Told, for each delayed chunk, how many ms past its due time it left (how late the relay's timers ran). */
   onLate?: ((ms: number) => void) | undefined;
+  /**
+   * Cuts each connection (a reset, as `cutAll` does) this many ms after the server's first bytes on it, so a
+   * stream is answered and then breaks, every time it is reopened. Default: never. Not with `oneWayMs`.
+   */
+  cutAfterAnswerMs?: number | undefined;
 }
 
 export async function startTcpProxy(target: string, options: TcpProxyOptions = {}): Promise<TcpProxy> {
@@ -32,6 +37,16 @@ export async function startTcpProxy(target: string, options: TcpProxyOptions = {
   const oneWayMs = options.oneWayMs ?? 0;
   if (!(oneWayMs >= 0)) throw new Error(`tcp proxy delay must be >= 0 ms, got ${oneWayMs}`);
   const pairs = new Set<[Socket, Socket]>();
+  const cutAfter = options.cutAfterAnswerMs;
+  if (cutAfter !== undefined && !(cutAfter >= 0 && oneWayMs === 0))
+    throw new Error(`tcp proxy cutAfterAnswerMs must be >= 0 ms, without oneWayMs; got ${cutAfter}`);
+
+  const cut = (pair: [Socket, Socket]) => {
+    pairs.delete(pair);
+    // resetAndDestroy sends RST, so the client sees a hard failure, like a dropped network.
+    pair[0].resetAndDestroy();
+    pair[1].destroy();
+  };
 
   const server = createServer((client) => {
     const upstream = connect({ host: hostname, port: Number(port) });
@@ -50,6 +65,12 @@ export async function startTcpProxy(target: string, options: TcpProxyOptions = {
       }
       client.pipe(upstream);
       upstream.pipe(client);
+      if (cutAfter !== undefined) {
+        upstream.once("data", () => {
+          const timer = setTimeout(() => cut(pair), cutAfter);
+          client.once("close", () => clearTimeout(timer));
+        });
+      }
     } else {
       delayed(pair, oneWayMs, teardown, options.onLate);
     }
@@ -63,12 +84,7 @@ export async function startTcpProxy(target: string, options: TcpProxyOptions = {
   if (address === null || typeof address === "string") throw new Error("tcp proxy has no TCP address");
 
   const cutAll = () => {
-    for (const [client, upstream] of pairs) {
-      // resetAndDestroy sends RST, so the client sees a hard failure, like a dropped network.
-      client.resetAndDestroy();
-      upstream.destroy();
-    }
-    pairs.clear();
+    for (const pair of pairs) cut(pair);
   };
 
   return {
