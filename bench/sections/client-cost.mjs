@@ -114,9 +114,11 @@ async function otelCost(cycles, rounds) {
   const tracerProvider = new TracerProvider();
   const meterProvider = new MeterProvider();
   const handle = instrument({ tracerProvider, meterProvider });
-  const etcd = new Etcd({ endpoints: ["http://stub.invalid:2379"], fetch: stubGateway({ name: NAME }).fetch });
-  // A longer lease than the other rows': tracing makes the cycles slower, and the lease is never renewed.
-  const session = await etcd.session({ ttl: 600, keepAlive: "manual" });
+  // A longer lease than the other rows': tracing makes the cycles slower, and the lease is never renewed. The
+  // stub grants the TTL it was made with, whatever the session asks: the session believes what was granted.
+  const ttl = 600;
+  const etcd = new Etcd({ endpoints: ["http://stub.invalid:2379"], fetch: stubGateway({ name: NAME, ttl }).fetch });
+  const session = await etcd.session({ ttl, keepAlive: "manual" });
   const mutex = session.mutex(NAME);
   try {
     return await cpuPerCycle(async () => (await mutex.lock()).unlock(), cycles, rounds);
