@@ -3,7 +3,8 @@
 // the front, a wait that has lasted a second opens a second watch on another endpoint, which hears the
 // release; a release before that is found by the read that closes the second watch's gap. Also for a waiter
 // two back whose predecessor takes the lock and releases it at once, before its own watch showed a departure
-// (a chaos run: 3.2 s). On a 3-member
+// (a chaos run: 3.2 s), and for a lone waiter five back whose four predecessors pass at once (a chaos run:
+// 3.3 s), which reads the line again elsewhere after a second. On a 3-member
 // cluster of the project's version, member 1 leading: a stalled leader is an election, which stalls every
 // write (the holder's release too), not the waiter's watch.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -119,5 +120,36 @@ describe("a waiter two back, its watch through a member that stalls, the one ahe
       return within(10_000, "the middle waiter takes the lock", middle);
     });
     await Promise.all([holderSession.close(), middleSession.close(), waiterSession.close()]);
+  });
+});
+
+describe("a waiter five back, alone in its process, its watch through a member that stalls, four ahead passing", () => {
+  it(`takes the free lock within ${BOUND_MS} ms of the release`, async () => {
+    await member1Leads();
+    const name = uniqueName("stalled-five-back");
+    const sessions = [await sessionThrough(1)];
+    const holder = await sessions[0]!.mutex(name).lock();
+    // Four waiters ahead, each alone in its session (a lone waiter watches its predecessor's key alone).
+    const ahead: Array<Promise<Lock>> = [];
+    for (let i = 0; i < 4; i++) {
+      sessions.push(await sessionThrough(1));
+      ahead.push(sessions.at(-1)!.mutex(name).lock({ timeout: 20_000 }));
+      await untilLineLength(through(1), name, i + 2);
+    }
+    // Five keys ahead when it joins: too far back for the second watch at first (a chaos run: 3.3 s).
+    const waiterSession = await sessionThrough(0);
+    sessions.push(waiterSession);
+    const waiting = waiterSession.mutex(name).lock({ timeout: 20_000 });
+    await untilLineLength(through(1), name, 6);
+    await member0Stalls(waiting, async () => {
+      await sleep(200);
+      let last: Lock = holder;
+      for (const next of ahead) {
+        await last.unlock();
+        last = await within(10_000, "the next waiter ahead takes the lock", next);
+      }
+      return last;
+    });
+    await Promise.all(sessions.map((session) => session.close()));
   });
 });

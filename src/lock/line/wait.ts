@@ -180,19 +180,51 @@ async function predecessorGone(
             if (own !== undefined && now.ownExists && now.predecessor === undefined) shared.markFirst(own);
             return now;
           });
-    // Only near the front, where a stalled stream holds up a free lock.
-    if (ahead !== undefined && ahead > SECOND_WATCH_DEPTH) return await watched;
     // Elsewhere than the first watch: where it was created, or where it went if it never was.
-    const second = delay(SECOND_WATCH_AFTER, both).then(() => {
-      const endpoint = shared?.endpoint ?? first.endpoint ?? client.transport.endpoint;
-      return ownWatch(client, read, state, both, idleTimeout, { endpoint });
-    });
+    const elsewhere = () => shared?.endpoint ?? first.endpoint ?? client.transport.endpoint;
+    let second: Promise<LineState>;
+    if (ahead === undefined || ahead <= SECOND_WATCH_DEPTH) {
+      // Near the front, where a stalled stream holds up a free lock.
+      second = delay(SECOND_WATCH_AFTER, both).then(() =>
+        ownWatch(client, read, state, both, idleTimeout, { endpoint: elsewhere() }),
+      );
+    } else if (shared === undefined) {
+      second = lookAgain(client, read, state, both, idleTimeout, elsewhere);
+    } else {
+      return await watched;
+    }
     watched.catch(() => {});
     second.catch(() => {});
     return await Promise.race([watched, second]);
   } finally {
     over.abort();
     waiter.leave();
+  }
+}
+
+/**
+ * A lone waiter further back than SECOND_WATCH_DEPTH cannot count the departures ahead of its predecessor, so
+ * it may be right behind the holder, or first, while its own watch has stalled. It reads the line again
+ * elsewhere than that watch after SECOND_WATCH_AFTER, then after twice as long each time: a line that moved
+ * ends the wait with that read, and once right behind the holder it opens the second watch. A few reads per
+ * long wait, where a second stream from the start would double a deep line's streams. (Waiters that share
+ * their process's watch do not: a deep line in one process would send one read per waiter.)
+ */
+async function lookAgain(
+  client: EtcdClient,
+  read: LineReader,
+  state: Position,
+  signal: AbortSignal,
+  idleTimeout: number,
+  elsewhere: () => string,
+): Promise<LineState> {
+  const predecessor = state.predecessor!;
+  for (let wait = SECOND_WATCH_AFTER; ; wait *= 2) {
+    await delay(wait, signal);
+    const endpoint = elsewhere();
+    const now = await read({ signal, avoid: endpoint });
+    if (!now.ownExists || now.predecessor?.createRevision !== predecessor.createRevision) return now;
+    if (now.predecessorIsFirst) return ownWatch(client, read, now, signal, idleTimeout, { endpoint });
   }
 }
 
