@@ -139,6 +139,8 @@ export interface RecordedCall {
   status?: number;
   /** Set when fetch itself threw (connection refused, reset, aborted). */
   error?: unknown;
+  /** Set when the SDK aborted the call's signal: for a stream (a watch), the client cut it. */
+  cut?: boolean;
 }
 
 export type RecordingFetch = Fetch & {
@@ -162,6 +164,13 @@ export function recordingFetch(inner: Fetch = (input, init) => globalThis.fetch(
       at: performance.now(),
     };
     calls.push(call);
+    init.signal?.addEventListener(
+      "abort",
+      () => {
+        call.cut = true;
+      },
+      { once: true },
+    );
     try {
       const response = await inner(input, init);
       call.status = response.status;

@@ -167,10 +167,13 @@ async function predecessorGone(
 ): Promise<LineState> {
   const idleTimeout = waitIdleTimeout(ahead);
   const waiter = enterLine(client, state.predecessor!.key, WAIT_IDLE_TIMEOUT);
-  // Ends the watch that loses (and the second one's timer), whichever way the wait ends.
+  // Ends the branch that loses once a second one has started. A wait that ends before then (every handoff of
+  // a hot lock) only clears the timer: an abort would build an error for each listener, all for nothing.
   const over = new AbortController();
   const both = anySignal(signal, over.signal);
   const first: { endpoint: string | undefined } = { endpoint: undefined };
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let started = false;
   try {
     const shared = waiter.sharedWatch();
     const watched =
@@ -185,10 +188,14 @@ async function predecessorGone(
     let second: Promise<LineState>;
     if (ahead === undefined || ahead <= SECOND_WATCH_DEPTH) {
       // Near the front, where a stalled stream holds up a free lock.
-      second = delay(SECOND_WATCH_AFTER, both).then(() =>
-        ownWatch(client, read, state, both, idleTimeout, { endpoint: elsewhere() }),
-      );
+      second = new Promise((resolve) => {
+        timer = setTimeout(() => {
+          started = true;
+          resolve(ownWatch(client, read, state, both, idleTimeout, { endpoint: elsewhere() }));
+        }, SECOND_WATCH_AFTER);
+      });
     } else if (shared === undefined) {
+      started = true;
       second = lookAgain(client, read, state, both, idleTimeout, elsewhere);
     } else {
       return await watched;
@@ -197,7 +204,9 @@ async function predecessorGone(
     second.catch(() => {});
     return await Promise.race([watched, second]);
   } finally {
-    over.abort();
+    // Settled or not, the first branch is over now unless the second won, which it can only once started.
+    clearTimeout(timer);
+    if (started) over.abort();
     waiter.leave();
   }
 }
