@@ -204,7 +204,7 @@ async function predecessorGone(
     second.catch(() => {});
     return await Promise.race([watched, second]);
   } finally {
-    // Settled or not, the first branch is over now unless the second won, which it can only once started.
+    // Until a second branch starts, only the first runs, and it has settled by now: just the timer is left.
     clearTimeout(timer);
     if (started) over.abort();
     waiter.leave();
