@@ -10,8 +10,10 @@ export function leaseIdArg(value: unknown, name = "lease"): LeaseId {
     if (value < 0n || value > INT64_MAX) throw invalidArgument(`${name} ${value} is outside the int64 range`);
     return value.toString();
   }
-  if (typeof value === "string" && /^[0-9]{1,19}$/.test(value) && BigInt(value) <= INT64_MAX) {
-    return BigInt(value).toString();
+  if (typeof value === "string") {
+    // Canonical (no leading zero) and plainly below 2^63, as a granted ID nearly always is: sent as it is.
+    if (/^(?:[1-9][0-9]{0,17}|[1-8][0-9]{18}|0)$/.test(value)) return value;
+    if (/^[0-9]{1,19}$/.test(value) && BigInt(value) <= INT64_MAX) return BigInt(value).toString();
   }
   throw invalidArgument(
     `${name} must be a lease ID as a decimal string (as returned by lease.grant), got ${describe(value)}`,

@@ -1,5 +1,5 @@
 import { countArg, int64Field, leaseIdArg, optionalCount } from "./args.js";
-import { type Bytes, toBase64, toBytes } from "./bytes.js";
+import { type Bytes, encodeBytes, toBytes } from "./bytes.js";
 import {
   decodeHeader,
   decodeKeyValue,
@@ -181,7 +181,7 @@ export function putRequest(
   }
   return {
     key: keyspace.encodeKey(key),
-    value: value === undefined ? undefined : emptyToUndefined(toBase64(toBytes(value))),
+    value: value === undefined ? undefined : emptyToUndefined(encodeBytes(value)),
     lease: lease === "0" ? undefined : lease,
     prev_kv: resolveFlag(options.prevKv, "prevKv") || undefined,
     ignore_value: ignoreValue || undefined,

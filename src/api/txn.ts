@@ -1,5 +1,5 @@
 import { countArg, int64Field, leaseIdArg } from "./args.js";
-import { type Bytes, toBase64, toBytes } from "./bytes.js";
+import { type Bytes, encodeBytes } from "./bytes.js";
 import { decodeHeader, type LeaseId, type ResponseHeader } from "./codec.js";
 import { describe, invalidArgument } from "../errors/catalogue.js";
 import type { KeyRange, Keyspace } from "./keyspace.js";
@@ -64,7 +64,7 @@ export class Compare {
 export const cmp = {
   /** Bytewise comparison of the value. */
   value: (key: Bytes | KeyRange, operator: CompareOperator, value: Bytes) =>
-    new Compare(key, "VALUE", operator, { value: toBase64(toBytes(value)) }),
+    new Compare(key, "VALUE", operator, { value: encodeBytes(value) }),
   /** The number of writes since creation; `version(key, "==", 0)` means "key does not exist". */
   version: (key: Bytes | KeyRange, operator: CompareOperator, version: number) =>
     new Compare(key, undefined, operator, { version: int64Field(countArg(version, "version")) }),

@@ -40,6 +40,25 @@ describe("keys and values", () => {
     expect(seen[0]!.body).toEqual({ key: b64("clé/✓") });
   });
 
+  it("text values are their UTF-8 bytes, ASCII or not (U+0080..U+00FF take two bytes each)", async () => {
+    const seen = route(server, "/v3/kv/txn", () => json({ header: header(2), succeeded: true }));
+    const values = ["plain", "\0\x01\x7f", "\x80", "é", "ÿ", "ā", "✓", "😀", "a\u00e9b"];
+    for (const value of values) {
+      await gatewayClient()
+        .txn()
+        .if(cmp.value("k", "==", value))
+        .then(op.put("k", value))
+        .commit();
+    }
+    expect(seen.map(({ body }) => [body.compare[0].value, body.success[0].request_put.value])).toEqual(
+      values.map((value) => [b64(value), b64(value)]),
+    );
+    await expect(gatewayClient().put("k", "a\uD800")).rejects.toMatchObject({
+      code: "INVALID_ARGUMENT",
+      message: expect.stringContaining("lone surrogate"),
+    });
+  });
+
   it("an empty value is left out (protojson zero value)", async () => {
     const seen = route(server, "/v3/kv/put", () => json({ header: header(2) }));
     await gatewayClient().put("k", "");
@@ -89,6 +108,28 @@ describe("ranges", () => {
 });
 
 describe("int64 and zero-value options", () => {
+  it("a put's lease goes out as its canonical decimal ID, below 2^63", async () => {
+    const seen = route(server, "/v3/kv/put", () => json({ header: header(2) }));
+    const given = ["1", "42", "007", "123456789012345678", "8999999999999999999", "9223372036854775807", "0"];
+    for (const lease of given) await gatewayClient().put("k", "v", { lease });
+    expect(seen.map(({ body }) => body.lease)).toEqual([
+      "1",
+      "42",
+      "7",
+      "123456789012345678",
+      "8999999999999999999",
+      "9223372036854775807",
+      undefined,
+    ]);
+    for (const lease of ["9223372036854775808", "99999999999999999999", "-1", "1e3", " 1", "", "0x10"]) {
+      const error = await gatewayClient()
+        .put("k", "v", { lease })
+        .catch((e: unknown) => e);
+      expect(error, lease).toMatchObject({ code: "INVALID_ARGUMENT" });
+    }
+    expect(seen).toHaveLength(given.length);
+  });
+
   it("int64 fields go out as strings; sort enums as names", async () => {
     const seen = route(server, "/v3/kv/range", () => json({ header: header(2) }));
     await gatewayClient().range({

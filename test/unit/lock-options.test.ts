@@ -1,6 +1,6 @@
 // Options of lock calls that bound a single request, and options refused before anything changes.
 import { describe, expect, it } from "vitest";
-import { rejection, within } from "../support/async.js";
+import { rejection, sleep, within } from "../support/async.js";
 import { mockClient } from "../support/mock.js";
 
 /** The mock, except that lock joins (txns) hang once `hang` is set: a member that stopped answering. */
@@ -29,6 +29,31 @@ describe("lock call options", () => {
     );
     expect(error.code).toBe("TIMEOUT");
     expect(performance.now() - started).toBeLessThan(2_000);
+  });
+
+  it("the client's timeout bounds a lock() from its start: a slow join leaves its wait only what is left", async () => {
+    const slow = { next: 0 };
+    const { etcd } = mockClient(
+      { timeout: 1_500, attemptTimeout: 1_500 },
+      {
+        through: async (input, init, forward) => {
+          const ms = input.endsWith("/v3/kv/txn") ? slow.next : 0;
+          slow.next = 0;
+          if (ms > 0) await sleep(ms);
+          return forward(input, init);
+        },
+      },
+    );
+    const holder = await (await etcd.session({ ttl: 30 })).mutex("m").lock();
+    const waiter = await etcd.session({ ttl: 30 });
+    slow.next = 1_000;
+    const started = performance.now();
+    const error = await within(5_000, "a wait behind a holder", rejection(waiter.mutex("m").lock()));
+    expect(error.code).toBe("TIMEOUT");
+    expect(error.message).toBe("the wait for lock m timed out after 1500 ms");
+    // 1.5 s from lock()'s start; a clock started at the wait would end a second later.
+    expect(performance.now() - started).toBeLessThan(2_200);
+    expect(holder.held).toBe(true);
   });
 
   it("session.close() with bad options is refused and leaves the session open; a good close still works", async () => {

@@ -57,6 +57,8 @@ export class Acquisition implements WaitContext {
   readonly #timeout: number | undefined;
   /** The caller's abort, the session's loss and the timeout in one: made on first use (see `signal`). */
   #call: CallSignal | undefined;
+  /** When the client's timeout ends the wait, if it alone bounds it: `signal` starts its timer from here. */
+  #deadline: number | undefined;
   /** What this acquisition has claimed of its session, undone once by `#unclaim` unless a holding took it. */
   #claimed: { turns: (() => void) | undefined } | undefined;
   /** The join, once sent: in flight, landed or failed. */
@@ -88,16 +90,21 @@ export class Acquisition implements WaitContext {
     if (!session.alive) {
       throw sessionExpired(session.leaseId, session.signal.reason, `${subjectText(subject)} was not attempted`);
     }
-    // A signal of its own only when the caller brings a limit (a signal, a timeout): an uncontended acquisition
-    // without one is bounded by the session's signal, which its join carries anyway.
-    if (options.signal !== undefined || this.#timeout !== undefined) {
+    // A signal of its own at once only when the caller brings a limit (a signal, a timeout). Bounded by the
+    // client's timeout alone, an acquisition makes its signal when something first waits on it (see `signal`):
+    // an uncontended one never does, as its join is bounded by that same timeout and by the session's signal.
+    if (options.signal !== undefined || (options.timeout !== undefined && this.#timeout !== undefined)) {
       this.#call = new CallSignal(anySignal(options.signal, session.signal), this.#timeout);
+    } else if (this.#timeout !== undefined) {
+      this.#deadline = performance.now() + this.#timeout;
     }
   }
 
   /** Aborts on the caller's signal, the session's loss or the timeout (none with `tryOnly`). */
   get signal(): AbortSignal {
-    return (this.#call ??= new CallSignal(this.#session.signal, undefined)).signal;
+    const deadline = this.#deadline;
+    const left = deadline === undefined ? undefined : Math.max(0, deadline - performance.now());
+    return (this.#call ??= new CallSignal(this.#session.signal, left)).signal;
   }
 
   /**
@@ -133,7 +140,7 @@ export class Acquisition implements WaitContext {
     // A sweep of a key we join (a late copy of an earlier join) must be answered first: see LateJoins.
     const swept = session.lateJoins.swept(this.#keys);
     if (swept !== undefined) {
-      await (this.#call === undefined ? swept : untilAborted(swept, this.#call.signal));
+      await untilAborted(swept, this.signal);
       this.#throwIfOver();
     }
     const sends = session.lateJoins.track(this.#keys, join.value);
