@@ -1,11 +1,12 @@
 // §1 Uncontended lock+unlock on a live session reused across cycles: etcd-edge with each fetch, its raw
-// floor on the same fetch (the same requests written by hand, really taking and releasing a lock), and
-// etcd3 sending the same two transactions on a reused lease.
+// floor on the same fetch (the same requests written by hand, really taking and releasing a lock), that floor
+// with a deadline per request (which the SDK must give every request), and etcd3 sending the same two
+// transactions on a reused lease.
 import { Etcd } from "etcd-edge";
 import { Etcd3 } from "etcd3";
 import { etcd3Mutex } from "../lib/etcd3-lock.mjs";
 import { countingFetch, EDGE_LABEL, FETCH_KINDS, FETCH_LABEL, openFetch } from "../lib/fetches.mjs";
-import { floorMatches, grantRawLease, rawMutex, revokeRawLease } from "../lib/raw-lock.mjs";
+import { floorMatches, grantRawLease, rawMutex, revokeRawLease, withDeadline } from "../lib/raw-lock.mjs";
 import { interleaved, numbersOf } from "../lib/rounds.mjs";
 import { fmt, pairedRatio, ratioText, summarize, withSpread } from "../lib/stats.mjs";
 import { meets } from "../lib/summary.mjs";
@@ -31,6 +32,8 @@ export async function sessionLock({ endpoint, options, summary, run }) {
       cleanup.push(() => revokeRawLease(fetch.send, endpoint, leaseId));
       const raw = rawMutex(fetch.send, endpoint, `${run}/raw-${kind}`, leaseId);
       contenders.push({ name: `raw-${kind}`, cycle: async () => raw.unlock(await raw.lock()) });
+      const bounded = rawMutex(withDeadline(fetch.send), endpoint, `${run}/deadline-${kind}`, leaseId);
+      contenders.push({ name: `deadline-${kind}`, cycle: async () => bounded.unlock(await bounded.lock()) });
     }
     const client = new Etcd3({ hosts: endpoint });
     cleanup.push(() => client.close());
@@ -44,6 +47,10 @@ export async function sessionLock({ endpoint, options, summary, run }) {
     console.log(
       "   etcd3's lock API grants a lease per lock, " +
         "so its row sends etcd-edge's two transactions through etcd3's KV API on one reused lease",
+    );
+    console.log(
+      "   the floor with a deadline per request adds only what the SDK must give each request (a controller, a " +
+        "timer); its ÷ is to the bare floor",
     );
     const results = await interleaved(contenders, options.rounds, (c) => microsPerCycle(c.cycle, options.cycles));
     const series = (name) => numbersOf(results.get(name)).values;
@@ -61,6 +68,13 @@ export async function sessionLock({ endpoint, options, summary, run }) {
         withSpread(summarize(raw)),
         "",
         ratioText(pairedRatio(etcd3, raw)),
+      ]);
+      const deadline = series(`deadline-${kind}`);
+      rows.push([
+        "  the floor, a deadline per request",
+        withSpread(summarize(deadline)),
+        ratioText(pairedRatio(deadline, raw)),
+        ratioText(pairedRatio(etcd3, deadline)),
       ]);
       summary.add(
         1,
