@@ -102,9 +102,13 @@ export class Acquisition implements WaitContext {
 
   /** Aborts on the caller's signal, the session's loss or the timeout (none with `tryOnly`). */
   get signal(): AbortSignal {
+    // What is left of the client's timeout, when it alone bounds the acquisition: read once, as the signal is made.
     const deadline = this.#deadline;
-    const left = deadline === undefined ? undefined : Math.max(0, deadline - performance.now());
-    return (this.#call ??= new CallSignal(this.#session.signal, left)).signal;
+    this.#call ??= new CallSignal(
+      this.#session.signal,
+      deadline === undefined ? undefined : Math.max(0, deadline - performance.now()),
+    );
+    return this.#call.signal;
   }
 
   /**
