@@ -1,3 +1,4 @@
+import { CallDeadline } from "./deadline.js";
 import type { Faults } from "./faults.js";
 import { GRPC_OVERHEAD_BYTES, type Member } from "./member.js";
 import { authRoutes } from "./services/auth.js";
@@ -57,8 +58,7 @@ function errorResponse(dialect: Dialect, err: GrpcStatusError): Response {
 
 /** A streaming call that fails before its first message: the mapped status and one `{"error":…}` line. */
 function streamErrorResponse(dialect: Dialect, err: GrpcStatusError): Response {
-  const line = `${JSON.stringify({ error: dialect.streamError(err.code, err.message) })}\n`;
-  return new Response(line, {
+  return new Response(dialect.streamErrorLine(err.code, err.message), {
     status: dialect.httpStatus(err.code),
     headers: { ...CORS, "content-type": "application/json" },
   });
@@ -154,10 +154,18 @@ export async function serve(
 
   m.tick();
   const streaming = route.kind !== "unary";
+  let deadline: CallDeadline | undefined;
+  try {
+    // Read before the call, and refused as a plain answer even on a stream.
+    deadline = CallDeadline.of(request);
+  } catch (err) {
+    if (err instanceof GrpcStatusError) return errorResponse(dialect, err);
+    throw err;
+  }
   try {
     if (faults.takeUnavailable()) throw Errors.noLeader();
     const caller = { token: request.headers.get("authorization") };
-    if (route.kind === "bidi") return await serveBidi(m, route, request, caller, signal);
+    if (route.kind === "bidi") return await serveBidi(m, route, request, caller, signal, deadline);
     const bytes = new Uint8Array(await request.arrayBuffer());
     const type = route.request(dialect);
     let msg: Msg;
@@ -170,9 +178,14 @@ export async function serve(
       if (err instanceof GrpcStatusError) return errorResponse(dialect, err);
       throw err;
     }
-    const call: Call = { msg, token: caller.token, signal };
-    if (route.kind === "server-stream") return streamResponse(route.open(m, call));
-    const body = await Promise.race([route.handle(m, call), untilAborted(signal)]);
+    if (route.kind === "server-stream") {
+      const stream = route.open(m, { msg, token: caller.token, signal });
+      return streamResponse(deadline === undefined ? stream : deadline.end(stream, dialect));
+    }
+    const bounded = deadline?.follow(signal);
+    const call: Call = { msg, token: caller.token, signal: bounded?.signal ?? signal };
+    // The deadline's abort carries its own answer (DeadlineExceeded), caught below like any status.
+    const body = await Promise.race([route.handle(m, call), untilAborted(call.signal)]).finally(() => bounded?.clear());
     // Applied, and then the connection drops before the answer gets back (faults.loseAnswers).
     if (faults.takeLostAnswer(path)) throw new TypeError("fetch failed: the mock lost the answer (faults.loseAnswers)");
     return json(200, body);
@@ -238,6 +251,7 @@ async function serveBidi(
   request: Request,
   caller: { token: string | null },
   signal: AbortSignal,
+  deadline: CallDeadline | undefined,
 ): Promise<Response> {
   const dialect = member.dialect;
   const messages = new BodyMessages(member, route.request(dialect), request.body?.getReader());
@@ -260,7 +274,8 @@ async function serveBidi(
   // A watch answers while its body still streams in; keepalive answers only once the body has ended.
   if (route.incremental) void rest().catch(() => session.end());
   else await rest().catch(() => session.end());
-  return streamResponse(await firstLine(session.body, signal));
+  const body = deadline === undefined ? session.body : deadline.end(session.body, dialect);
+  return streamResponse(await firstLine(body, signal));
 }
 
 function concat(a: Uint8Array, b: Uint8Array): Uint8Array {

@@ -389,6 +389,52 @@ describe("mock vs real etcd (same raw requests)", () => {
     expect(r.ended).toBe(false);
   });
 
+  it("Grpc-Timeout: a watch ends at its deadline however busy, a waiting call gets 504, bad values fail", async () => {
+    const k = b64("deadline/k");
+    const watchFor = async (open: (path: string, init: RequestInit) => Promise<Response>, ms: number) => {
+      const res = await open("/v3/watch", {
+        method: "POST",
+        headers: { "grpc-timeout": `${ms}m` },
+        body: JSON.stringify({ create_request: { key: k } }),
+      });
+      const stream = collect(res.body!);
+      // A change while the stream lives: its end is the deadline's, not a quiet stream's.
+      await open("/v3/kv/put", { method: "POST", body: JSON.stringify({ key: k, value: b64("v") }) });
+      await until("the stream ends at its deadline", 5_000, () => stream.ended);
+      return { status: res.status, lines: normalise(stream.lines) };
+    };
+    const r = await watchFor(real, 400);
+    const m = await watchFor(fake, 400);
+    expect(m).toEqual(r);
+    expect(r.lines).toHaveLength(3);
+
+    // v3lock's lock on a held name waits; its deadline ends it with 504 and the deadline's error.
+    const name = b64("deadline-lock");
+    await same([
+      ["/v3/lease/grant", { TTL: 30, ID: "91" }],
+      ["/v3/lease/grant", { TTL: 30, ID: "92" }],
+      ["/v3/lock/lock", { name, lease: "91" }],
+    ]);
+    const timed = { headers: { "grpc-timeout": "300m" } };
+    const [rLock, mLock] = await both("/v3/lock/lock", { name, lease: "92" }, timed);
+    expect(normalise(mLock)).toEqual(normalise(rLock));
+    expect(rLock.status).toBe(504);
+    await same([
+      ["/v3/lease/revoke", { ID: "91" }],
+      ["/v3/lease/revoke", { ID: "92" }],
+    ]);
+
+    // A value the gateway cannot read is refused before the call, as a plain answer even on a stream.
+    for (const [path, body] of [
+      ["/v3/kv/range", { key: k }],
+      ["/v3/watch", { create_request: { key: k } }],
+    ] as const) {
+      const [rBad, mBad] = await both(path, body, { headers: { "grpc-timeout": "Infinitym" } });
+      expect({ path, ...mBad }).toEqual({ path, ...rBad });
+      expect(rBad.status).toBe(400);
+    }
+  });
+
   it("HTTP surface: unknown path, wrong method", async () => {
     for (const [path, init] of [
       ["/v3/kv/nope", { method: "POST", body: "{}" }],
@@ -629,7 +675,11 @@ function collect(body: NonNullable<Response["body"]>): { lines: unknown[]; ended
     try {
       for (;;) {
         const { value, done } = await reader.read();
-        if (done) break;
+        // 3.4 ends a stream with an error and no newline after it: the last line is whatever is left.
+        if (done) {
+          if (buffer.trim() !== "") state.lines.push(JSON.parse(buffer));
+          break;
+        }
         buffer += value;
         const parts = buffer.split("\n");
         buffer = parts.pop()!;

@@ -69,7 +69,7 @@ const keepAlive: BidiRoute = {
           out.result(keepAliveOnce(member, caller, msg));
         } catch (err) {
           if (!(err instanceof GrpcStatusError) || out.lines === 0) throw err;
-          out.error(member.dialect.streamError(err.code, err.message));
+          out.error(member.dialect.streamErrorLine(err.code, err.message));
           out.close();
         }
       },

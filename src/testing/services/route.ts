@@ -75,13 +75,18 @@ export class LineStream {
     this.line({ result });
   }
 
-  error(error: Out): void {
-    this.line({ error });
+  /** An error line as the dialect writes it (see Dialect.streamErrorLine). */
+  error(line: string): void {
+    this.text(line);
   }
 
   private line(value: Out): void {
+    this.text(`${JSON.stringify(value)}\n`);
+  }
+
+  private text(text: string): void {
     if (this.done) return;
-    this.controller.enqueue(encoder.encode(`${JSON.stringify(value)}\n`));
+    this.controller.enqueue(encoder.encode(text));
     this.lines++;
   }
 

@@ -38,8 +38,11 @@ export interface Dialect {
   httpStatus(grpcCode: number): number;
   /** A unary call's error body. */
   errorBody(grpcCode: number, message: string): Record<string, unknown>;
-  /** A stream's error line (after `{"error":`). */
-  streamError(grpcCode: number, message: string): Record<string, unknown>;
+  /**
+   * A stream's error line as the gateway writes it: `{"error":…}`, ended by a newline from 3.5 on; 3.4's gateway
+   * writes no delimiter after an error, the last thing on the stream.
+   */
+  streamErrorLine(grpcCode: number, message: string): string;
   /** 3.4 answers a streaming call whose first message does not decode with 500 code 2; 3.5 ends the requests there. */
   readonly firstStreamMessageErrorIsFatal: boolean;
   /** 3.4 answers every progress_request; 3.5 only when the stream has watchers and all are synced. */
@@ -119,9 +122,11 @@ const d34: Dialect = {
   decode: decodeJsonpb,
   httpStatus: status34,
   errorBody: (code, message) => ({ error: message, message, code }),
-  streamError: (code, message) => {
+  streamErrorLine: (code, message) => {
     const http = status34(code);
-    return { grpc_code: code, http_code: http, message, http_status: STATUS_TEXT[http] ?? "" };
+    return JSON.stringify({
+      error: { grpc_code: code, http_code: http, message, http_status: STATUS_TEXT[http] ?? "" },
+    });
   },
   firstStreamMessageErrorIsFatal: true,
   progressNeedsSyncedWatchers: false,
@@ -148,7 +153,7 @@ const d35: Dialect = {
   decode: decodeProtojson,
   httpStatus: status35,
   errorBody: (code, message) => ({ code, message }),
-  streamError: (code, message) => ({ code, message }),
+  streamErrorLine: (code, message) => `${JSON.stringify({ error: { code, message } })}\n`,
   firstStreamMessageErrorIsFatal: false,
   progressNeedsSyncedWatchers: true,
   notFound: { status: 404, json: true, body: { code: 5, message: "Not Found" } },

@@ -2,6 +2,7 @@
 export const GrpcCode = {
   Unknown: 2,
   InvalidArgument: 3,
+  DeadlineExceeded: 4,
   NotFound: 5,
   PermissionDenied: 7,
   ResourceExhausted: 8,
