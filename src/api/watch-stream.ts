@@ -1,11 +1,19 @@
+import { describe, invalidArgument } from "../errors/catalogue.js";
+import { resolveTimeout } from "../gateway/config.js";
 import { backgroundTimer } from "../gateway/signals.js";
+
+/** How late the server's end of a stream (or its next message) may come before the client stops waiting for it. */
+export const GRACE_MS = 1_000;
+
+/** The longest stream life a timer can keep (setTimeout's limit, about 24.8 days). */
+const MAX_IDLE_TIMEOUT = 2_147_483_647;
 
 /**
  * One watch connection's life: closed when the caller aborts, when the watch moves on, or when it has been
  * silent too long. A half-open connection (a paused member, a NAT that dropped the flow) delivers nothing
- * and reports no error: only silence gives it away. The server is asked (gRPC-gateway's `Grpc-Timeout`) to
- * end a quiet stream cleanly after `idle`, so a healthy stream always speaks within `idle`; the watchdog
- * waits a little longer before it calls the connection dead.
+ * and reports no error: only silence gives it away. The server is asked (gRPC-gateway's `Grpc-Timeout`, the
+ * call's deadline) to end the stream cleanly `idle` after it opened, so a healthy stream always speaks within
+ * `idle`; the watchdog waits a little longer before it calls the connection dead.
  */
 export class WatchStream {
   readonly signal: AbortSignal;
@@ -17,15 +25,16 @@ export class WatchStream {
   readonly #openedAt = performance.now();
   #watchdog: ReturnType<typeof setTimeout> | undefined;
   #silent = false;
+  #retired = false;
 
   constructor(outer: AbortSignal | undefined, idle: number) {
     this.signal = this.#controller.signal;
     this.#outer = outer;
-    // The server's clean end may come a little late (a busy member, a slow proxy): a second of grace.
-    this.#deadAfter = idle + 1_000;
+    // The server's clean end may come a little late (a busy member, a slow proxy).
+    this.#deadAfter = idle + GRACE_MS;
   }
 
-  /** The `Grpc-Timeout` header that makes the server end a quiet stream after `idle` ms. */
+  /** The `Grpc-Timeout` header that makes the server end the stream `idle` ms after it opened, however busy. */
   static serverTimeout(idle: number): Record<string, string> {
     return { "grpc-timeout": `${Math.max(1, Math.round(idle))}m` };
   }
@@ -51,6 +60,17 @@ export class WatchStream {
     this.#watchdog = undefined;
   }
 
+  /** Closes the connection for a successor that takes over (see `retired`). */
+  retire(): void {
+    this.#retired = true;
+    this.close();
+  }
+
+  /** Whether the connection was closed because its successor took over: an end as clean as the server's. */
+  get retired(): boolean {
+    return this.#retired;
+  }
+
   /** Whether the watchdog closed the connection. */
   get silent(): boolean {
     return this.#silent;
@@ -66,4 +86,19 @@ export class WatchStream {
     this.#outer?.removeEventListener("abort", this.#onOuterAbort);
     this.#controller.abort();
   }
+}
+
+/**
+ * `idleTimeout`, which must be finite: every stream is given an end the server keeps to (Grpc-Timeout), so
+ * that silence past it tells a dead connection, and etcd refuses a timeout that is not a number.
+ */
+export function resolveIdleTimeout(value: unknown): number | undefined {
+  const idle = resolveTimeout(value, "idleTimeout");
+  if (idle !== undefined && !(idle <= MAX_IDLE_TIMEOUT)) {
+    throw invalidArgument(
+      `idleTimeout must be at most ${MAX_IDLE_TIMEOUT} ms: each watch stream needs an end the server keeps to, ` +
+        `got ${describe(value)}`,
+    );
+  }
+  return idle;
 }

@@ -6,12 +6,11 @@ import { publishWatchReconnect } from "../events/channels.js";
 import type { KeyRange, Keyspace } from "./keyspace.js";
 import { lines } from "../gateway/ndjson.js";
 import { backoff } from "../gateway/retry-policy.js";
-import { resolveTimeout } from "../gateway/config.js";
-import { delay } from "../gateway/signals.js";
+import { backgroundTimer, delay } from "../gateway/signals.js";
 import { errorFromStreamLine, isProxyUnavailable, parseJson, statusError } from "../gateway/status.js";
-import type { CallOptions, Transport } from "../gateway/transport.js";
+import type { CallOptions, OpenStream, Transport } from "../gateway/transport.js";
 import { watchResponse, type WireWatchResponse } from "../gateway/wire.js";
-import { WatchStream } from "./watch-stream.js";
+import { GRACE_MS, resolveIdleTimeout, WatchStream } from "./watch-stream.js";
 
 export interface WatchOptions extends CallOptions {
   /** Deliver history from this revision on (0 or absent: only changes from now). */
@@ -27,9 +26,10 @@ export interface WatchOptions extends CallOptions {
   /** Consecutive failed reconnections before the watch gives up with the last error. Default 10. */
   retries?: number | undefined;
   /**
-   * Longest silence, in milliseconds, before the stream is reopened (on another endpoint if the silence
-   * looks like a dead connection). The server is asked to end a quiet stream cleanly after this long, so a
-   * healthy one is renewed without loss and a half-open one is found out. Default 30 000.
+   * How long, in milliseconds, one stream of the watch lives. The server is asked (Grpc-Timeout) to end each
+   * stream this long after it opened, busy or quiet, and the watch goes on, without loss, on a stream opened
+   * shortly before; so a healthy stream always speaks within this time, and one silent a second longer is a
+   * dead connection, reopened on another endpoint. Default 30 000; at most 2 147 483 647 (about 24.8 days).
    */
   idleTimeout?: number | undefined;
   /** @internal Told the revision the server reports, and the endpoint, each time the watch is created. */
@@ -67,7 +67,8 @@ const DEFAULT_IDLE_TIMEOUT = 30_000;
 
 /**
  * Follows changes as an async iterable. A broken or silent stream is reopened from the revision after the
- * last one delivered, so nothing is lost or repeated; history removed by compaction ends it with
+ * last one delivered, and a stream the server ends at its age (`idleTimeout`) is followed by one opened from
+ * there a little earlier, so nothing is lost or repeated; history removed by compaction ends it with
  * COMPACTED. Aborting `signal` or leaving the loop closes the connection.
  */
 export async function* watch(
@@ -76,7 +77,7 @@ export async function* watch(
   query: WatchQuery,
 ): AsyncGenerator<WatchBatch, void, undefined> {
   const retries = optionalCount(query.retries, "retries") ?? DEFAULT_RETRIES;
-  const idle = resolveTimeout(query.idleTimeout, "idleTimeout") ?? DEFAULT_IDLE_TIMEOUT;
+  const idle = resolveIdleTimeout(query.idleTimeout) ?? DEFAULT_IDLE_TIMEOUT;
   const request = createRequest(keyspace, query);
   const outer = query.signal;
   /** The first revision not yet delivered. */
@@ -88,94 +89,152 @@ export async function* watch(
    */
   let failures = 0;
 
-  for (;;) {
-    if (outer?.aborted) throw aborted(outer.reason);
+  /**
+   * The stream that takes over when the current one reaches the end the server was asked for: opened a little
+   * before it (see renewAhead), so that it is created and caught up by then.
+   */
+  let successor: Opening | undefined;
+  /** Hands the successor over, leaving none. */
+  const takeSuccessor = (): Opening | undefined => {
+    const taken = successor;
+    successor = undefined;
+    return taken;
+  };
+  const open = (avoid: string | undefined): Opening => {
     const stream = new WatchStream(outer, idle);
-    let endpoint: string | undefined;
-    let proved = false;
-    /** Why the stream ended; undefined when the server ended a quiet stream as asked. */
-    let ended: EtcdError | undefined;
-    try {
-      stream.follow();
-      const body = { create_request: { ...request, start_revision: next === undefined ? undefined : String(next) } };
-      const opened = await transport.open("/v3/watch", body, stream.signal, {
-        timeout: query.timeout,
-        headers: WatchStream.serverTimeout(idle),
-        // Only the first opening: a reopened stream goes wherever the client's endpoints now point.
-        avoid: endpoint === undefined ? query.avoid : undefined,
-      });
-      endpoint = opened.endpoint;
-      stream.heard();
-      for await (const line of lines(opened.body, transport.config.maxResponseBytes)) {
-        stream.heard();
-        const response = parseLine(line, opened.endpoint);
-        // A refused watch answers `created` and `canceled` in one message: the cancellation wins.
-        if (response.canceled) {
-          const error = cancelError(response, opened.endpoint);
-          if (error.code === "UNAUTHENTICATED" && opened.token !== undefined) {
-            // The token expired: forget it and reopen, which authenticates again.
-            transport.tokenRejected(opened.token);
-            throw new Reopen(error);
-          }
-          throw error;
-        }
-        if (response.created) {
-          const revision = int(response.header?.revision, "revision");
-          next ??= revision + 1;
-          query.onCreated?.(revision, opened.endpoint);
-          continue;
-        }
-        const header = decodeHeader(response.header);
-        const events = (response.events ?? [])
-          .map((event) => ({
-            type: event.type === "DELETE" || event.type === 1 ? ("delete" as const) : ("put" as const),
-            kv: decodeKeyValue(keyspace, event.kv ?? {}),
-            ...(event.prev_kv === undefined ? {} : { prevKv: decodeKeyValue(keyspace, event.prev_kv) }),
-          }))
-          // After a reconnection the server may resend what was delivered already.
-          .filter((event) => next === undefined || event.kv.modRevision >= next);
-        proved = true;
-        stream.pause();
-        if (events.length > 0) {
-          // Replayed history packs several revisions into one message; deliver one revision per batch.
-          for (const batch of byRevision(events)) {
-            next = batch[0]!.kv.modRevision + 1;
-            yield { header, events: batch };
-          }
-        } else if (response.events === undefined || response.events.length === 0) {
-          // A progress notification: everything up to header.revision has been sent.
-          next = Math.max(next ?? 0, header.revision + 1);
-          yield { header, events: [] };
-        }
-        stream.heard();
-      }
-      ended = unavailable(`watch stream from ${opened.endpoint} ended`, { endpoint: opened.endpoint });
-    } catch (thrown) {
+    stream.follow();
+    const body = { create_request: { ...request, start_revision: next === undefined ? undefined : String(next) } };
+    const opened = transport.open("/v3/watch", body, stream.signal, {
+      timeout: query.timeout,
+      headers: WatchStream.serverTimeout(idle),
+      avoid,
+    });
+    opened.catch(() => {});
+    return { stream, opened };
+  };
+
+  try {
+    for (let first = true; ; first = false) {
       if (outer?.aborted) throw aborted(outer.reason);
-      if (stream.silent) {
-        ended = unavailable(`watch stream from ${endpoint ?? "etcd"} went silent for ${idle} ms`, { endpoint });
-        if (endpoint !== undefined) transport.endpointFailed(endpoint);
-      } else if (endpoint !== undefined && isServerTimeout(thrown)) {
-        ended = undefined;
-      } else {
-        ended = thrown instanceof Reopen ? thrown.error : toError(thrown);
-        if (!(thrown instanceof Reopen) && !reconnectable(ended)) throw ended;
+      // Only the first opening avoids an endpoint: a reopened stream goes wherever the client's endpoints now point.
+      const { stream, opened: opening } = takeSuccessor() ?? open(first ? query.avoid : undefined);
+      let endpoint: string | undefined;
+      let proved = false;
+      /** Why the stream ended; undefined when the server ended it at the time asked for. */
+      let ended: EtcdError | undefined;
+      let renewal: ReturnType<typeof setTimeout> | undefined;
+      try {
+        const opened = await opening;
+        endpoint = opened.endpoint;
+        stream.heard();
+        // From the revision not yet delivered when it opens: what this stream delivers after that comes twice
+        // and is left out below.
+        const ahead = renewAhead(idle);
+        renewal = backgroundTimer(
+          () => {
+            if (next === undefined) return;
+            successor = open(undefined);
+            // A server that does not end the stream when asked (a proxy that drops Grpc-Timeout) would leave the
+            // successor idle for good: past the grace, the successor takes over anyway.
+            renewal = backgroundTimer(() => stream.retire(), ahead + GRACE_MS);
+          },
+          idle - ahead - stream.age,
+        );
+        for await (const line of lines(opened.body, transport.config.maxResponseBytes)) {
+          stream.heard();
+          const response = parseLine(line, opened.endpoint);
+          // A refused watch answers `created` and `canceled` in one message: the cancellation wins.
+          if (response.canceled) {
+            const error = cancelError(response, opened.endpoint);
+            if (error.code === "UNAUTHENTICATED" && opened.token !== undefined) {
+              // The token expired: forget it and reopen, which authenticates again.
+              transport.tokenRejected(opened.token);
+              throw new Reopen(error);
+            }
+            throw error;
+          }
+          if (response.created) {
+            const revision = int(response.header?.revision, "revision");
+            next ??= revision + 1;
+            query.onCreated?.(revision, opened.endpoint);
+            continue;
+          }
+          const header = decodeHeader(response.header);
+          const events = (response.events ?? [])
+            .map((event) => ({
+              type: event.type === "DELETE" || event.type === 1 ? ("delete" as const) : ("put" as const),
+              kv: decodeKeyValue(keyspace, event.kv ?? {}),
+              ...(event.prev_kv === undefined ? {} : { prevKv: decodeKeyValue(keyspace, event.prev_kv) }),
+            }))
+            // After a reconnection (or a renewal) the server may resend what was delivered already.
+            .filter((event) => next === undefined || event.kv.modRevision >= next);
+          proved = true;
+          stream.pause();
+          if (events.length > 0) {
+            // Replayed history packs several revisions into one message; deliver one revision per batch.
+            for (const batch of byRevision(events)) {
+              next = batch[0]!.kv.modRevision + 1;
+              yield { header, events: batch };
+            }
+          } else if (response.events === undefined || response.events.length === 0) {
+            // A progress notification: everything up to header.revision has been sent.
+            next = Math.max(next ?? 0, header.revision + 1);
+            yield { header, events: [] };
+          }
+          stream.heard();
+        }
+        ended = unavailable(`watch stream from ${opened.endpoint} ended`, { endpoint: opened.endpoint });
+      } catch (thrown) {
+        if (outer?.aborted) throw aborted(outer.reason);
+        if (stream.retired) {
+          ended = undefined;
+        } else if (stream.silent) {
+          ended = unavailable(`watch stream from ${endpoint ?? "etcd"} went silent for ${idle} ms`, { endpoint });
+          if (endpoint !== undefined) transport.endpointFailed(endpoint);
+        } else if (endpoint !== undefined && isServerTimeout(thrown)) {
+          ended = undefined;
+        } else {
+          ended = thrown instanceof Reopen ? thrown.error : toError(thrown);
+          if (!(thrown instanceof Reopen) && !reconnectable(ended)) throw ended;
+        }
+      } finally {
+        clearTimeout(renewal);
+        stream.close();
       }
-    } finally {
-      stream.close();
+      if (proved || stream.age >= idle) failures = 0;
+      if (ended === undefined) continue;
+      // A broken stream may have taken its successor's connection or member with it: reopen as for any break.
+      takeSuccessor()?.stream.close();
+      if (++failures > retries) throw ended;
+      if (transport.events.on)
+        transport.events.emit({ type: "watch.reconnected", endpoint, code: ended.code, revision: next });
+      publishWatchReconnect(endpoint, ended.code, next);
+      await delay(backoff(failures, 50, 2_000), outer);
     }
-    if (proved || stream.age >= idle) failures = 0;
-    if (ended === undefined) continue;
-    if (++failures > retries) throw ended;
-    if (transport.events.on)
-      transport.events.emit({ type: "watch.reconnected", endpoint, code: ended.code, revision: next });
-    publishWatchReconnect(endpoint, ended.code, next);
-    await delay(backoff(failures, 50, 2_000), outer);
+  } finally {
+    takeSuccessor()?.stream.close();
   }
 }
 
+/** A stream being opened: its life, and the server's answer to the opening. */
+interface Opening {
+  stream: WatchStream;
+  opened: Promise<OpenStream>;
+}
+
 /**
- * The clean end of a quiet stream that we asked for with `Grpc-Timeout`: DeadlineExceeded from the server,
+ * How long before a stream's end (the server ends every stream `idle` after it opened, however busy) its
+ * successor is opened. etcd serves a watch that starts at a past revision from its "unsynced" set, caught up
+ * on a sync pass every 100 ms: a stream opened only once the last one ended delivers the changes of its first
+ * moments up to 100 ms late, a stall of a hot lock's handoff at every renewal. Opened this much earlier, the
+ * successor is caught up before it takes over, and the two overlap for this long at most.
+ */
+export function renewAhead(idle: number): number {
+  return Math.min(500, Math.floor(idle / 4));
+}
+
+/**
+ * The clean end of a stream that we asked for with `Grpc-Timeout`: DeadlineExceeded from the server,
  * which the gateway reports as code 4 or, racing with its own stream shutdown, as code 2 with the same text.
  */
 function isServerTimeout(thrown: unknown): boolean {

@@ -6,7 +6,7 @@ import { runInNewContext } from "node:vm";
 import { describe, expect, it } from "vitest";
 import { EtcdError, op, type WatchBatch, type WatchQuery } from "../../src/index.js";
 import { rejection, sleep, within } from "../support/async.js";
-import { eventCount, freshNames, pull, useWatches } from "../support/etcd.js";
+import { eventCount, freshNames, pull, recordingFetch, useWatches } from "../support/etcd.js";
 import { useBackend } from "./backend.js";
 
 const { backend, etcd } = useBackend();
@@ -193,6 +193,33 @@ describe("startRevision", () => {
     const r = (await etcd.put(`${p}k`, "v")).header.revision;
     const batch = await within(5_000, "watch from the next revision", first);
     expect(batch.value?.events[0]?.kv).toMatchObject({ key: `${p}k`, modRevision: r });
+  });
+});
+
+describe("renewal (idleTimeout)", () => {
+  // The server ends each stream at the deadline the SDK asks for (Grpc-Timeout), however busy; the watch
+  // goes on from the next revision on a successor opened just before, with nothing lost or repeated.
+  it("a stream renewed while changes keep coming loses and repeats no revision", async () => {
+    const p = fresh();
+    const fetch = recordingFetch(backend.fetch);
+    const renewing = backend.client({ fetch });
+    const { header } = await etcd.range({ prefix: p, countOnly: true });
+    const w = watchOn(renewing, { prefix: p, startRevision: header.revision + 1, idleTimeout: 400 });
+    // Pulled while the writes go on, so that streams live and end meanwhile: about 1.2 s of writes.
+    const N = 80;
+    const pulled = pull(w, eventCount(N), 10_000);
+    const revisions: number[] = [];
+    const until = performance.now() + 1_200;
+    for (let i = 0; i < N; i++) {
+      revisions.push((await etcd.put(`${p}${String(i).padStart(3, "0")}`, String(i))).header.revision);
+      if (performance.now() < until) await sleep(15);
+    }
+    const batches = await pulled;
+    expect(batches.flatMap((b) => b.events.map((e) => e.kv.modRevision))).toEqual(revisions);
+    // Renewed at least twice in 1.2 s of 400 ms streams, every renewal from a revision.
+    const streams = fetch.calls.filter((call) => call.path === "/v3/watch");
+    expect(streams.length).toBeGreaterThanOrEqual(3);
+    expect(streams.every((call) => String(call.body).includes("start_revision"))).toBe(true);
   });
 });
 

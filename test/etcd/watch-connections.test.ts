@@ -3,7 +3,7 @@
 // sockets: resume after cut connections without a lost or repeated revision, connections closed on COMPACTED,
 // abort and break, and the member-wide progress notifications.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Etcd, EtcdCompactedError, EtcdError, type WatchBatch } from "../../src/index.js";
+import { type Etcd, EtcdCompactedError, EtcdError, type Fetch, type WatchBatch } from "../../src/index.js";
 import { sleep, within } from "../support/async.js";
 import {
   client,
@@ -75,6 +75,64 @@ describe("resume after broken connections", () => {
     await pull(watch, eventCount(N + 1), 5_000, received);
     expect(events(received).at(-1)!.kv.modRevision).toBe(last);
     expect(events(received)).toHaveLength(N + 1);
+  });
+});
+
+describe("renewal at the end the server was asked for (idleTimeout)", () => {
+  // etcd ends every watch stream `idleTimeout` after it opened (Grpc-Timeout is the call's deadline, not a
+  // silence), however busy. A stream opened only then starts behind the store, and etcd catches such a watch
+  // up on a pass every 100 ms: the changes of its first moments came up to 100 ms late, a stall of a hot
+  // lock's handoff at each renewal. The successor is opened ahead, so it has caught up when it takes over.
+  it("a busy stream's successor is opened before the stream ends, and no revision is lost or repeated", async () => {
+    const ns = uniquePrefix("watch-renew");
+    /** Each watch request: when it was sent, whether it resumes from a revision, when the server ended it. */
+    const streams: { sentAt: number; resumes: boolean; endedAt?: number }[] = [];
+    const fetch: Fetch = async (input, init) => {
+      if (!input.endsWith("/v3/watch")) return globalThis.fetch(input, init);
+      const stream: (typeof streams)[number] = {
+        sentAt: performance.now(),
+        resumes: init.body.includes("start_revision"),
+      };
+      streams.push(stream);
+      const response = await globalThis.fetch(input, init);
+      if (response.body === null) return response;
+      // The server's end is its deadline's error message (the client stops reading there), or a close.
+      const decoder = new TextDecoder();
+      const ends = new TransformStream<Uint8Array, Uint8Array>({
+        transform: (chunk, controller) => {
+          if (decoder.decode(chunk, { stream: true }).includes('"error"')) stream.endedAt ??= performance.now();
+          controller.enqueue(chunk);
+        },
+        flush: () => {
+          stream.endedAt ??= performance.now();
+        },
+      });
+      return new Response(response.body.pipeThrough(ends), { status: response.status, headers: response.headers });
+    };
+    const renewing = client({ fetch });
+    const start = (await currentRevision()) + 1;
+    const watch = open(renewing, { prefix: ns, startRevision: start, idleTimeout: 1_000 });
+    // About 3 s of writes every 20 ms: at least two renewals while changes keep coming.
+    const N = 120;
+    const received: WatchBatch[] = [];
+    const consumer = pull(watch, eventCount(N), 30_000, received);
+    const revisions: number[] = [];
+    const until = performance.now() + 3_000;
+    for (let i = 0; i < N; i++) {
+      revisions.push((await etcd.put(`${ns}${String(i).padStart(3, "0")}`, String(i))).header.revision);
+      if (performance.now() < until) await sleep(20);
+    }
+    await consumer;
+    expect(events(received).map((e) => e.kv.modRevision)).toEqual(revisions);
+    const ended = streams.filter((s) => s.endedAt !== undefined);
+    expect(ended.length).toBeGreaterThanOrEqual(2);
+    // Every stream after the first resumes from a revision, and every one the server ended had its successor
+    // sent before that end (the last successor may not have taken over yet when the watch was closed).
+    expect(streams.slice(1).every((s) => s.resumes)).toBe(true);
+    for (const [i, stream] of streams.entries()) {
+      if (stream.endedAt === undefined) continue;
+      expect(streams[i + 1]?.sentAt).toBeLessThan(stream.endedAt);
+    }
   });
 });
 

@@ -5,6 +5,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { Etcd, EtcdCompactedError, EtcdError, type WatchBatch, type WatchQuery } from "../../src/index.js";
 import { rejection, sleep } from "../support/async.js";
+import { mockClient } from "../support/mock.js";
 import {
   A,
   controlledStream,
@@ -229,6 +230,53 @@ describe("reconnection", () => {
     expect(error).toBeInstanceOf(EtcdError);
     expect(error.code).toBe("UNAVAILABLE");
     expect(seen).toHaveLength(3);
+  });
+});
+
+describe("renewal", () => {
+  // The SDK asks the server to end each stream at idleTimeout and opens its successor shortly before. A server
+  // (or proxy) that drops the Grpc-Timeout header never ends one: past the grace the successor takes over all
+  // the same, so no successor sits idle for good beside a stream that lives on.
+  it("on a server that ignores Grpc-Timeout the successor takes over: two streams at most, none lost", async () => {
+    let open = 0;
+    let most = 0;
+    let opened = 0;
+    const { etcd } = mockClient(
+      {},
+      {
+        through: (input, init, forward) => {
+          const { "grpc-timeout": _, ...headers } = init.headers;
+          if (new URL(input).pathname === "/v3/watch") {
+            opened++;
+            most = Math.max(most, ++open);
+            init.signal.addEventListener("abort", () => open--, { once: true });
+          }
+          return forward(input, { ...init, headers });
+        },
+      },
+    );
+    const { header } = await etcd.range({ key: "r/", countOnly: true });
+    const iterator = etcd
+      .watch({ prefix: "r/", startRevision: header.revision + 1, idleTimeout: 200 })
+      [Symbol.asyncIterator]();
+    // A stream lives idleTimeout plus the grace (1.2 s) before its successor takes over: two takeovers in 3 s.
+    const N = 100;
+    const received: WatchBatch[] = [];
+    const pulled = (async () => {
+      while (received.length < N) received.push((await iterator.next()).value as WatchBatch);
+    })();
+    const revisions: number[] = [];
+    const until = performance.now() + 2_900;
+    for (let i = 0; i < N; i++) {
+      revisions.push((await etcd.put(`r/${String(i).padStart(3, "0")}`, String(i))).header.revision);
+      if (performance.now() < until) await sleep(30);
+    }
+    await pulled;
+    await iterator.return?.();
+    expect(received.flatMap((b) => b.events.map((e) => e.kv.modRevision))).toEqual(revisions);
+    expect(opened).toBeGreaterThanOrEqual(3);
+    expect(most).toBeLessThanOrEqual(2);
+    expect(open).toBe(0);
   });
 });
 

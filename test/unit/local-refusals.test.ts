@@ -110,6 +110,19 @@ it("a watch's idleTimeout is checked at watch(), not at the first iteration", ()
   expect(calls).toEqual([]);
 });
 
+it("a watch's idleTimeout must be finite: etcd refuses Grpc-Timeout: Infinitym, and no stream could end", () => {
+  const { etcd, calls } = mockClient({ retries: 0 });
+  for (const idleTimeout of [Number.POSITIVE_INFINITY, 2_147_483_648]) {
+    expect(() => etcd.watch({ key: "k", idleTimeout })).toThrow(
+      expect.objectContaining({
+        code: "INVALID_ARGUMENT",
+        message: expect.stringMatching(/^idleTimeout must be at most 2147483647 ms: each watch stream needs an end/),
+      }),
+    );
+  }
+  expect(calls).toEqual([]);
+});
+
 it("a clock without now() and setTimer() is refused when the client is made", async () => {
   for (const clock of [{}, { now: () => 0 }, "mock", null]) {
     const error = await rejection(() => new Etcd({ endpoints: [ENDPOINT], clock: clock as never }));

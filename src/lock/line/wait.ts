@@ -18,11 +18,11 @@ import type { WaitMode } from "./wait-options.js";
  */
 
 /**
- * How long a waiter's watch (or a line's shared watch) may stay quiet before it is renewed. A healthy stream
- * is ended cleanly by the server at this pace (Grpc-Timeout) and reopened; one that stays silent a second
- * longer is a dead connection (a paused member, a NAT that dropped the flow) and is reopened on another
- * endpoint. So a waiter behind a silent connection learns that the lock is free within 3 s plus one reopen
- * and one read.
+ * How long one stream of a waiter's watch (or of a line's shared watch) lives before it is renewed. The server
+ * ends every stream at this age (Grpc-Timeout), busy or quiet, after its successor was opened; a stream silent
+ * a second longer is a dead connection (a paused member, a NAT that dropped the flow) and is reopened on
+ * another endpoint. So a waiter behind a silent connection learns that the lock is free within 3 s plus one
+ * reopen and one read.
  */
 export const WAIT_IDLE_TIMEOUT = 2_000;
 
@@ -44,7 +44,7 @@ export const SECOND_WATCH_AFTER = 1_000;
 export const SECOND_WATCH_DEPTH = 3;
 
 /**
- * The quiet time allowed to a lone waiter's own watch with `ahead` keys ahead of it when it last looked.
+ * The life of each stream of a lone waiter's own watch with `ahead` keys ahead of it when it last looked.
  * Renewing costs a watch re-creation per waiter per period, which a deep line of many processes would turn
  * into a load of its own; a waiter far back cannot take the lock before everyone ahead has held it, so it
  * renews less often: 0.1 s more per key ahead, at most 30 s. (Waiters of one process share one stream.)

@@ -34,8 +34,8 @@ export interface SemaphoreOptions {
  * keys are ahead), and, only if it must wait, one watch. The watch follows every delete under the prefix
  * with the deleted key's create revision (prevKv), so the waiter keeps the count of keys ahead of it by
  * itself and reads nothing more. Not counted: resends after a lost answer (a resent join costs one read to
- * count again), a watch reopened after a broken stream or after its quiet period (waitIdleTimeout), and a
- * read when etcd could not give a delete's prevKv (its history compacted).
+ * count again), a watch reopened after a broken stream or renewed at the end of each stream's life
+ * (waitIdleTimeout), and a read when etcd could not give a delete's prevKv (its history compacted).
  *
  * What that costs in events: a waiter receives every delete under the prefix while it waits (a release
  * wakes every waiter with one small event; none of them sends anything unless admitted). Watching only a
