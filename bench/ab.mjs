@@ -4,12 +4,17 @@
 // lock cycle can change: a session's lock+unlock on one mutex, and a warm `withLock` (a mutex per call),
 // each with the global fetch and with etcd-edge/node. It reports B ÷ A for throughput and for the client's
 // CPU per cycle: a change is worth its code when B differs from A by 5% or more on one of them.
+//
+// `--hot S` runs instead a hot name for S seconds per round (4 sessions of one client, §4's loop): a change
+// whose cost comes every few seconds (a watch stream's renewal) shows only in a run that long, in the tail of
+// the handoff latency. It reports B ÷ A for handoffs/s, the p99 and p99.9 handoff latency and the longest.
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { openBackend } from "../examples/demo/backend.mjs";
 import { flagValue } from "./lib/args.mjs";
 import { interleaved, numbersOf } from "./lib/rounds.mjs";
-import { fmt, pairedRatio, ratioText, summarize, withSpread } from "./lib/stats.mjs";
+import { hotNameEdge } from "./lib/hot-name.mjs";
+import { fmt, pairedRatio, quantile, ratioText, summarize, withSpread } from "./lib/stats.mjs";
 import { printTable } from "./lib/table.mjs";
 
 const args = process.argv.slice(2);
@@ -20,6 +25,7 @@ if (variantDir === undefined) {
 }
 const rounds = Number(flagValue("rounds", 15));
 const cycles = Number(flagValue("cycles", 200));
+const hotSeconds = flagValue("hot", undefined);
 
 const builds = {
   A: { sdk: await import("etcd-edge"), node: await import("etcd-edge/node") },
@@ -36,7 +42,17 @@ if (backend.fetch) {
 }
 const endpoint = backend.endpoints[0];
 const run = `ab/${Date.now().toString(36)}`;
-console.log(`A/B against ${backend.description}: A = dist/, B = ${variantDir}; ${rounds} rounds × ${cycles} cycles`);
+const shape = hotSeconds === undefined ? `${rounds} rounds × ${cycles} cycles` : `${rounds} rounds of ${hotSeconds} s`;
+console.log(`A/B against ${backend.description}: A = dist/, B = ${variantDir}; ${shape}`);
+
+if (hotSeconds !== undefined) {
+  try {
+    await hotAB(Number(hotSeconds));
+  } finally {
+    await backend.close();
+  }
+  process.exit(0);
+}
 
 const cleanup = [];
 const contenders = [];
@@ -96,3 +112,36 @@ try {
   await backend.close();
 }
 process.exit(0);
+
+/** Each build on one hot name per fetch, rounds interleaved; B ÷ A of the rate and of the latency's tail. */
+async function hotAB(seconds) {
+  const contenders = [];
+  for (const build of Object.keys(builds)) {
+    for (const kind of ["global", "node"]) contenders.push({ name: `${kind} ${build}`, kind, build });
+  }
+  const results = await interleaved(contenders, rounds, async (c, round) => {
+    const name = `${run}/hot-${c.build}-${c.kind}/${round + 1}`;
+    const spec = { endpoint, kind: c.kind, workers: 4, seconds, name, timeout: 10_000, holdMs: 1 };
+    const { rate, log } = await hotNameEdge({ ...spec, sdk: builds[c.build].sdk });
+    const latencies = log.latencies;
+    return {
+      rate,
+      p99: quantile(latencies, 0.99),
+      p999: quantile(latencies, 0.999),
+      max: latencies.length ? Math.max(...latencies) : Number.NaN,
+    };
+  });
+  const rows = [];
+  for (const kind of ["global", "node"]) {
+    const of = (build, pick) => numbersOf(results.get(`${kind} ${build}`), pick).values;
+    const cells = [`${kind} fetch`];
+    for (const field of ["rate", "p99", "p999", "max"]) {
+      const a = of("A", (r) => r[field]);
+      const b = of("B", (r) => r[field]);
+      cells.push(`${fmt(summarize(a).median, 1)} / ${fmt(summarize(b).median, 1)}`, ratioText(pairedRatio(b, a)));
+    }
+    rows.push(cells);
+  }
+  console.log(`hot name, 4 sessions, ${seconds} s per round: medians A / B, then B ÷ A paired`);
+  printTable(["fetch", "handoffs/s", "B ÷ A", "p99 ms", "B ÷ A", "p99.9 ms", "B ÷ A", "max ms", "B ÷ A"], rows);
+}

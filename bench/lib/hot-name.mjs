@@ -15,12 +15,13 @@ const LATE_MS = 250;
 
 /**
  * etcd-edge on `kind` fetch: a fresh client and pool per run, so a pool wedged by one run cannot slow the
- * next. Returns handoffs/s within the window, the log, late calls, and the requests sent by path.
+ * next. Returns handoffs/s within the window, the log, late calls, and the requests sent by path. `sdk`: the
+ * build whose `Etcd` runs (bench/ab.mjs passes another build's; the HTTP client stays this repository's).
  */
-export async function hotNameEdge({ endpoint, kind, workers, seconds, name, timeout, holdMs }) {
+export async function hotNameEdge({ endpoint, kind, workers, seconds, name, timeout, holdMs, sdk = { Etcd } }) {
   const fetch = openFetch(kind);
   const counter = countingFetch(fetch.sdk);
-  const etcd = new Etcd({ endpoints: [endpoint], fetch: counter });
+  const etcd = new sdk.Etcd({ endpoints: [endpoint], fetch: counter });
   const log = new HandoffLog();
   const opened = await Promise.all(
     Array.from({ length: workers }, () => bounded(etcd.session({ ttl: 10, timeout }), timeout + GRACE_MS)),
