@@ -232,6 +232,11 @@ export interface Report {
   closed: boolean;
   /** What the `etcd.withLock` step observed. */
   withLock: { fenced: boolean; token: number; putRevision: number };
+  /**
+   * A watch renewed every 300 ms while writes went on: revisions written and delivered, streams the server ended,
+   * and how many of those had their successor sent first.
+   */
+  renewal: { written: number[]; delivered: number[]; ended: number; handedOver: number };
   error?: string;
 }
 
@@ -357,6 +362,13 @@ export async function expectScenario(
     { value: report.value, modRevision: report.withLock.putRevision },
   ]);
   expect((await gatewayRange(endpoint, `${prefix}with-lock/`, { prefix: true })).kvs).toEqual([]);
+
+  // The watch renewed at least twice (its streams live 300 ms), each successor sent before the server's end of the
+  // stream before it, and nothing lost or repeated.
+  expect(report.renewal.delivered).toEqual(report.renewal.written);
+  expect(report.renewal.written).toHaveLength(24);
+  expect(report.renewal.ended).toBeGreaterThanOrEqual(2);
+  expect(report.renewal.handedOver).toBe(report.renewal.ended);
 }
 
 // ---------------------------------------------------------------------------------------------

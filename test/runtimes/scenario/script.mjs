@@ -71,6 +71,8 @@ export async function run({ endpoint, runtime, prefix }) {
       { ttl: 5, keepAlive: "manual", timeout: 10_000, signal },
     );
 
+    const renewal = await renewedWatch(endpoint, `${prefix}renew/`, signal);
+
     return {
       runtime,
       version: VERSION,
@@ -88,6 +90,7 @@ export async function run({ endpoint, runtime, prefix }) {
       staleFenced: staleWrite.succeeded,
       closed: revoked && session.closed,
       withLock: guarded,
+      renewal,
     };
   } finally {
     clearTimeout(timer);
@@ -95,6 +98,65 @@ export async function run({ endpoint, runtime, prefix }) {
     watching.abort();
     // On failure, drop the lease so nothing of this run outlives it by more than the request.
     if (session !== undefined && !session.closed) await session.close().catch(() => {});
+  }
+}
+
+/**
+ * A watch renewed while writes go on: etcd ends each stream at `idleTimeout` (300 ms here) however busy, and the
+ * SDK's successor, opened a little earlier from a timer, takes over (in workerd, within the request that
+ * watches). Reports the revisions written and those the watch delivered, how many streams the server ended, and
+ * how many of those had their successor sent before the end (in order of occurrence: workerd's clock stands
+ * still while a request runs).
+ */
+async function renewedWatch(endpoint, prefix, signal) {
+  const log = [];
+  const counting = async (url, init) => {
+    if (!url.endsWith("/v3/watch")) return fetch(url, init);
+    const stream = log.filter((entry) => entry.startsWith("sent ")).length;
+    log.push(`sent ${stream}`);
+    const response = await fetch(url, init);
+    if (response.body === null) return response;
+    const decoder = new TextDecoder();
+    const ends = new TransformStream({
+      transform(chunk, controller) {
+        if (decoder.decode(chunk, { stream: true }).includes('"error"')) log.push(`end ${stream}`);
+        controller.enqueue(chunk);
+      },
+    });
+    return new Response(response.body.pipeThrough(ends), { status: response.status, headers: response.headers });
+  };
+  const etcd = new Etcd({ endpoints: endpoint.split(","), timeout: 5_000, fetch: counting });
+  const count = 24;
+  const { header } = await etcd.range({ prefix, countOnly: true, signal });
+  const done = new AbortController();
+  const stop = () => done.abort(signal.reason);
+  signal.addEventListener("abort", stop, { once: true });
+  try {
+    const delivered = (async () => {
+      const revisions = [];
+      const query = { prefix, startRevision: header.revision + 1, idleTimeout: 300, signal: done.signal };
+      for await (const batch of etcd.watch(query)) {
+        for (const event of batch.events) revisions.push(event.kv.modRevision);
+        if (revisions.length >= count) return revisions;
+      }
+      return revisions;
+    })();
+    delivered.catch(() => {});
+    const written = [];
+    // About 1 s of writes: three renewals or more.
+    for (let i = 0; i < count; i++) {
+      written.push((await etcd.put(`${prefix}${i}`, String(i), { signal })).header.revision);
+      await new Promise((resolve) => setTimeout(resolve, 40));
+    }
+    const watched = await delivered;
+    const ended = log.filter((entry) => entry.startsWith("end ")).map((entry) => Number(entry.slice(4)));
+    const handedOver = ended.filter(
+      (k) => log.indexOf(`sent ${k + 1}`) >= 0 && log.indexOf(`sent ${k + 1}`) < log.indexOf(`end ${k}`),
+    );
+    return { written, delivered: watched, ended: ended.length, handedOver: handedOver.length };
+  } finally {
+    signal.removeEventListener("abort", stop);
+    done.abort();
   }
 }
 
