@@ -40,7 +40,7 @@ class VirtualClock implements Clock {
 }
 
 /** setTimeout's limit; a later alarm is re-armed when this one fires. */
-const MAX_DELAY_MS = 2 ** 31 - 1;
+export const MAX_DELAY_MS = 2 ** 31 - 1;
 
 class WallClock implements Clock {
   readonly mode = "wall";

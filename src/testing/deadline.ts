@@ -1,3 +1,4 @@
+import { MAX_DELAY_MS } from "./clock.js";
 import type { Dialect } from "./wire/dialect.js";
 import { GrpcCode, GrpcStatusError } from "./wire/errors.js";
 
@@ -27,8 +28,20 @@ export class CallDeadline {
     return new CallDeadline(Number(parsed[1]) * UNIT_MS[parsed[2]!]!);
   }
 
-  private remaining(): number {
-    return Math.max(0, this.at - performance.now());
+  /**
+   * Calls `fire` at the deadline. One beyond setTimeout's limit (`1000H`) is re-armed until then: given to
+   * setTimeout as it is, it would fire at once.
+   */
+  private alarm(fire: () => void): { clear(): void } {
+    let timer: ReturnType<typeof setTimeout>;
+    const arm = () => {
+      const left = Math.max(0, this.at - performance.now());
+      timer = setTimeout(() => (left > MAX_DELAY_MS ? arm() : fire()), Math.min(MAX_DELAY_MS, left));
+      // The deadline must not keep a test's process alive on its own.
+      (timer as { unref?: () => void }).unref?.();
+    };
+    arm();
+    return { clear: () => clearTimeout(timer) };
   }
 
   /**
@@ -37,8 +50,8 @@ export class CallDeadline {
    */
   follow(outer: AbortSignal): { signal: AbortSignal; clear(): void } {
     const controller = new AbortController();
-    const timer = unref(setTimeout(() => controller.abort(deadlineExceeded()), this.remaining()));
-    return { signal: AbortSignal.any([outer, controller.signal]), clear: () => clearTimeout(timer) };
+    const alarm = this.alarm(() => controller.abort(deadlineExceeded()));
+    return { signal: AbortSignal.any([outer, controller.signal]), clear: alarm.clear };
   }
 
   /**
@@ -48,26 +61,24 @@ export class CallDeadline {
    */
   end(body: ReadableStream<Uint8Array>, dialect: Dialect): ReadableStream<Uint8Array> {
     const reader = body.getReader();
-    let timer: ReturnType<typeof setTimeout> | undefined;
+    let alarm: { clear(): void } | undefined;
     let sent = false;
     let over = false;
     /** The stream has ended one way or another: the deadline has nothing left to end. */
     const stop = () => {
       over = true;
-      clearTimeout(timer);
+      alarm?.clear();
     };
     return new ReadableStream<Uint8Array>({
       start: (controller) => {
-        timer = unref(
-          setTimeout(() => {
-            if (over) return;
-            stop();
-            reader.cancel(deadlineExceeded()).catch(() => {});
-            if (!sent) return controller.error(deadlineExceeded());
-            controller.enqueue(encoder.encode(dialect.streamErrorLine(GrpcCode.DeadlineExceeded, DEADLINE_EXCEEDED)));
-            controller.close();
-          }, this.remaining()),
-        );
+        alarm = this.alarm(() => {
+          if (over) return;
+          stop();
+          reader.cancel(deadlineExceeded()).catch(() => {});
+          if (!sent) return controller.error(deadlineExceeded());
+          controller.enqueue(encoder.encode(dialect.streamErrorLine(GrpcCode.DeadlineExceeded, DEADLINE_EXCEEDED)));
+          controller.close();
+        });
       },
       async pull(controller) {
         // A call that fails (its client went away) errors this stream with it.
@@ -101,10 +112,4 @@ const encoder = new TextEncoder();
 
 function deadlineExceeded(): GrpcStatusError {
   return new GrpcStatusError(GrpcCode.DeadlineExceeded, DEADLINE_EXCEEDED);
-}
-
-/** The deadline must not keep a test's process alive on its own. */
-function unref(timer: ReturnType<typeof setTimeout>): ReturnType<typeof setTimeout> {
-  (timer as { unref?: () => void }).unref?.();
-  return timer;
 }

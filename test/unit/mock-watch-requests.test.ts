@@ -2,6 +2,7 @@
 // and around compaction, prev_kv read at the previous revision.
 import { describe, expect, it } from "vitest";
 import { createMockEtcd } from "../../src/testing/index.js";
+import { sleep } from "../support/async.js";
 import { MOCK_ENDPOINT, rawWatch as watch } from "../support/mock.js";
 import { b64 } from "../support/wire.js";
 
@@ -157,5 +158,50 @@ describe("start revisions", () => {
     const [, replay] = await w.lines();
     expect(replay.events.map((e: any) => e.prev_kv?.value)).toEqual([undefined, b64("2")]);
     w.abort();
+  });
+});
+
+describe("Grpc-Timeout (the call's deadline)", () => {
+  const openWith = async (timeout: string) => {
+    const mock = createMockEtcd();
+    const abort = new AbortController();
+    const res = await mock.fetch(`${MOCK_ENDPOINT}/v3/watch`, {
+      method: "POST",
+      headers: { "grpc-timeout": timeout },
+      body: JSON.stringify(create("a")),
+      signal: abort.signal,
+    });
+    const text = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+    return { mock, abort, text };
+  };
+
+  it("ends the stream there with the deadline's line, however busy it is", async () => {
+    const { mock, text } = await openWith("200m");
+    const put = setInterval(() => mock.put("a", "1"), 20);
+    let all = "";
+    try {
+      for (;;) {
+        const { value, done } = await text.read();
+        if (done) break;
+        all += value;
+      }
+    } finally {
+      clearInterval(put);
+    }
+    const lines = all.split("\n").filter((line) => line !== "");
+    expect(lines.length).toBeGreaterThan(2);
+    expect(JSON.parse(lines.at(-1)!)).toEqual({
+      error: { grpc_code: 4, http_code: 504, message: "context deadline exceeded", http_status: "Gateway Timeout" },
+    });
+  });
+
+  it("beyond setTimeout's limit (1000H) it does not end the stream at once", async () => {
+    const { abort, text } = await openWith("1000H");
+    expect(JSON.parse((await text.read()).value!).result.created).toBe(true);
+    const next = text.read();
+    const outcome = await Promise.race([next.then(() => "ended"), sleep(300).then(() => "open")]);
+    abort.abort();
+    next.catch(() => {});
+    expect(outcome).toBe("open");
   });
 });
