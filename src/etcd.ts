@@ -6,7 +6,7 @@ import type { Lock, LockTicket } from "./lock/mutex/lock.js";
 import { type ResumeOptions, resumeLock } from "./lock/mutex/resume.js";
 import type { Permit } from "./lock/semaphore/permit.js";
 import { Session } from "./lock/session.js";
-import type { SessionOptions } from "./lock/session/lease-grant.js";
+import type { SessionOptions } from "./lock/lease/lease-grant.js";
 import { SharedLeases } from "./lock/shared-leases.js";
 import { withLock, withLocks, withSemaphore, type WithLockOptions } from "./lock/with-lock.js";
 

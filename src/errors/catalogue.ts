@@ -327,19 +327,13 @@ export function heldLost(what: string, why = "its session's lease ended", cause?
 export function lockNameConflict(name: string, key: string, leaseless = false): EtcdError {
   const why = leaseless
     ? "it is bound to no lease (a plain put to a lock's key cuts it loose from its lease), so it would never expire"
-    : `keys under "${name}/" belong to the lock: keep data and other locks elsewhere`;
+    : `keys under "${name}/" belong to its contenders: keep data, other locks and other recipes elsewhere`;
   return new EtcdError("LOCK_NAME_CONFLICT", `key ${key} under lock ${name} is not a lock contender: ${why}`);
 }
 
-/**
- * Our own key (`<name>/<leaseHex>`) is in the line bound to another lease: a ticket moved it to the process that
- * resumed the lock (`etcd.resumeLock`), which holds it now.
- */
-export function lockTakenOver(name: string, key: string, leaseId: string): EtcdError {
-  return new EtcdError(
-    "LOCKED",
-    `lock ${name} is held by a lock resumed from this session's ticket (key ${key}, lease ${leaseId})`,
-  );
+/** `resign()` withdrew a campaign under way: the candidate's key was deleted. */
+export function campaignWithdrawn(name: string): EtcdError {
+  return new EtcdError("ABORTED", `the campaign for leadership of ${name} was withdrawn by resign()`);
 }
 
 export function notLeader(name: string): EtcdError {
@@ -354,25 +348,14 @@ export function noPermit(name: string, permits: number): EtcdError {
 }
 
 /**
- * A semaphore's line holds a key that does not agree on the number of permits (or is not a semaphore's key
- * at all, a mutex's say): admitting by our count would over-admit by theirs.
+ * A semaphore's line holds a permit that does not agree on the number of permits: admitting by our count would
+ * over-admit by theirs. `found` is that permit's count; a key that is no permit at all is LOCK_NAME_CONFLICT,
+ * and its value (a lock's secret, say) is never quoted.
  */
 export function permitsMismatch(name: string, permits: number | undefined, key: string, found: string): EtcdError {
-  const theirs = /^[1-9][0-9]*$/.test(found)
-    ? `${found} permits`
-    : `value ${JSON.stringify(found.slice(0, 40))}, not a permit count`;
   const message =
     permits === undefined
-      ? `semaphore ${name}'s line does not agree on its permits: ${key} has ${theirs}`
-      : `semaphore ${name} is used with ${permits} permits here, but ${key} in its line has ${theirs}`;
+      ? `semaphore ${name}'s line does not agree on its permits: ${key} has ${found} permits`
+      : `semaphore ${name} is used with ${permits} permits here, but ${key} in its line has ${found} permits`;
   return new EtcdError("PERMITS_MISMATCH", message);
-}
-
-/**
- * A multi-lock's key is already in a line under this lease, from another contender of the same lease
- * (another process that resumed it, or a leftover of a cut-off attempt): joining would order this contender
- * by two revisions, which can deadlock.
- */
-export function lockedBySameLease(name: string, key: string): EtcdError {
-  return new EtcdError("LOCKED", `lock ${name} is already contended for by this lease (key ${key}) outside this call`);
 }

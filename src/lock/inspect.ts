@@ -3,8 +3,7 @@ import type { KeyValue, LeaseId, ResponseHeader } from "../api/codec.js";
 import { permitsMismatch } from "../errors/catalogue.js";
 import { isEtcdError } from "../errors/etcd-error.js";
 import type { CallOptions } from "../gateway/transport.js";
-import { nameArg } from "./line/keys.js";
-import { onlyContenders } from "./line/read.js";
+import { contenders, nameArg } from "./line/keys.js";
 
 /** One key in a line: a holder or a waiter. */
 export interface LineEntry {
@@ -52,7 +51,7 @@ const LINE_ORDER = { sort: { target: "createRevision", order: "ascend" } } as co
 export async function inspectLock(client: EtcdClient, name: string, options: CallOptions = {}): Promise<LockInfo> {
   nameArg(name, "a lock");
   const { kvs, header } = await client.range({ prefix: `${name}/`, ...LINE_ORDER, keysOnly: true, ...options });
-  onlyContenders(`${name}/`, kvs);
+  contenders("mutex", `${name}/`, kvs);
   const [first, ...rest] = kvs.map(entry);
   if (first === undefined) return { holder: undefined, waiters: [], header };
   const ttl = await client.lease.timeToLive(first.leaseId, options).then(
@@ -67,7 +66,7 @@ export async function inspectLock(client: EtcdClient, name: string, options: Cal
 
 /**
  * Who holds a permit of semaphore `name` and who waits, in order, without joining the line: one request.
- * PERMITS_MISMATCH if the keys in the line disagree on the number of permits (or are not a semaphore's).
+ * LOCK_NAME_CONFLICT if a key in the line is no permit, PERMITS_MISMATCH if the permits disagree on their number.
  */
 export async function inspectSemaphore(
   client: EtcdClient,
@@ -78,8 +77,13 @@ export async function inspectSemaphore(
   const { kvs, header } = await client.range({ prefix: `${name}/`, ...LINE_ORDER, ...options });
   const oldest = kvs[0];
   if (oldest === undefined) return { permits: undefined, holders: [], waiters: [], header };
-  const stranger = kvs.find((kv) => kv.value !== oldest.value || !/^[1-9][0-9]*$/.test(kv.value));
-  if (stranger !== undefined) throw permitsMismatch(name, undefined, stranger.key, stranger.value);
+  contenders("permit", `${name}/`, kvs);
+  const count = /^[1-9][0-9]*$/;
+  const stranger = kvs.find((kv) => kv.value !== oldest.value || !count.test(kv.value));
+  if (stranger !== undefined) {
+    const found = count.test(stranger.value) ? stranger.value : "an unreadable number of";
+    throw permitsMismatch(name, undefined, stranger.key, found);
+  }
   const permits = Number(oldest.value);
   const entries = kvs.map(entry);
   return { permits, holders: entries.slice(0, permits), waiters: entries.slice(permits), header };

@@ -1,13 +1,13 @@
 import type { EtcdClient } from "../api/client.js";
 import { Election } from "./election/election.js";
-import type { LockOptions } from "./line/wait-options.js";
+import type { LockOptions } from "./acquire/acquisition.js";
 import { lockAll } from "./lock-all/lock-all.js";
 import type { MultiLock } from "./lock-all/multi-lock.js";
 import { Mutex } from "./mutex/mutex.js";
 import { RWLock } from "./rwlock/rwlock.js";
 import { Semaphore, type SemaphoreOptions } from "./semaphore/semaphore.js";
-import { openLease, type SessionOptions } from "./session/lease-grant.js";
-import { LeaseSession } from "./session/lease-session.js";
+import { openLease, type SessionOptions } from "./lease/lease-grant.js";
+import { LeaseSession } from "./lease/lease-session.js";
 
 /** How many names' mutexes a session keeps: a session may lock any number of names. */
 const MUTEXES_KEPT = 128;
@@ -19,9 +19,9 @@ const MUTEXES_KEPT = 128;
 export class Session extends LeaseSession {
   /**
    * The mutexes of the names locked lately. A mutex keeps what its last joins found of its line (see
-   * `JoinHistory`), and every mutex of one name in one session is the same key anyway, so `mutex(name)` called
-   * before each lock (the natural use, and every warm `withLock`) keeps guessing well. The one used least
-   * lately goes past the bound.
+   * `JoinHistory`), so `mutex(name)` called before each lock (the natural use, and every warm `withLock`) keeps
+   * guessing well. A mutex holds no key: each `lock()` makes its own. The one used least lately goes past the
+   * bound.
    */
   readonly #mutexes = new Map<string, Mutex<this>>();
 
@@ -30,7 +30,7 @@ export class Session extends LeaseSession {
     return new Session(client, await openLease(client, options)).start();
   }
 
-  /** The mutex named `name` whose key is bound to this session's lease (the same one each time). */
+  /** The mutex named `name`, whose acquisitions' keys are bound to this session's lease (the same one each time). */
   mutex(name: string): Mutex<this> {
     const mutexes = this.#mutexes;
     let mutex = mutexes.get(name);
@@ -65,7 +65,7 @@ export class Session extends LeaseSession {
 
   /**
    * Takes every lock of `names` at once, joining all their lines in one transaction, so overlapping
-   * `lockAll` calls never deadlock; each name is shared with plain `mutex(name)` users. Resolves when
+   * `lockAll` calls never deadlock; each name excludes plain `mutex(name)` users. Resolves when
    * first in every line. `options` as for `mutex.lock()`: `timeout: 0` throws LOCKED instead of waiting.
    */
   lockAll(names: readonly string[], options: LockOptions = {}): Promise<MultiLock<this>> {

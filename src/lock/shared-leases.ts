@@ -2,7 +2,7 @@ import type { EtcdClient } from "../api/client.js";
 import { aborted } from "../errors/catalogue.js";
 import { isEtcdError } from "../errors/etcd-error.js";
 import { untilAborted } from "../gateway/signals.js";
-import { openLease } from "./session/lease-grant.js";
+import { openLease } from "./lease/lease-grant.js";
 import { Session } from "./session.js";
 
 interface Shared {

@@ -6,14 +6,14 @@ import { type EtcdError, isEtcdError } from "../errors/etcd-error.js";
 import { traceWithLock } from "../events/channels.js";
 import type { Held } from "./hold/held.js";
 import { nameArg } from "./line/keys.js";
-import { type LockOptions, waitSettings } from "./line/wait-options.js";
+import { type LockOptions, waitSettings } from "./acquire/acquisition.js";
 import { namesArg } from "./lock-all/lock-all.js";
 import type { MultiLock } from "./lock-all/multi-lock.js";
 import type { Lock } from "./mutex/lock.js";
 import type { Permit } from "./semaphore/permit.js";
 import { permitsArg } from "./semaphore/semaphore.js";
 import { Session } from "./session.js";
-import { DEFAULT_SESSION_TTL, type KeepAliveMode, keepAliveArg } from "./session/lease-grant.js";
+import { DEFAULT_SESSION_TTL, type KeepAliveMode, keepAliveArg } from "./lease/lease-grant.js";
 import type { SharedLeases } from "./shared-leases.js";
 
 /** Where a one-shot lock's lease comes from. */

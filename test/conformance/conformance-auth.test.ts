@@ -86,7 +86,7 @@ describe("with credentials", () => {
   it("a lock works for a user whose role covers the lock's prefix", async () => {
     const { etcd } = user();
     const owner = await etcd.withLock("alice/lock", async (lock) => lock.key, { ttl: 5 });
-    expect(owner).toMatch(/^alice\/lock\/[0-9a-f]+$/);
+    expect(owner).toMatch(/^alice\/lock\/[0-9a-f]+_[0-9a-f]{16}$/);
     expect((await etcd.range({ prefix: "alice/lock/" })).kvs).toEqual([]);
   });
 });

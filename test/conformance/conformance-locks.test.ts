@@ -83,7 +83,8 @@ describe("mutex", () => {
       expect(held.revision).toBe(Number(empty.header.revision));
 
       // A new mutex guesses an empty line too: refused (nothing written, nothing read), then the full join.
-      const waiter = (await session(30, client)).mutex(name);
+      const waiterSession = await session(30, client);
+      const waiter = waiterSession.mutex(name);
       const waiting = waiter.lock();
       await untilLineLength(etcd, name, 2);
       expect(joins.map((j) => j.sent)).toEqual(["put alone", "put alone", "full"]);
@@ -99,7 +100,12 @@ describe("mutex", () => {
       const keys = (r: { response_range?: { kvs?: WireKv[] } } | undefined) =>
         (r?.response_range?.kvs ?? []).map((kv) => atob(kv.key));
       expect(keys(owner)).toEqual([`${backend.namespace}${held.key}`]);
-      expect(keys(newest)).toEqual([`${backend.namespace}${waiter.key}`, `${backend.namespace}${held.key}`]);
+      // The waiter's key, its own (`<name>/<leaseHex>_<16 hex>`), is the newest.
+      expect(keys(newest)).toHaveLength(2);
+      expect(keys(newest)[0]).toMatch(
+        new RegExp(`^${backend.namespace}${name}/${waiterSession.leaseHex}_[0-9a-f]{16}$`),
+      );
+      expect(keys(newest)[1]).toBe(`${backend.namespace}${held.key}`);
       expect(
         [...(owner!.response_range!.kvs ?? []), ...(newest!.response_range!.kvs ?? [])].map((kv) => kv.value),
       ).toEqual([undefined, undefined, undefined]);

@@ -172,7 +172,7 @@ describe("semaphore", () => {
 
   it(
     "a contender with another number of permits gets PERMITS_MISMATCH and leaves no key; " +
-      "so does one on a mutex's line",
+      "one on a mutex's line gets LOCK_NAME_CONFLICT, and no error quotes the lock's secret",
     async () => {
       const name = fresh("sem");
       const holder = await (await session()).semaphore(name, { permits: 2 }).acquire();
@@ -188,8 +188,13 @@ describe("semaphore", () => {
 
       const mutexName = fresh("mutex");
       const lock = await (await session()).mutex(mutexName).lock();
-      expect((await rejection(other.semaphore(mutexName, { permits: 2 }).acquire())).code).toBe("PERMITS_MISMATCH");
-      await expect(etcd.inspectSemaphore(mutexName)).rejects.toMatchObject({ code: "PERMITS_MISMATCH" });
+      const secret = lock.ticket().secret;
+      const refused = await rejection(other.semaphore(mutexName, { permits: 2 }).acquire());
+      expect(refused.code).toBe("LOCK_NAME_CONFLICT");
+      expect(refused.message).toContain(lock.key);
+      const inspected = await rejection(etcd.inspectSemaphore(mutexName));
+      expect(inspected.code).toBe("LOCK_NAME_CONFLICT");
+      for (const error of [refused, inspected]) expect(JSON.stringify([error.message, String(error)])).not.toContain(secret);
       expect(await lineLength(etcd, mutexName)).toBe(1);
       await lock.unlock();
     },
@@ -431,7 +436,11 @@ describe("lockAll", () => {
       const mark = fetch.mark();
       const both = await s.lockAll([a, b]);
       expect(fetch.since(mark)).toEqual(["/v3/kv/txn"]);
-      expect(both.keys).toEqual([`${a}/${BigInt(s.leaseId).toString(16)}`, `${b}/${BigInt(s.leaseId).toString(16)}`]);
+      // A mutex's key in each line, of its own: `<name>/<leaseHex>_<16 hex>`.
+      const own = (name: string) => new RegExp(`^${name}/${BigInt(s.leaseId).toString(16)}_[0-9a-f]{16}$`);
+      expect(both.keys).toHaveLength(2);
+      expect(both.keys[0]).toMatch(own(a));
+      expect(both.keys[1]).toMatch(own(b));
       const holders = await Promise.all([etcd.inspectLock(a), etcd.inspectLock(b)]);
       expect(holders.map((h) => h.holder?.revision)).toEqual([both.revision, both.revision]);
       const write = await etcd

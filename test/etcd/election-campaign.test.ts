@@ -3,7 +3,7 @@
 import { describe, it } from "vitest";
 import { type Election, EtcdError, type Leader, op, type Session } from "../../src/index.js";
 import { rejection, sleep, stillPending, until, within } from "../support/async.js";
-import { client, keysUnder, leaseHex, uniqueName, useSessions } from "../support/etcd.js";
+import { acquisitionKey, client, keysUnder, uniqueName, useSessions } from "../support/etcd.js";
 
 const etcd = client();
 const newSession = useSessions(etcd, { ttl: 15 });
@@ -60,8 +60,9 @@ describe.concurrent("election", () => {
     const pc = (await join(c, "c", 2)).elected.then(() => order.push("c"));
 
     const first = await a.leader();
+    expect(a.key).toMatch(acquisitionKey(name, a.session.leaseId));
     expect(first).toMatchObject({
-      key: `${name}/${a.session.leaseHex}`,
+      key: a.key,
       value: "a",
       leaseId: a.session.leaseId,
       revision: a.revision,
@@ -73,7 +74,8 @@ describe.concurrent("election", () => {
     expect(a.isLeader).toBe(false);
     await within(5_000, "b leads", pb);
     const second = await b.leader();
-    expect(second).toMatchObject({ key: `${name}/${leaseHex(b.session.leaseId)}`, value: "b", revision: b.revision });
+    expect(second).toMatchObject({ key: b.key, value: "b", revision: b.revision });
+    expect(b.key).toMatch(acquisitionKey(name, b.session.leaseId));
     expect(b.isLeader).toBe(true);
     expect(second!.revision).toBeGreaterThan(first!.revision);
     expect(await stillPending(pc, 200)).toBe(true);
@@ -163,7 +165,9 @@ describe.concurrent("election", () => {
       stop.abort();
 
       expect(observed.seen.map((l) => l.value)).toEqual(["a1", "a2", "a3", "b1", "b2"]);
-      const [aKey, bKey] = [`${name}/${a.session.leaseHex}`, `${name}/${b.session.leaseHex}`];
+      const [aKey, bKey] = observed.seen.map((l) => l.key).filter((key, i, all) => all.indexOf(key) === i);
+      expect(aKey).toMatch(acquisitionKey(name, a.session.leaseId));
+      expect(bKey).toMatch(acquisitionKey(name, b.session.leaseId));
       expect(observed.seen.map((l) => l.key)).toEqual([aKey, aKey, aKey, bKey, bKey]);
       expect(new Set(observed.seen.slice(0, 3).map((l) => l.revision))).toEqual(new Set([revision]));
       expect(observed.seen[3]!.revision).toBeGreaterThan(revision!);
@@ -213,7 +217,7 @@ describe.concurrent("election", () => {
     await a.campaign("a");
     const controller = new AbortController();
     const { elected: pb } = await join(b, "b", 1, { signal: controller.signal });
-    expect(await keysUnder(etcd, name)).toContain(`${name}/${leaseHex(b.session.leaseId)}`);
+    expect((await keysUnder(etcd, name)).some((key) => acquisitionKey(name, b.session.leaseId).test(key))).toBe(true);
     controller.abort();
     expect((await rejection(pb)).code).toBe("ABORTED");
     expect(b.isLeader).toBe(false);
@@ -242,14 +246,13 @@ describe.concurrent("election", () => {
     expect(await a.leader()).toBeUndefined();
   });
 
-  it("leader keys are `<name>/<leaseIdHex>`, the layout of Go's concurrency.Election", async ({ expect }) => {
+  it("leader keys are `<name>/<leaseIdHex>_<16 hex>`: the campaign's own, under Go's layout", async ({ expect }) => {
     const name = uniqueName("elections");
     const a = await candidate(name);
     await a.campaign("v");
     const { kvs } = await etcd.range({ prefix: `${name}/` });
     expect(kvs).toHaveLength(1);
-    expect(kvs[0]!.key).toBe(`${name}/${BigInt(a.session.leaseId).toString(16)}`);
-    expect(kvs[0]!.key).toMatch(new RegExp(`^${name}/[0-9a-f]+$`));
+    expect(kvs[0]!.key).toMatch(acquisitionKey(name, a.session.leaseId));
     expect(kvs[0]!.lease).toBe(a.session.leaseId);
     expect(kvs[0]!.value).toBe("v");
     expect(a.key).toBe(kvs[0]!.key);
@@ -276,16 +279,34 @@ describe.concurrent("election", () => {
     await b.resign();
   });
 
-  it("re-campaigning on the same session keeps the key and updates the value", async ({ expect }) => {
+  it("campaigning again while leading proclaims the new value and keeps the key", async ({ expect }) => {
     const name = uniqueName("elections");
     const a = await candidate(name);
     await a.campaign("first");
-    const revision = a.revision;
+    const [key, revision] = [a.key, a.revision];
+    await a.campaign("second");
+    expect([a.key, a.revision]).toEqual([key, revision]);
+    expect((await a.leader())?.value).toBe("second");
+    expect(await keysUnder(etcd, name)).toEqual([key]);
+    await a.resign();
+  });
+
+  it("two elections of one session are two candidates: the second leads once the first resigns", async ({
+    expect,
+  }) => {
+    const name = uniqueName("elections");
+    const a = await candidate(name);
+    await a.campaign("first");
+    const [firstKey, firstRevision] = [a.key, a.revision!];
     const again = a.session.election(name);
-    await again.campaign("second");
-    expect(again.revision).toBe(revision);
-    expect((await again.leader())?.value).toBe("second");
-    expect(await keysUnder(etcd, name)).toHaveLength(1);
+    const second = again.campaign("second");
+    expect(await stillPending(second, 300)).toBe(true);
+    expect(again.isLeader).toBe(false);
+    expect((await a.leader())?.value).toBe("first");
+    await a.resign();
+    await within(5_000, "the second election leads", second);
+    expect(again.key).not.toBe(firstKey);
+    expect(again.revision!).toBeGreaterThan(firstRevision);
     await again.resign();
   });
 });

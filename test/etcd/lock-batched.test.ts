@@ -65,8 +65,10 @@ describe("locks started together on one client", () => {
         .slice(start)
         .filter((c) => c.path === "/v3/kv/txn" && c.body?.includes(btoa(`${name}/`)));
       expect(joins).toHaveLength(3);
-      const keysOf = (body: string | undefined) =>
-        [a, b].filter((s) => body?.includes(btoa(`${name}/${s.leaseHex}`))).length;
+      const keysOf = (body: string | undefined) => {
+        const sent = [...(body ?? "").matchAll(/"key":"([^"]+)"/g)].map((m) => atob(m[1]!));
+        return [a, b].filter((s) => sent.some((key) => key.startsWith(`${name}/${s.leaseHex}_`))).length;
+      };
       expect(joins.map((c) => keysOf(c.body))).toEqual([1, 1, 1]);
       await held.unlock();
       const next = await later;

@@ -3,7 +3,15 @@
 import { describe, it } from "vitest";
 import { EtcdError, type Lock, op, type Session } from "../../src/index.js";
 import { rejection, sleep, stillPending, until, within } from "../support/async.js";
-import { client, fencedPut, keysUnder, leaseAlive, leaseHex, uniqueName, useSessions } from "../support/etcd.js";
+import {
+  acquisitionKey,
+  client,
+  fencedPut,
+  keysUnder,
+  leaseAlive,
+  uniqueName,
+  useSessions,
+} from "../support/etcd.js";
 
 const etcd = client();
 const newSession = useSessions(etcd, { ttl: 10 });
@@ -52,7 +60,7 @@ describe.concurrent("a waiter that gives up", () => {
     const controller = new AbortController();
     const pending = waiter.mutex(name).lock({ signal: controller.signal });
     await until("waiter joined", 5_000, async () => (await keysUnder(etcd, name)).length === 2);
-    expect(await keysUnder(etcd, name)).toContain(`${name}/${leaseHex(waiter.leaseId)}`);
+    expect((await keysUnder(etcd, name)).some((key) => acquisitionKey(name, waiter.leaseId).test(key))).toBe(true);
     const abortedAt = performance.now();
     controller.abort();
     const error = await rejection(pending);
@@ -101,7 +109,7 @@ describe.concurrent("a waiter that gives up", () => {
     const got = await mutex.tryLock();
     expect(got).toBeDefined();
     expect(got!.held).toBe(true);
-    expect(got!.key).toBe(`${name}/${leaseHex(other.leaseId)}`);
+    expect(got!.key).toMatch(acquisitionKey(name, other.leaseId));
     expect(await keysUnder(etcd, name)).toEqual([got!.key]);
     await got!.unlock();
     expect(await keysUnder(etcd, name)).toEqual([]);
@@ -406,9 +414,11 @@ describe.concurrent("inspection and one session's own callers", () => {
     const name = uniqueName();
     const session = await newSession();
     const mutex = session.mutex(name);
-    const first = mutex.lock();
-    const second = session.mutex(name).lock({ timeout: 20_000 });
-    const lock1 = await first;
+    // Two contenders of their own: etcd orders them by their keys' revisions, whichever was sent first.
+    const calls = [mutex.lock({ timeout: 20_000 }), session.mutex(name).lock({ timeout: 20_000 })];
+    const firstIndex = await Promise.race(calls.map((call, i) => call.then(() => i)));
+    const lock1 = await calls[firstIndex]!;
+    const second = calls[1 - firstIndex]!;
     expect(await stillPending(second, 500)).toBe(true);
     expect(lock1.held).toBe(true);
     expect(await mutex.tryLock()).toBeUndefined();
@@ -431,7 +441,7 @@ describe.concurrent("inspection and one session's own callers", () => {
     const lock1 = await session.mutex(name).lock();
     const error = await rejection(session.mutex(name).lock({ timeout: 300 }));
     expect(error.code).toBe("TIMEOUT");
-    // The holder's key (shared by both callers: one key per session and name) must survive.
+    // The holder's key (the caller that gave up had one of its own, now deleted) must survive.
     expect(lock1.held).toBe(true);
     expect(await keysUnder(etcd, name)).toEqual([lock1.key]);
     expect(

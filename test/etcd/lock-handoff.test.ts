@@ -180,7 +180,9 @@ describe("waiters alone in their processes", () => {
         (JSON.parse(String(watchBody(i))) as { create_request: { key: string; range_end?: string } }).create_request,
     );
     expect(watched.map((w) => w.range_end)).toEqual([undefined, undefined]);
-    expect(watched.map((w) => atob(w.key))).toEqual([holder.key, waiters[0]!.mutex(name).key]);
+    // The second waits for the first waiter's own key.
+    expect(atob(watched[0]!.key)).toBe(holder.key);
+    expect(atob(watched[1]!.key)).toMatch(new RegExp(`^${name}/${waiters[0]!.leaseHex}_[0-9a-f]{16}$`));
     await holder.unlock();
     const firstLock = await within(5_000, "the first waiter", first);
     await firstLock.unlock();

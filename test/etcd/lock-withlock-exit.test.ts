@@ -308,7 +308,7 @@ describe("withLock leaves the process free to exit", () => {
       expect(run.lingered).toBeDefined();
       expect(run.lingered!).toBeLessThan(1_500);
       if (scenario !== "session-auto") {
-        expect(run.stdout.trim()).toMatch(new RegExp(`^done ${name}/[0-9a-f]+@\\d+$`));
+        expect(run.stdout.trim()).toMatch(new RegExp(`^done ${name}/[0-9a-f]+_[0-9a-f]{16}@\\d+$`));
         expect((await etcd.inspectLock(name)).holder).toBeUndefined();
       }
     },

@@ -83,6 +83,14 @@ export function leaseHex(leaseId: string): string {
   return BigInt(leaseId).toString(16);
 }
 
+/**
+ * The form of a key a mutex, election or lockAll acquisition of `name` makes on lease `leaseId`: its own,
+ * `<name>/<leaseHex>_<16 hex>`.
+ */
+export function acquisitionKey(name: string, leaseId: string): RegExp {
+  return new RegExp(`^${name.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")}/${leaseHex(leaseId)}_[0-9a-f]{16}$`);
+}
+
 /** Whether etcd still has the lease (one whose TTL reads 0 is expiring, not yet gone). */
 export async function leaseAlive(etcd: Etcd, leaseId: string): Promise<boolean> {
   return etcd.lease.timeToLive(leaseId).then(

@@ -455,7 +455,7 @@ describe("a mutex's release", () => {
       }) as never;
       const session = await new Etcd({ endpoints: [A], fetch }).session({ ttl: 30, keepAlive: "manual" });
       const mutex = session.mutex("m");
-      const releases: Array<{ revision: number; body: unknown }> = [];
+      const releases: Array<{ key: string; revision: number; body: unknown }> = [];
       for (let i = 0; i < 3; i++) {
         await mock.fetch(`${A}/v3/kv/put`, {
           method: "POST",
@@ -464,13 +464,15 @@ describe("a mutex's release", () => {
         const lock = await mutex.lock();
         const before = txns.length;
         await lock.unlock();
-        releases.push({ revision: lock.revision, body: JSON.parse(txns[before]!) });
+        releases.push({ key: lock.key, revision: lock.revision, body: JSON.parse(txns[before]!) });
       }
       expect(new Set(releases.map((r) => r.revision)).size).toBe(3);
-      for (const { revision, body } of releases) {
+      // Each acquisition has a key of its own.
+      expect(new Set(releases.map((r) => r.key)).size).toBe(3);
+      for (const { key, revision, body } of releases) {
         expect(body).toEqual({
-          compare: [{ key: b64(mutex.key), target: "MOD", mod_revision: String(revision) }],
-          success: [{ request_delete_range: { key: b64(mutex.key) } }],
+          compare: [{ key: b64(key), target: "MOD", mod_revision: String(revision) }],
+          success: [{ request_delete_range: { key: b64(key) } }],
         });
       }
       await session.close();
@@ -547,7 +549,10 @@ describe("a session's mutexes", () => {
         failure?: unknown[];
       };
       expect(guessed.compare).toEqual(empty.compare);
-      expect(guessed.success.map((o) => o.request_put?.key)).toEqual([b64(`m/${second.leaseHex}`)]);
+      // The waiter's key is its own: `m/<leaseHex>_<16 hex>`.
+      const puts = guessed.success.map((o) => atob(o.request_put?.key ?? ""));
+      expect(puts).toHaveLength(1);
+      expect(puts[0]).toMatch(new RegExp(`^m/${second.leaseHex}_[0-9a-f]{16}$`));
       expect(guessed.failure ?? []).toEqual([]);
       expect((JSON.parse(exchanges[1]!.answer) as { succeeded?: boolean }).succeeded ?? false).toBe(false);
       const behind = JSON.parse(exchanges[2]!.body) as {

@@ -85,18 +85,18 @@ function circles(graph: ReadonlyMap<string, readonly string[]>): string[] {
 }
 
 /**
- * Inside src/lock/: the line's requests at the bottom, then the session, the holdings, one acquisition, the
+ * Inside src/lock/: the line's requests at the bottom, then the lease, the holdings, one acquisition, the
  * recipes (which never import each other), and the few files that tie them together.
  */
 const RECIPES = ["mutex", "election", "semaphore", "rwlock", "lock-all"] as const;
 const LOCK_ALLOWED: Record<string, readonly string[]> = {
   line: [],
-  session: ["line"],
-  hold: ["line", "session"],
-  acquire: ["line", "session", "hold"],
-  ...Object.fromEntries(RECIPES.map((recipe) => [recipe, ["line", "session", "hold", "acquire"]])),
+  lease: ["line"],
+  hold: ["line", "lease"],
+  acquire: ["line", "lease", "hold"],
+  ...Object.fromEntries(RECIPES.map((recipe) => [recipe, ["line", "lease", "hold", "acquire"]])),
   // Loose files in src/lock/ (the Session's factories, withLock, inspect): above every folder.
-  loose: ["line", "session", "hold", "acquire", ...RECIPES],
+  loose: ["line", "lease", "hold", "acquire", ...RECIPES],
 };
 const LOCK = join(SRC, "lock");
 /** At most this many files directly in src/lock/: the rest live in folders that name their concept. */
@@ -164,11 +164,11 @@ describe("the layers of src/", () => {
     const at = (path: string) => join(SRC, path);
     const bad = new Map([
       [at("lock/semaphore/semaphore.ts"), [at("lock/mutex/mutex.ts"), at("lock/line/join.ts")]],
-      [at("lock/session/lease-session.ts"), [at("lock/hold/held.ts")]],
+      [at("lock/lease/lease-session.ts"), [at("lock/hold/held.ts")]],
     ]);
     expect(upwardLockImports(bad)).toEqual([
       "lock/semaphore/semaphore.ts (semaphore) → lock/mutex/mutex.ts (mutex)",
-      "lock/session/lease-session.ts (session) → lock/hold/held.ts (hold)",
+      "lock/lease/lease-session.ts (lease) → lock/hold/held.ts (hold)",
     ]);
   });
 

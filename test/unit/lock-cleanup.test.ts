@@ -36,49 +36,48 @@ describe("a join that lands after its acquisition is over", () => {
     expect(await other.mutex("jobs").tryLock()).toBeDefined();
   });
 
-  it(
-    "a join made while the sweep's delete is on its way waits for it: " + "the delete never takes the new key",
-    async () => {
-      let late: (() => Promise<unknown>) | undefined;
-      let sweepDelete: (() => Promise<unknown>) | undefined;
-      const { mock, etcd } = mockClient(
-        {},
-        {
-          through: async (input, init, forward) => {
-            if (late === undefined && input.endsWith("/v3/kv/txn") && init.body.includes("request_put")) {
-              late = () => forward(input, { ...init, signal: undefined } as never);
-              throw connectionReset();
-            }
-            // The sweep's delete (guarded by the lease) is held up on its way, as the late join was.
-            if (sweepDelete === undefined && input.endsWith("/v3/kv/txn") && init.body.includes('"LEASE"')) {
-              const answer = new Promise<Response>((resolve) => {
-                sweepDelete = async () =>
-                  resolve((await forward(input, { ...init, signal: undefined } as never)) as Response);
-              });
-              return answer;
-            }
-            return forward(input, init);
-          },
+  it("the sweep deletes the late copy alone: a new acquisition of the name has a key of its own", async () => {
+    let late: (() => Promise<unknown>) | undefined;
+    let sweepDelete: (() => Promise<unknown>) | undefined;
+    const { mock, etcd } = mockClient(
+      {},
+      {
+        through: async (input, init, forward) => {
+          if (late === undefined && input.endsWith("/v3/kv/txn") && init.body.includes("request_put")) {
+            late = () => forward(input, { ...init, signal: undefined } as never);
+            throw connectionReset();
+          }
+          // The sweep's delete (a plain delete: the key is no one else's) is held up on its way, as the join was.
+          const sweep = !init.body.includes('"compare"') && init.body.includes("request_delete_range");
+          if (sweepDelete === undefined && input.endsWith("/v3/kv/txn") && sweep) {
+            return new Promise<Response>((resolve) => {
+              sweepDelete = async () =>
+                resolve((await forward(input, { ...init, signal: undefined } as never)) as Response);
+            });
+          }
+          return forward(input, init);
         },
-      );
-      const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
-      const mutex = session.mutex("jobs");
-      await (await mutex.lock()).unlock();
-      await late!();
-      await session.renew();
-      await until("the sweep's delete is sent", 2_000, () => sweepDelete !== undefined);
-      // The session locks the name again while that delete is on its way. Before, the join found the late copy
-      // and took it as its own, and the delete then removed the key of a held lock.
-      const next = mutex.lock({ timeout: 5_000 });
-      await sleep(50);
-      await sweepDelete!();
-      const lock = await next;
-      await sleep(50);
-      expect(mock.keys("jobs/")).toEqual([lock.key]);
-      expect((await etcd.get(lock.key))?.createRevision).toBe(lock.revision);
-      await lock.unlock();
-    },
-  );
+      },
+    );
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    const mutex = session.mutex("jobs");
+    const first = await mutex.lock();
+    await first.unlock();
+    await late!();
+    expect(mock.keys("jobs/")).toEqual([first.key]);
+    await session.renew();
+    await until("the sweep's delete is sent", 2_000, () => sweepDelete !== undefined);
+    // The session locks the name again while that delete is on its way: behind the late copy, with its own key.
+    const next = mutex.lock({ timeout: 5_000 });
+    await sleep(50);
+    await sweepDelete!();
+    const lock = await next;
+    expect(lock.key).not.toBe(first.key);
+    await sleep(50);
+    expect(mock.keys("jobs/")).toEqual([lock.key]);
+    expect((await etcd.get(lock.key))?.createRevision).toBe(lock.revision);
+    await lock.unlock();
+  });
 
   it("a key the session still uses is never swept", async () => {
     let sends = 0;

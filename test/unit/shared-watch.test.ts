@@ -1,11 +1,12 @@
-// The watch a line's waiters share (src/lock/line/shared-watch.ts), on the in-memory gateway: none for a waiter alone
-// in its client, one stream per line and client once a second waiter comes, a delete delivered before a
-// waiter subscribed found in the recent history (no read), a read asked for once that history no longer
-// covers the waiter's read, the stream closed once no waiter is left, an older incarnation's delete never
-// taken for the one a waiter saw, and a key a waiter found first passed on to the waiter behind it.
+// The watch a line's waiters share (src/lock/line/shared-watch.ts, entered by line/wait.ts), on the in-memory
+// gateway: none for a waiter alone in its client, one stream per line and client once a second waiter comes, a
+// delete delivered before a waiter subscribed found in the recent history (no read), a read asked for once that
+// history no longer covers the waiter's read, the stream closed once no waiter is left, an older incarnation's
+// delete never taken for the one a waiter saw, and a key a waiter found first passed on to the waiter behind it.
 import { describe, expect, it } from "vitest";
 import { Etcd } from "../../src/index.js";
-import { enterLine, type SharedWatch } from "../../src/lock/line/shared-watch.js";
+import type { SharedWatch } from "../../src/lock/line/shared-watch.js";
+import { enterLine } from "../../src/lock/line/wait.js";
 import { createMockEtcdCore } from "../../src/testing/mock.js";
 import { sleep } from "../support/async.js";
 

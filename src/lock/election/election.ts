@@ -1,16 +1,16 @@
 import { type Bytes, toBytes, toText, wellFormedText } from "../../api/bytes.js";
-import { cmp, type Compare, op } from "../../api/txn.js";
-import { notLeader } from "../../errors/catalogue.js";
+import { type Compare, op } from "../../api/txn.js";
+import { campaignWithdrawn, invalidArgument, notLeader } from "../../errors/catalogue.js";
 import { isEtcdError } from "../../errors/etcd-error.js";
 import { traceLock } from "../../events/channels.js";
+import { anySignal } from "../../gateway/signals.js";
 import type { CallOptions } from "../../gateway/transport.js";
-import { Acquisition } from "../acquire/acquisition.js";
-import { isFirst, Join } from "../line/join.js";
-import { nameArg } from "../line/keys.js";
-import { OLDEST, onlyContenders } from "../line/read.js";
-import { waitInLine } from "../line/wait.js";
-import type { LockOptions } from "../line/wait-options.js";
-import type { LeaseSession } from "../session/lease-session.js";
+import { Acquisition, type LockOptions } from "../acquire/acquisition.js";
+import type { LeaseSession } from "../lease/lease-session.js";
+import { Join } from "../line/join.js";
+import { nameArg, newKey } from "../line/keys.js";
+import { lineReader, OLDEST } from "../line/read.js";
+import { waitForTurn } from "../line/wait.js";
 import { Leadership } from "./leadership.js";
 import { type Leader, observe, toLeader } from "./observe.js";
 
@@ -29,6 +29,8 @@ export class Election<S extends LeaseSession = LeaseSession> {
   readonly session: S;
   /** Our leadership once won, until resigned or found lost by `proclaim()`. */
   #leadership: Leadership<S> | undefined;
+  /** The campaign under way: `resign()` withdraws it. */
+  #campaign: { withdraw: AbortController; over: Promise<unknown> } | undefined;
 
   /** `session.election(name)` is the same. Sends nothing. */
   constructor(session: S, name: string) {
@@ -48,7 +50,10 @@ export class Election<S extends LeaseSession = LeaseSession> {
     return this.#leadership?.revision;
   }
 
-  /** Our key (`<name>/<leaseIdHex>`) once elected; undefined before, and after `resign()` or a failed `proclaim()`. */
+  /**
+   * Our key (`<name>/<leaseIdHex>_<16 hex>`) once elected; undefined before, and after `resign()` or a failed
+   * `proclaim()`.
+   */
   get key(): string | undefined {
     return this.#leadership?.key;
   }
@@ -60,50 +65,55 @@ export class Election<S extends LeaseSession = LeaseSession> {
   }
 
   /**
-   * Waits until elected, with `value` as the proclamation. Until it resolves this candidate is not the
-   * leader (`isLeader` false, `ifLeader()` throws). On abort, timeout or session loss the candidacy is
-   * withdrawn. `timeout: 0` tries once: NOT_LEADER (and no candidacy left) if another candidate leads.
+   * Waits until elected, with `value` as the proclamation. Until it resolves this candidate is not the leader
+   * (`isLeader` false, `ifLeader()` throws). On abort, timeout, session loss or `resign()` the candidacy is
+   * withdrawn (its key deleted). `timeout: 0` tries once: NOT_LEADER (and no candidacy left) if another
+   * candidate leads. Campaigning while leading proclaims `value`; while a campaign is under way, INVALID_ARGUMENT.
    */
   campaign(value: Bytes, options: LockOptions = {}): Promise<void> {
     return traceLock(
       "leadership",
       this.name,
-      () => this.#campaign(value, options),
+      () => this.#run(value, options),
       () => this.revision,
     );
   }
 
-  async #campaign(value: Bytes, options: LockOptions): Promise<void> {
+  async #run(value: Bytes, options: LockOptions): Promise<void> {
     const { session, name, prefix } = this;
     const client = session.client;
-    const key = `${prefix}${session.leaseHex}`;
     // Checked like any value sent (bytes or well-formed text) before the candidacy is sent.
     const text = typeof value === "string" ? wellFormedText(value) : toText(toBytes(value));
-    // Campaigning again while leading: a new proclamation, and nothing else changes.
     if (this.#leadership?.held) return this.proclaim(text, options);
-    const acquisition = new Acquisition(session, options, { kind: "leadership", name }, [key]);
+    if (this.#campaign !== undefined) {
+      throw invalidArgument(`a campaign for ${name} is under way: await it, or resign() to withdraw it`);
+    }
+    const key = newKey(prefix, session.leaseId, "mutex");
+    const withdraw = new AbortController();
+    const signal = anySignal(options.signal, withdraw.signal);
+    const acquisition = new Acquisition(session, { ...options, signal }, { kind: "leadership", name }, [key]);
+    let over!: () => void;
+    this.#campaign = { withdraw, over: new Promise<void>((resolve) => (over = resolve)) };
     try {
-      await acquisition.claim(false);
-      const line = await acquisition.join(new Join(client, prefix, key, text, session.leaseId));
-      onlyContenders(prefix, line.seen);
-      if (!line.created && line.own?.value !== text) {
-        // Campaigning again with a new value: update our own key, whatever its position in the line.
-        await client
-          .txn()
-          .if(cmp.createRevision(key, "==", line.revision))
-          .then(op.put(key, value, { lease: session.leaseId }))
-          .commit({ signal: acquisition.signal });
-      }
-      if (!isFirst(line)) {
+      const line = { prefix, key, kind: "mutex" } as const;
+      const joined = await acquisition.join(new Join(client, line, text, session.leaseId));
+      let header = joined.header;
+      if (joined.holder !== undefined) {
         if (acquisition.tryOnly) throw notLeader(name);
-        acquisition.waiting(line.ahead);
+        acquisition.waiting(joined.ahead);
+        const read = lineReader(client, prefix, joined.revision, "mutex");
+        const start = joined.created ? joined : await read({ signal: acquisition.signal });
+        header = await waitForTurn(client, read, start, acquisition, { key, createRevision: joined.revision });
       }
-      const header = await waitInLine(client, prefix, line, acquisition);
-      this.#leadership = acquisition.hold(new Leadership({ session, name, key, revision: line.revision, header }));
+      const leadership = new Leadership({ session, name, key, revision: joined.revision, header });
+      this.#leadership = acquisition.hold(leadership);
     } catch (error) {
-      throw await acquisition.fail(error);
+      const failure = await acquisition.fail(error);
+      throw withdraw.signal.aborted && isEtcdError(failure, "ABORTED") ? campaignWithdrawn(name) : failure;
     } finally {
       acquisition.dispose();
+      this.#campaign = undefined;
+      over();
     }
   }
 
@@ -124,8 +134,16 @@ export class Election<S extends LeaseSession = LeaseSession> {
     }
   }
 
-  /** Gives up leadership (or candidacy), letting the next candidate lead. A no-op if not campaigning. */
+  /**
+   * Gives up leadership, or withdraws the campaign under way (which then rejects with ABORTED, its key
+   * deleted), letting the next candidate lead. A no-op if not campaigning.
+   */
   async resign(options: CallOptions = {}): Promise<void> {
+    const campaign = this.#campaign;
+    if (campaign !== undefined) {
+      campaign.withdraw.abort();
+      await campaign.over;
+    }
     const leadership = this.#leadership;
     this.#leadership = undefined;
     try {

@@ -1,6 +1,6 @@
 import type { CallOptions } from "../../gateway/transport.js";
-import { HeldKey, type HeldKeyInit } from "../hold/held-key.js";
-import type { LeaseSession } from "../session/lease-session.js";
+import { HeldKey, type HeldKeyInit } from "../hold/held.js";
+import type { LeaseSession } from "../lease/lease-session.js";
 
 /**
  * An election's leadership, held as any lock is: its key is the leader key, its create revision the fencing

@@ -1,13 +1,14 @@
 import type { EtcdClient } from "../../api/client.js";
-import { op } from "../../api/txn.js";
+import { cmp, op } from "../../api/txn.js";
 import { isEtcdError } from "../../errors/etcd-error.js";
 import type { CallOptions } from "../../gateway/transport.js";
-import { leaveVersion } from "../line/leave.js";
 
 /** Why a holding ended before its release: told by `explainLoss`, one or two reads after the fact. */
 export interface Loss {
   why: string;
   cause?: unknown;
+  /** Its lease was gone: its session has lost it too. */
+  leaseGone?: boolean | undefined;
 }
 
 /** A key of a holding as the holding had it. */
@@ -20,39 +21,47 @@ export interface OwnKey {
 }
 
 /**
- * Why a release found a holding's key(s) gone or changed, from one read of them (and one of the lease when a
- * key is gone): the handle must say why it lost its lock, not guess. The holding's lease ended, another
- * client deleted a key, a plain put rewrote one (cutting it loose from its lease), or a ticket moved it to
- * another holder. A key of the holding's own incarnation that a put cut loose from its lease would block its
- * line for good (no lease ends it): it is deleted here, guarded by the version that was read.
+ * Why a holding's key(s) were gone or changed, from one read of them (and one of the lease when a key is gone):
+ * the handle must say why it lost its lock, not guess. Its lease ended, another client deleted a key, a plain
+ * put rewrote one (cutting it loose from its lease), or a ticket moved it to another holder. A key of the
+ * holding's own incarnation that a put cut loose from its lease would block its line for good (no lease ends
+ * it): it is deleted here, guarded by the version that was read.
  */
 export async function explainLoss(
   client: EtcdClient,
   leaseId: string,
   keys: readonly OwnKey[],
-  options: CallOptions & { ticketed?: boolean | undefined },
+  options: CallOptions & { ticketed?: boolean | undefined; byVersion: boolean },
 ): Promise<Loss> {
+  const call = { signal: options.signal, timeout: options.timeout };
   const read = await client
     .txn()
     .then(...keys.map(({ key }) => op.get(key)))
-    .commit({ signal: options.signal, timeout: options.timeout });
+    .commit(call);
   for (const [i, { key, revision, modRevision }] of keys.entries()) {
     const kv = read.responses[i]?.kvs[0];
     if (kv === undefined || kv.createRevision !== revision) {
-      const gone = await client.lease.timeToLive(leaseId, { signal: options.signal, timeout: options.timeout }).then(
+      const gone = await client.lease.timeToLive(leaseId, call).then(
         () => false,
         (error: unknown) => (isEtcdError(error, "LEASE_NOT_FOUND") ? true : Promise.reject(error)),
       );
-      if (gone) return { why: `its session's lease ${leaseId} ended (it expired or was revoked) while it was held` };
+      if (gone) {
+        const why = `its session's lease ${leaseId} ended (it expired or was revoked) while it was held`;
+        return { why, leaseGone: true };
+      }
       return kv === undefined
         ? { why: `its key ${key} was deleted by another client while it was held` }
-        : { why: `its key ${key} was deleted while it was held, and is now another contender's` };
+        : { why: `its key ${key} was deleted while it was held, and made again by another client` };
     }
-    // Intact: another key of the holding is the one that changed.
-    if (kv.lease === leaseId && kv.modRevision === modRevision) continue;
+    // Intact (a holding guarded by create revision may rewrite its own key: a leader's proclamation).
+    if (kv.lease === leaseId && (!options.byVersion || kv.modRevision === modRevision)) continue;
     if (kv.lease === "0" || kv.lease === leaseId) {
       // Still our incarnation, rewritten by someone: ours to delete, and without a lease it would never go.
-      await leaveVersion(client, key, kv.modRevision, { signal: options.signal, timeout: options.timeout });
+      await client
+        .txn()
+        .if(cmp.modRevision(key, "==", kv.modRevision))
+        .then(op.delete(key))
+        .commit({ ...call, idempotent: true });
       const how = kv.lease === "0" ? "a put without its lease, which would have kept it forever" : "another write";
       return { why: `its key ${key} was overwritten by ${how} (the key was deleted, so it blocks nobody)` };
     }

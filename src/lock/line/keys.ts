@@ -1,12 +1,58 @@
+import type { KeyValue } from "../../api/codec.js";
 import { wellFormedText } from "../../api/bytes.js";
 import { randomBytes } from "../../api/random.js";
-import { describe, invalidArgument } from "../../errors/catalogue.js";
+import { describe, invalidArgument, lockNameConflict } from "../../errors/catalogue.js";
 
 /**
- * What the keys in a line look like. Every contender puts one key under `<name>/`: a mutex, an election and
- * `lockAll` use `<name>/<leaseIdHex>`, as Go's `concurrency` package, `etcdctl lock` and the server's v3lock
- * do, so they exclude one another; semaphores and read-write locks add a random part per acquisition.
+ * The keys of a line. Every acquisition puts a key of its own under `<name>/`, never used by another
+ * acquisition, bound to its session's lease:
+ *
+ * | recipe | key |
+ * |---|---|
+ * | mutex, election, lockAll | `<name>/<leaseHex>_<16 hex>` |
+ * | semaphore permit | `<name>/<leaseHex>-<16 hex>` |
+ * | read or write lock | `<name>/read/<leaseHex>-<16 hex>`, `<name>/write/<leaseHex>-<16 hex>` |
+ *
+ * Go's `concurrency`, `etcdctl lock`/`elect` and etcd's v3lock put `<name>/<leaseHex>` (one key per lease) and
+ * order contenders by create revision under the prefix, as we do, so they and our mutex exclude one another.
+ * The random part (no `/` in it: nested names stay apart) keeps two acquisitions of one lease apart, whatever
+ * their origin: two callers of one session, a lease adopted twice, a mutex beside an election, a sender
+ * whose ticket was taken over. The lease stays in the key for whoever inspects the line.
  */
+
+/** What can stand in a line: a mutex's is what Go's `concurrency` writes too. */
+export type KeyKind = "mutex" | "permit" | "rw";
+
+const MUTEX = /^[1-9a-f][0-9a-f]*(_[0-9a-f]{16})?$/;
+const PERMIT = /^[1-9a-f][0-9a-f]*-[0-9a-f]{16}$/;
+const RW = /^(read|write)\/[1-9a-f][0-9a-f]*-[0-9a-f]{16}$/;
+const FORMATS: Record<KeyKind, RegExp> = { mutex: MUTEX, permit: PERMIT, rw: RW };
+
+/** A new key for one acquisition (`sub`: `read/` or `write/` for a read-write lock). */
+export function newKey(prefix: string, leaseId: string, kind: KeyKind, sub = ""): string {
+  return `${prefix}${sub}${leaseHex(leaseId)}${kind === "mutex" ? "_" : "-"}${randomHex(8)}`;
+}
+
+/**
+ * LOCK_NAME_CONFLICT unless every key seen is a contender of this kind of line, bound to a lease. Any other key
+ * (data stored under the lock's name, a lock named `<name>/x`, another recipe's key, a key a plain put cut loose
+ * from its lease) sorts into the line like a contender and, with no lease or one that lives on, would block it
+ * for good; every key that can reach the head of a line passes here before anyone waits behind it.
+ */
+export function contenders(kind: KeyKind, prefix: string, ...lists: KeyValue[][]): void {
+  for (const kvs of lists) {
+    for (const kv of kvs) {
+      if (kv.lease === "0" || !isKeyOf(kind, prefix, kv.key)) {
+        throw lockNameConflict(prefix.slice(0, -1), kv.key, kv.lease === "0");
+      }
+    }
+  }
+}
+
+/** Whether `key` has the form of a `kind` contender's key in the line under `prefix`. */
+export function isKeyOf(kind: KeyKind, prefix: string, key: string): boolean {
+  return key.startsWith(prefix) && FORMATS[kind].test(key.slice(prefix.length));
+}
 
 /**
  * A lock, semaphore, election or read-write lock name, checked before anything is sent: a non-empty,
@@ -24,21 +70,9 @@ export function leaseHex(leaseId: string): string {
   return BigInt(leaseId).toString(16);
 }
 
-/**
- * A key of its own for one acquisition: `<prefix><leaseHex>-<16 random hex digits>`. The mutex has one key
- * per session and name, so a session's callers take turns for it; semaphores and read-write locks give each
- * acquisition its own key instead, so callers of one session can hold several permits, or read together.
- * The lease stays in the key for whoever inspects the line; the random part keeps two processes sharing a
- * lease from taking each other's key. A join with it is still create-if-absent, so it is safe to resend.
- */
-export function uniqueKey(prefix: string, leaseHex: string): string {
-  return `${prefix}${leaseHex}-${randomHex(8)}`;
-}
-
 /** `bytes` fresh random bytes as lowercase hex (see `randomBytes`). */
 export function randomHex(bytes: number): string {
-  const random = randomBytes(bytes);
   let hex = "";
-  for (const byte of random) hex += byte.toString(16).padStart(2, "0");
+  for (const byte of randomBytes(bytes)) hex += byte.toString(16).padStart(2, "0");
   return hex;
 }

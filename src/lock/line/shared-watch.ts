@@ -1,8 +1,8 @@
 import type { EtcdClient } from "../../api/client.js";
 import type { ResponseHeader } from "../../api/codec.js";
 import { aborted, unavailable } from "../../errors/catalogue.js";
-import { requestScopedIo } from "../../gateway/isolate.js";
 import { backgroundTimer } from "../../gateway/signals.js";
+import type { Incarnation } from "./read.js";
 
 /**
  * How long a line's watch stays open after its last waiter left. On a hot lock the next waiter of this
@@ -26,12 +26,6 @@ export interface Deleted {
    * first now. Known when a waiter of this process became first with that key (see `markFirst`).
    */
   wasFirst: boolean;
-}
-
-/** A key and the revision that created it: one incarnation of the key. */
-export interface Incarnation {
-  key: string;
-  createRevision: number;
 }
 
 /** What a waiter is told: the delete of the key it waits for, or the end of the watch. */
@@ -250,70 +244,4 @@ export class SharedWatch {
     this.#subscribers.clear();
     for (const subscriber of subscribers) subscriber.failed(error);
   }
-}
-
-/** A client's waiters in one line, and the line's shared watch while one is open. */
-interface Waiters {
-  waiters: number;
-  watch: SharedWatch | undefined;
-}
-
-/**
- * The lines each client waits in, by prefix. Held beside the client rather than in it: the client knows
- * nothing of lines, and a client that is dropped takes its entries with it.
- */
-const linesByClient = new WeakMap<EtcdClient, Map<string, Waiters>>();
-
-/** A waiter counted among its client's waiters of one line. */
-export interface LineWaiter {
-  /**
-   * The line's shared watch when one is open or another waiter of this client is in the line; undefined for
-   * a waiter alone in its process, which watches its predecessor's key alone (see `enterLine`).
-   */
-  sharedWatch(): SharedWatch | undefined;
-  /** The wait is over: leaves the line's count. */
-  leave(): void;
-}
-
-/**
- * Counts a waiter into the line `key` belongs to (the keys under its parent). A line's stream carries every
- * delete of the line to every process that holds one, so it is opened only where it pays: for a second
- * waiter of the same client. A waiter alone in its process (the serverless case: one waiter per function)
- * keeps a watch on its predecessor's key alone, so a release still reaches one process, herd-free. So does
- * every waiter in Workers, where one request cannot read a stream another opened.
- */
-export function enterLine(client: EtcdClient, key: string, idleTimeout: number): LineWaiter {
-  const slash = key.lastIndexOf("/");
-  // A key with no parent is its own line: the watch follows that key alone.
-  const prefix = slash < 0 ? key : key.slice(0, slash + 1);
-  let lines = linesByClient.get(client);
-  if (lines === undefined) linesByClient.set(client, (lines = new Map()));
-  const own = lines;
-  let line = own.get(prefix);
-  if (line === undefined) own.set(prefix, (line = { waiters: 0, watch: undefined }));
-  const here = line;
-  here.waiters++;
-  const forget = () => {
-    if (here.waiters === 0 && here.watch === undefined && own.get(prefix) === here) own.delete(prefix);
-  };
-  let left = false;
-  return {
-    sharedWatch: () => {
-      // In Workers the stream would die with the request of the waiter that opened it.
-      if (here.watch === undefined && here.waiters >= 2 && !requestScopedIo()) {
-        const opened: SharedWatch = new SharedWatch(client, prefix, idleTimeout, () => {
-          if (here.watch === opened) here.watch = undefined;
-          forget();
-        });
-        here.watch = opened;
-      }
-      return here.watch;
-    },
-    leave: () => {
-      if (left) return;
-      left = true;
-      here.waiters--;
-      forget();
-    },
-  };
 }

@@ -1,11 +1,10 @@
-import { describe, invalidArgument } from "../../errors/catalogue.js";
+import { describe, invalidArgument, locked } from "../../errors/catalogue.js";
 import { traceLock } from "../../events/channels.js";
-import { Acquisition } from "../acquire/acquisition.js";
-import { nameArg } from "../line/keys.js";
-import { lineReader, onlyContenders } from "../line/read.js";
-import { waitAfterJoin } from "../line/wait.js";
-import type { LockOptions } from "../line/wait-options.js";
-import type { LeaseSession } from "../session/lease-session.js";
+import { Acquisition, type LockOptions } from "../acquire/acquisition.js";
+import { nameArg, newKey } from "../line/keys.js";
+import { lineReader } from "../line/read.js";
+import { waitForTurn } from "../line/wait.js";
+import type { LeaseSession } from "../lease/lease-session.js";
 import { JoinAll, type MultiLine } from "./join-all.js";
 import { MultiLock } from "./multi-lock.js";
 
@@ -13,10 +12,9 @@ import { MultiLock } from "./multi-lock.js";
 export const MAX_LOCKS = 64;
 
 /**
- * Takes every lock of `names` at once, as one contender: its key in each lock's line (the mutex's key,
- * `<name>/<leaseHex>`, so plain mutex users of any of the names exclude it and are excluded by it) is put
- * in ONE transaction, so one create revision orders it in every line; it holds them all when it is first in
- * every line.
+ * Takes every lock of `names` at once, as one contender: its key in each lock's line (a mutex's key, so plain
+ * mutex users of any of the names exclude it and are excluded by it) is put in ONE transaction, so one create
+ * revision orders it in every line; it holds them all when it is first in every line.
  *
  * Why this cannot deadlock: every contender (a multi-lock or a mutex) has one revision, and waits only for
  * keys with a lower one. A cycle of waits would need revisions that decrease all the way round, which is
@@ -26,7 +24,6 @@ export const MAX_LOCKS = 64;
  * It waits in one line at a time (one watch open, not one per name): a line found clear stays clear, since
  * everyone joining later is behind us. Each line is waited in as by a mutex (line/wait.ts): a watch on the key
  * just ahead, and one read when it goes; lines after the first that had to be waited in are read afresh.
- * The session's callers take local turns on the keys in sorted order, as a mutex does on its one key.
  */
 export async function lockAll<S extends LeaseSession>(
   session: S,
@@ -43,26 +40,28 @@ async function takeAll<S extends LeaseSession>(
   options: LockOptions,
 ): Promise<MultiLock<S>> {
   const client = session.client;
-  const lines: MultiLine[] = checked.map((name) => ({ name, prefix: `${name}/`, key: `${name}/${session.leaseHex}` }));
+  const lines: MultiLine[] = checked.map((name) => {
+    const prefix = `${name}/`;
+    return { name, prefix, key: newKey(prefix, session.leaseId, "mutex") };
+  });
   const keys = lines.map((line) => line.key);
   const acquisition = new Acquisition(session, options, { kind: "locks", name: checked.join(", ") }, keys);
   try {
-    await acquisition.claim(true);
-    // Refused with LOCKED when keys of another contender of this lease are there: none of them is ours to delete.
     const joined = await acquisition.join(new JoinAll(client, lines, session.leaseId));
+    const { revision } = joined;
     let header = joined.header;
     let waited = false;
     for (const [i, line] of lines.entries()) {
-      const state = joined.states[i]!;
-      if (state.created && state.predecessor === undefined) continue;
-      // A line whose join result is stale (we waited meanwhile) is read afresh.
-      const start = waited ? { ...state, created: false } : state;
-      const reader = lineReader(client, line.prefix, joined.revision, onlyContenders);
-      header = await waitAfterJoin(client, line.name, reader, start, acquisition);
+      const read = lineReader(client, line.prefix, revision, "mutex");
+      // A line whose join result is stale (we waited meanwhile, or an earlier send made our keys) is read afresh.
+      const start = joined.created && !waited ? joined.standings[i]! : await read({ signal: acquisition.signal });
+      if (start.present && start.predecessor === undefined) continue;
+      if (start.present && acquisition.tryOnly) throw locked(line.name, start.predecessor!.key);
+      if (!waited) acquisition.waiting();
+      header = await waitForTurn(client, read, start, acquisition, { key: line.key, createRevision: revision });
       waited = true;
     }
-    const lock = new MultiLock({ session, names: checked, keys, revision: joined.revision, header });
-    return acquisition.hold(lock);
+    return acquisition.hold(new MultiLock({ session, names: checked, keys, revision, header }));
   } catch (error) {
     throw await acquisition.fail(error);
   } finally {

@@ -1,7 +1,7 @@
 import { type AnyOp, cmp, type Compare, type OpResults } from "../../api/txn.js";
 import type { CallOptions } from "../../gateway/transport.js";
 import { Held, type HeldInit } from "../hold/held.js";
-import type { LeaseSession } from "../session/lease-session.js";
+import type { LeaseSession } from "../lease/lease-session.js";
 
 /** What a held multi-lock is made of. */
 export interface MultiLockInit<S extends LeaseSession = LeaseSession> extends HeldInit<S> {
@@ -17,7 +17,7 @@ export interface MultiLockInit<S extends LeaseSession = LeaseSession> extends He
 export class MultiLock<S extends LeaseSession = LeaseSession> extends Held<S> {
   /** The lock names, in the order given to `lockAll`. */
   readonly names: readonly string[];
-  /** Our key in each lock's line (`<name>/<leaseIdHex>`, as a mutex's), in the order of `names`. */
+  /** Our key in each lock's line (a mutex's, `<name>/<leaseIdHex>_<16 hex>`), in the order of `names`. */
   readonly keys: readonly string[];
   /** The fencing token: the create revision shared by all its keys. */
   readonly revision: number;
@@ -26,7 +26,7 @@ export class MultiLock<S extends LeaseSession = LeaseSession> extends Held<S> {
   constructor(state: MultiLockInit<S>) {
     // Its keys are written once, by its join, all at one revision.
     const keys = state.keys.map((key) => ({ key, revision: state.revision, modRevision: state.revision }));
-    super(state, { kind: "locks", name: state.names.join(", ") }, { keys, byVersion: false });
+    super(state, { kind: "locks", name: state.names.join(", ") }, keys, false);
     this.names = Object.freeze([...state.names]);
     this.keys = Object.freeze([...state.keys]);
     this.revision = state.revision;

@@ -2,8 +2,8 @@ import type { LeaseId } from "../../api/codec.js";
 import { cmp, type Compare } from "../../api/txn.js";
 import type { AnyOp, OpResults } from "../../api/txn.js";
 import type { CallOptions } from "../../gateway/transport.js";
-import { HeldKey, type HeldKeyInit } from "../hold/held-key.js";
-import type { LeaseSession } from "../session/lease-session.js";
+import { HeldKey, type HeldKeyInit } from "../hold/held.js";
+import type { LeaseSession } from "../lease/lease-session.js";
 
 /**
  * What another process or invocation needs to take over a held lock: small and JSON-serialisable. It is a
@@ -13,7 +13,7 @@ import type { LeaseSession } from "../session/lease-session.js";
 export interface LockTicket {
   /** The lock's name, as given to `mutex(name)`. */
   name: string;
-  /** The lock's key in etcd, `<name>/<leaseIdHex>`. */
+  /** The lock's key in etcd, `<name>/<leaseIdHex>_<16 hex>`: the acquisition's own, which the takeover moves. */
   key: string;
   /** The lease the key is bound to now. */
   leaseId: LeaseId;

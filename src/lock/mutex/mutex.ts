@@ -1,54 +1,48 @@
-import { locked, lockTakenOver, withoutSecrets } from "../../errors/catalogue.js";
+import { locked, withoutSecrets } from "../../errors/catalogue.js";
 import { isEtcdError } from "../../errors/etcd-error.js";
 import { traceLock } from "../../events/channels.js";
 import { resolveTimeout } from "../../gateway/config.js";
 import { CallSignal } from "../../gateway/signals.js";
 import type { CallOptions } from "../../gateway/transport.js";
-import { Acquisition } from "../acquire/acquisition.js";
+import { Acquisition, type LockOptions } from "../acquire/acquisition.js";
 import type { Subject } from "../hold/subject.js";
-import { isFirst, Join, JoinHistory } from "../line/join.js";
-import { nameArg, randomHex } from "../line/keys.js";
-import { onlyContenders } from "../line/read.js";
-import { waitInLine } from "../line/wait.js";
-import type { LockOptions } from "../line/wait-options.js";
-import type { LeaseSession } from "../session/lease-session.js";
+import type { LeaseSession } from "../lease/lease-session.js";
+import { Join, JoinHistory } from "../line/join.js";
+import { nameArg, newKey, randomHex } from "../line/keys.js";
+import { lineReader } from "../line/read.js";
+import { waitForTurn } from "../line/wait.js";
 import { Lock } from "./lock.js";
 
 /**
- * etcd's Go `concurrency.Mutex`: a key `<name>/<leaseIdHex>` bound to the session's lease, ordered by
- * create revision; the oldest key holds the lock. Interoperates with Go clients, `etcdctl lock` and the
- * server's v3lock on the same name. `new Mutex(session, name)` sends nothing.
+ * etcd's Go `concurrency.Mutex`: each acquisition puts a key of its own under `<name>/`, bound to the session's
+ * lease and ordered by create revision; the oldest key holds the lock. Interoperates with Go clients, `etcdctl
+ * lock` and the server's v3lock on the same name (keys.ts). `new Mutex(session, name)` sends nothing.
  */
 export class Mutex<S extends LeaseSession = LeaseSession> {
   /** The lock's name. */
   readonly name: string;
-  /** The session whose lease this mutex's key is bound to. */
+  /** The session whose lease this mutex's keys are bound to. */
   readonly session: S;
   /** All contenders' keys live under this prefix (`<name>/`). */
   readonly prefix: string;
-  /** This session's key. */
-  readonly key: string;
   /** What the last joins found, to guess whether the line is empty (see `JoinHistory`). */
   readonly #history = new JoinHistory();
   /** What errors and events call this lock. */
   readonly #subject: Subject;
-  /** The one key an acquisition joins with. */
-  readonly #keys: readonly string[];
 
   constructor(session: S, name: string) {
     nameArg(name, "a lock");
     this.session = session;
     this.name = name;
     this.prefix = `${name}/`;
-    this.key = `${this.prefix}${session.leaseHex}`;
     this.#subject = { kind: "lock", name };
-    this.#keys = [this.key];
   }
 
   /**
-   * Waits for the lock in revision order. The uncontended case is one request; a contended waiter wakes on
-   * its predecessor's delete event. On abort, timeout or session loss the waiter's key is deleted so it blocks
-   * nobody (once its join has settled, so that a join still on the wire cannot land behind the cleanup).
+   * Waits for the lock in revision order, with a key of its own. The uncontended case is one request; a
+   * contended waiter wakes on its predecessor's delete event. On abort, timeout or session loss the waiter's
+   * key is deleted so it blocks nobody (once its join has settled: a join still on the wire could land behind
+   * the cleanup). Two calls, of one session or not, are two contenders.
    */
   lock(options: LockOptions = {}): Promise<Lock<S>> {
     return traceLock("lock", this.name, () => this.#lock(options));
@@ -56,29 +50,26 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
 
   async #lock(options: LockOptions): Promise<Lock<S>> {
     const { session, name, prefix } = this;
-    const acquisition = new Acquisition(session, options, this.#subject, this.#keys);
+    const key = newKey(prefix, session.leaseId, "mutex");
+    const acquisition = new Acquisition(session, options, this.#subject, [key]);
     // Our key's value: a secret only the holder reads back, the proof a ticket (`lock.ticket()`) carries (Go's
     // Mutex and etcdctl ignore it). Fresh for each acquisition, never drawn ahead: a value drawn before a
     // snapshot (Lambda SnapStart) would be shared by every sandbox restored from it.
-    const join = new Join(session.client, prefix, this.key, randomHex(16), session.leaseId, this.#history);
+    const line = { prefix, key, kind: "mutex" } as const;
+    const join = new Join(session.client, line, randomHex(16), session.leaseId, this.#history);
     try {
-      await acquisition.claim(true);
-      const line = await acquisition.join(join);
-      onlyContenders(prefix, line.seen);
-      // Our key, moved to another lease: a ticket of ours was resumed, and its holder has the lock now.
-      if (line.own !== undefined && line.own.lease !== session.leaseId) {
-        throw lockTakenOver(name, this.key, line.own.lease);
+      const joined = await acquisition.join(join);
+      let header = joined.header;
+      if (joined.holder !== undefined) {
+        if (acquisition.tryOnly) throw locked(name, joined.holder.key);
+        acquisition.waiting(joined.ahead);
+        const read = lineReader(session.client, prefix, joined.revision, "mutex");
+        const start = joined.created ? joined : await read({ signal: acquisition.signal });
+        header = await waitForTurn(session.client, read, start, acquisition, { key, createRevision: joined.revision });
       }
-      let header = line.header;
-      if (!isFirst(line)) {
-        if (acquisition.tryOnly) throw locked(name, line.owner!.key);
-        acquisition.waiting(line.ahead);
-        header = await waitInLine(session.client, prefix, line, acquisition);
-      }
-      // A key this session already had (a resent join, an earlier acquisition's) keeps its value and version.
-      const modRevision = line.own?.modRevision ?? line.revision;
-      const secret = line.created ? join.value : (line.own?.value ?? "");
-      const lock = new Lock({ name, key: this.key, session, revision: line.revision, header, modRevision, secret });
+      // Written once, by its join: its version is its creation.
+      const { revision } = joined;
+      const lock = new Lock({ name, key, session, revision, header, modRevision: revision, secret: join.value });
       return acquisition.hold(lock);
     } catch (error) {
       // A proxy that echoes the join in its error answer must not hand the secret to whoever logs the error.

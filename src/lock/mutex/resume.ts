@@ -1,13 +1,16 @@
 import { leaseIdArg, ttlArg } from "../../api/args.js";
 import type { EtcdClient } from "../../api/client.js";
+import type { ResponseHeader } from "../../api/codec.js";
 import { cmp, op } from "../../api/txn.js";
 import { invalidArgument, lockLost, withoutSecrets } from "../../errors/catalogue.js";
+import { isEtcdError, unanswered } from "../../errors/etcd-error.js";
 import { traceLock } from "../../events/channels.js";
+import { delay } from "../../gateway/signals.js";
 import type { CallOptions } from "../../gateway/transport.js";
 import { Acquisition } from "../acquire/acquisition.js";
-import { nameArg, randomHex } from "../line/keys.js";
-import { type KeepAliveMode, keepAliveArg, type LeaseGrant, openLease } from "../session/lease-grant.js";
-import type { LeaseSession } from "../session/lease-session.js";
+import { type KeepAliveMode, keepAliveArg, type LeaseGrant, openLease } from "../lease/lease-grant.js";
+import { type LeaseSession, resendPause } from "../lease/lease-session.js";
+import { isKeyOf, nameArg, randomHex } from "../line/keys.js";
 import { Lock, type LockTicket } from "./lock.js";
 
 /** Options of `etcd.resumeLock()`. */
@@ -19,14 +22,16 @@ export interface ResumeOptions extends CallOptions {
 }
 
 /**
- * Takes over a lock held by another process or invocation from its ticket (`lock.ticket()`): grants a lease
- * of its own, then one transaction checks the key still has the ticket's revision and secret, writes a new
- * secret and moves the key to the new lease. So a ticket resumes at most once; the sender's handle, whose
- * version of the key is now stale, can neither write fenced nor release; and the lock no longer depends on the
- * sender's lease: the sender closing its session (which revokes its lease) leaves it held. The key keeps its
- * name and create revision: its place in the line and its fencing token. LOCK_LOST if the ticket is stale or
- * was used already; then, and after a takeover whose answer was lost, the new lease is revoked (so a takeover
- * that did land releases the lock rather than strand it).
+ * Takes over a lock held by another process or invocation from its ticket (`lock.ticket()`): grants a lease of
+ * its own, then one transaction checks the key still has the ticket's revision and secret, writes a new secret
+ * and moves the key to the new lease. So a ticket resumes at most once; the sender's handle, whose version of
+ * the key is now stale, can neither write fenced nor release; and the lock no longer depends on the sender's
+ * lease. The key keeps its name and create revision: its place in the line and its fencing token.
+ *
+ * The takeover is safe to resend (a repeat finds the key already moved to our lease with our secret, and reads
+ * it back), so a lost answer is sent again within the call's budget. LOCK_LOST if the ticket is stale or was
+ * used already. When no answer comes at all, the takeover may have landed: the new lease is revoked, resent
+ * until answered, so a lock taken over for nobody is released rather than stranded for the lease's TTL.
  */
 export async function resumeLock<S extends LeaseSession>(
   client: EtcdClient,
@@ -51,46 +56,51 @@ async function resume<S extends LeaseSession>(
   const call = { signal: options.signal, timeout: options.timeout };
   const grant = await openLease(client, { ...call, ttl, keepAlive });
   const next = randomHex(16);
-  let taken: Awaited<ReturnType<typeof takeOver>>;
+  let modRevision: number | undefined;
+  let header: ResponseHeader;
   try {
-    taken = await takeOver(client, key, revision, secret, next, grant.id, call);
+    const taken = await client
+      .txn()
+      .if(cmp.createRevision(key, "==", revision), cmp.value(key, "==", secret))
+      .then(op.put(key, next, { lease: grant.id }))
+      .else(op.get(key))
+      .commit({ ...call, idempotent: true });
+    header = taken.header;
+    if (taken.succeeded) modRevision = taken.header.revision;
+    else {
+      // A resend finds what an earlier send of ours did: the key on our lease with our secret.
+      const kv = taken.responses[0].kvs[0];
+      if (kv?.createRevision === revision && kv.lease === grant.id && kv.value === next) modRevision = kv.modRevision;
+    }
   } catch (error) {
-    void client.lease.revoke(grant.id).catch(() => {});
+    if (unanswered(error)) void revokeUntilAnswered(client, grant);
+    else void client.lease.revoke(grant.id).catch(() => {});
     throw withoutSecrets(error, [secret, next]);
   }
-  if (!taken.succeeded) {
+  if (modRevision === undefined) {
     void client.lease.revoke(grant.id).catch(() => {});
     throw lockLost(name, `it is no longer held by this ticket (key ${key}, revision ${revision})`);
   }
   const session = open(grant).start();
-  const acquisition = new Acquisition(session, {}, { kind: "lock", name }, [key]);
-  try {
-    await acquisition.claim(true);
-    const modRevision = taken.header.revision;
-    const lock = new Lock({ name, key, session, revision, header: taken.header, modRevision, secret: next });
-    return acquisition.hold(lock);
-  } catch (error) {
-    throw await acquisition.fail(error);
-  } finally {
-    acquisition.dispose();
-  }
+  const lock = new Lock({ name, key, session, revision, header, modRevision, secret: next });
+  return new Acquisition(session, {}, { kind: "lock", name }, [key]).hold(lock);
 }
 
-/** The key still as the ticket says: a new secret, and the new lease. */
-function takeOver(
-  client: EtcdClient,
-  key: string,
-  revision: number,
-  secret: string,
-  next: string,
-  leaseId: string,
-  options: CallOptions,
-) {
-  return client
-    .txn()
-    .if(cmp.createRevision(key, "==", revision), cmp.value(key, "==", secret))
-    .then(op.put(key, next, { lease: leaseId }))
-    .commit(options);
+/**
+ * Revokes a lease a takeover may have moved a lock to, resent until answered for two of its TTLs at most (it
+ * ends by itself by then): on timers that keep no process alive.
+ */
+async function revokeUntilAnswered(client: EtcdClient, grant: LeaseGrant): Promise<void> {
+  const until = performance.now() + 2 * grant.ttl * 1000;
+  for (let failures = 0; performance.now() < until; failures++) {
+    try {
+      await client.lease.revoke(grant.id, { idempotent: true });
+      return;
+    } catch (error) {
+      if (isEtcdError(error, "LEASE_NOT_FOUND")) return;
+      await delay(resendPause(failures), undefined, true);
+    }
+  }
 }
 
 function checkTicket(ticket: unknown): LockTicket {
@@ -112,8 +122,8 @@ function checkTicket(ticket: unknown): LockTicket {
   nameArg(t.name, "a lock");
   nameArg(t.key, "a lock key");
   leaseIdArg(t.leaseId, "ticket.leaseId");
-  if (!/^[1-9a-f][0-9a-f]*$/.test(t.key.slice(t.name.length + 1))) {
-    throw invalidArgument(`ticket.key ${t.key} is not a key of lock ${t.name} (<name>/<lease ID in hex>)`);
+  if (!isKeyOf("mutex", `${t.name}/`, t.key)) {
+    throw invalidArgument(`ticket.key ${t.key} is not a key of lock ${t.name} (<name>/<lease ID in hex>_<16 hex>)`);
   }
   return t as LockTicket;
 }

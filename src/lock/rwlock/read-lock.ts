@@ -1,7 +1,7 @@
 import type { AnyOp, OpResults } from "../../api/txn.js";
 import type { CallOptions } from "../../gateway/transport.js";
-import { HeldKey, type HeldKeyInit } from "../hold/held-key.js";
-import type { LeaseSession } from "../session/lease-session.js";
+import { HeldKey, type HeldKeyInit } from "../hold/held.js";
+import type { LeaseSession } from "../lease/lease-session.js";
 
 /**
  * A held read lock: shared with other readers, excluding writers. `revision` is its fencing token and

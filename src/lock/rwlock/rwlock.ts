@@ -1,12 +1,13 @@
+import { locked } from "../../errors/catalogue.js";
 import { traceLock } from "../../events/channels.js";
-import { Acquisition } from "../acquire/acquisition.js";
-import { Join } from "../line/join.js";
-import { nameArg, uniqueKey } from "../line/keys.js";
-import { waitAfterJoin } from "../line/wait.js";
-import type { LockOptions } from "../line/wait-options.js";
-import type { LeaseSession } from "../session/lease-session.js";
+import { Acquisition, type LockOptions } from "../acquire/acquisition.js";
+import type { LeaseSession } from "../lease/lease-session.js";
+import { Join, type Joined } from "../line/join.js";
+import { nameArg, newKey } from "../line/keys.js";
+import { type LineReader, lineReader } from "../line/read.js";
+import { waitForTurn } from "../line/wait.js";
 import { ReadLock } from "./read-lock.js";
-import { ReaderJoin, readerLine, type RWLine, writerLine } from "./rw-line.js";
+import { ReaderJoin, readerLine, type RWLine } from "./rw-line.js";
 import { WriteLock } from "./write-lock.js";
 
 /**
@@ -15,8 +16,9 @@ import { WriteLock } from "./write-lock.js";
  * writers before it, which it waited for in turn), a writer waits for the newest key of either kind older
  * than itself. So it is FIFO: a reader that comes after a waiting writer waits for it, and a stream of
  * readers never starves a writer. Waits are herd-free: a release wakes only the readers queued right behind
- * a writer, or the one waiter right behind a key. Keys are `<name>/read/<leaseHex>-<random>` and
- * `<name>/write/<leaseHex>-<random>`, one per acquisition, so readers of one session share too.
+ * a writer, or the one waiter right behind a key. Keys are `<name>/read/<leaseHex>-<16 hex>` and
+ * `<name>/write/<leaseHex>-<16 hex>`, one per acquisition, so readers of one session share too. Any other key
+ * under `<name>/` met in the line is LOCK_NAME_CONFLICT.
  *
  * Where this differs from etcd's Go recipe (client/v3/experimental/recipes/rwmutex.go), and why:
  * - A waiter whose lease ended gets SESSION_EXPIRED: every read checks that its own key still exists. The Go
@@ -67,10 +69,8 @@ export class RWLock<S extends LeaseSession = LeaseSession> {
     const line = this.#line("read");
     const acquisition = new Acquisition(session, options, { kind: "read", name }, [line.key]);
     try {
-      await acquisition.claim(false);
       const joined = await acquisition.join(new ReaderJoin(client, line, session.leaseId));
-      const reader = readerLine(client, line, joined.revision);
-      const header = await waitAfterJoin(client, name, reader, joined, acquisition);
+      const header = await this.#wait(acquisition, joined, readerLine(client, line, joined.revision));
       return acquisition.hold(new ReadLock({ session, name, key: line.key, revision: joined.revision, header }));
     } catch (error) {
       throw await acquisition.fail(error);
@@ -95,10 +95,8 @@ export class RWLock<S extends LeaseSession = LeaseSession> {
     const line = this.#line("write");
     const acquisition = new Acquisition(session, options, { kind: "write", name }, [line.key]);
     try {
-      await acquisition.claim(false);
-      const joined = await acquisition.join(new Join(client, line.prefix, line.key, "", session.leaseId));
-      const writer = writerLine(client, line, joined.revision);
-      const header = await waitAfterJoin(client, name, writer, { ...joined, ownExists: true }, acquisition);
+      const joined = await acquisition.join(new Join(client, { ...line, kind: "rw" }, "", session.leaseId));
+      const header = await this.#wait(acquisition, joined, lineReader(client, line.prefix, joined.revision, "rw"));
       return acquisition.hold(new WriteLock({ session, name, key: line.key, revision: joined.revision, header }));
     } catch (error) {
       throw await acquisition.fail(error);
@@ -107,11 +105,18 @@ export class RWLock<S extends LeaseSession = LeaseSession> {
     }
   }
 
+  /** Waits after the join, from what it showed (a resent join's line is read first); LOCKED with `timeout: 0`. */
+  async #wait(acquisition: Acquisition, joined: Joined, read: LineReader) {
+    const start = joined.created ? joined : await read({ signal: acquisition.signal });
+    if (start.present && start.predecessor !== undefined) {
+      if (acquisition.tryOnly) throw locked(this.name, start.predecessor.key);
+      acquisition.waiting();
+    }
+    return waitForTurn(this.session.client, read, start, acquisition);
+  }
+
   #line(kind: "read" | "write"): RWLine {
-    return {
-      prefix: this.prefix,
-      writers: `${this.prefix}write/`,
-      key: uniqueKey(`${this.prefix}${kind}/`, this.session.leaseHex),
-    };
+    const prefix = this.prefix;
+    return { prefix, writers: `${prefix}write/`, key: newKey(prefix, this.session.leaseId, "rw", `${kind}/`) };
   }
 }

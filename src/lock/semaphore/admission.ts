@@ -5,8 +5,8 @@ import { internal, permitsMismatch } from "../../errors/catalogue.js";
 import { isEtcdError } from "../../errors/etcd-error.js";
 import { delay } from "../../gateway/signals.js";
 import type { JoinCall } from "../line/join.js";
-import { NEWEST_FIRST, OLDEST } from "../line/read.js";
-import { untilAnswered } from "../line/until-answered.js";
+import { contenders } from "../line/keys.js";
+import { NEWEST_FIRST, OLDEST, type Standing, untilAnswered } from "../line/read.js";
 import { WAIT_IDLE_TIMEOUT, type WaitContext } from "../line/wait.js";
 
 /**
@@ -14,20 +14,13 @@ import { WAIT_IDLE_TIMEOUT, type WaitContext } from "../line/wait.js";
  * semaphore.ts says why the wait is shaped this way.
  */
 
-/** Where a contender stands: how many keys were created before its own. */
-export interface Count {
-  header: ResponseHeader;
-  ownExists: boolean;
-  /** Keys older than ours: holders, and waiters ahead of us. */
-  older: number;
-}
-
-/** What the join showed. */
-export interface Admission extends Count {
-  /** Our key's create revision: the fencing token, and our position in the line. */
-  revision: number;
-  /** The oldest key of the line (ours when alone), to check that the line agrees on `permits`. */
-  oldest: KeyValue | undefined;
+/**
+ * Where a contender stands: `ahead` counts the keys created before its own (holders, and waiters ahead of it);
+ * after the join, `oldest` is the line's oldest key (ours when alone), to check the line agrees on `permits`.
+ */
+export interface Admission extends Standing {
+  ahead: number;
+  oldest?: KeyValue | undefined;
 }
 
 /** The semaphore's line, as the requests need it. */
@@ -75,29 +68,26 @@ async function joinPermits(client: EtcdClient, line: PermitLine, leaseId: string
     .commit(call);
   if (result.succeeded) {
     const [, oldest, all] = result.responses;
-    return {
-      header: result.header,
-      revision: result.header.revision,
-      ownExists: true,
-      older: all.count - 1,
-      oldest: oldest.kvs[0],
-    };
+    const revision = result.header.revision;
+    return { header: result.header, revision, present: true, ahead: all.count - 1, oldest: oldest.kvs[0] };
   }
   const [own, oldest] = result.responses;
   const mine = own.kvs[0];
   if (mine === undefined) throw internal(`key ${key} vanished inside one transaction`);
   const state = await countAhead({ client, prefix, revision: mine.createRevision, signal: call.signal });
-  return { ...state, revision: mine.createRevision, oldest: oldest.kvs[0] };
+  return { ...state, oldest: oldest.kvs[0] };
 }
 
 /**
- * PERMITS_MISMATCH unless the oldest key agrees on `permits`. Checking the oldest is enough: every key in the
- * line was checked against the oldest of its time when it joined, and that one against the oldest before it.
+ * LOCK_NAME_CONFLICT unless the oldest key is a permit (a lock's key, data, another recipe's), PERMITS_MISMATCH
+ * unless it agrees on `permits`. Checking the oldest is enough: every key in the line was checked against the
+ * oldest of its time when it joined, and that one against the oldest before it; the keys ahead are checked
+ * as permits each time they are counted.
  */
 export function checkPermits(line: PermitLine, oldest: KeyValue | undefined): void {
-  if (oldest !== undefined && oldest.key !== line.key && oldest.value !== String(line.permits)) {
-    throw permitsMismatch(line.name, line.permits, oldest.key, oldest.value);
-  }
+  if (oldest === undefined || oldest.key === line.key) return;
+  contenders("permit", line.prefix, [oldest]);
+  if (oldest.value !== String(line.permits)) throw permitsMismatch(line.name, line.permits, oldest.key, oldest.value);
 }
 
 /** What a count of the keys ahead reads. */
@@ -113,9 +103,9 @@ interface CountRequest {
 /**
  * One read: our key still there, and how many keys are older, listed (keys only): etcd's `count` ignores the
  * create-revision filters, so it cannot count them. `upTo` caps the list when "at least that many" is enough
- * (a poll only asks whether fewer than `permits` are ahead); without it `older` is exact.
+ * (a poll only asks whether fewer than `permits` are ahead); without it `ahead` is exact.
  */
-export async function countAhead({ client, prefix, revision, signal, upTo }: CountRequest): Promise<Count> {
+export async function countAhead({ client, prefix, revision, signal, upTo }: CountRequest): Promise<Admission> {
   const limit = upTo === undefined ? undefined : upTo + 1;
   const { header, kvs } = await client.range({
     prefix,
@@ -125,8 +115,9 @@ export async function countAhead({ client, prefix, revision, signal, upTo }: Cou
     keysOnly: true,
     signal,
   });
-  const ownExists = kvs[0]?.createRevision === revision;
-  return { header, ownExists, older: ownExists ? kvs.length - 1 : kvs.length };
+  contenders("permit", prefix, kvs);
+  const present = kvs[0]?.createRevision === revision;
+  return { header, revision, present, ahead: present ? kvs.length - 1 : kvs.length };
 }
 
 /**
@@ -137,13 +128,13 @@ export async function waitForPermit(
   client: EtcdClient,
   line: PermitLine,
   revision: number,
-  start: Count,
+  start: Admission,
   context: WaitContext,
 ): Promise<ResponseHeader> {
   let state = start;
   for (;;) {
-    if (!state.ownExists) throw context.expired();
-    if (state.older < line.permits) return state.header;
+    if (!state.present) throw context.expired();
+    if (state.ahead < line.permits) return state.header;
     if (context.mode === "poll") await delay(context.pollInterval, context.signal);
     else {
       const admitted = await countDeletes(client, line, revision, state, context);
@@ -151,11 +142,8 @@ export async function waitForPermit(
     }
     // Polling, or the count must be taken again (compaction): one read.
     const upTo = context.mode === "poll" ? line.permits : undefined;
-    state = await untilAnswered(
-      countAhead,
-      { client, prefix: line.prefix, revision, signal: context.signal, upTo },
-      context,
-    );
+    const request = { client, prefix: line.prefix, revision, signal: context.signal, upTo };
+    state = await untilAnswered(countAhead, request, context);
   }
 }
 
@@ -168,10 +156,10 @@ async function countDeletes(
   client: EtcdClient,
   line: PermitLine,
   revision: number,
-  start: Count,
+  start: Admission,
   context: WaitContext,
 ): Promise<ResponseHeader | undefined> {
-  let older = start.older;
+  let older = start.ahead;
   try {
     const deletes = client.watch({
       prefix: line.prefix,

@@ -1,7 +1,7 @@
 import type { AnyOp, OpResults } from "../../api/txn.js";
 import type { CallOptions } from "../../gateway/transport.js";
-import { HeldKey, type HeldKeyInit } from "../hold/held-key.js";
-import type { LeaseSession } from "../session/lease-session.js";
+import { HeldKey, type HeldKeyInit } from "../hold/held.js";
+import type { LeaseSession } from "../lease/lease-session.js";
 
 /**
  * A permit of a semaphore. `revision` (its key's create revision) is its fencing token: distinct for every

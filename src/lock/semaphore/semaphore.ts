@@ -3,10 +3,9 @@ import { isEtcdError } from "../../errors/etcd-error.js";
 import { traceLock } from "../../events/channels.js";
 import { wholeArg } from "../../gateway/config.js";
 import type { CallOptions } from "../../gateway/transport.js";
-import { Acquisition } from "../acquire/acquisition.js";
-import { nameArg, uniqueKey } from "../line/keys.js";
-import type { LockOptions } from "../line/wait-options.js";
-import type { LeaseSession } from "../session/lease-session.js";
+import { Acquisition, type LockOptions } from "../acquire/acquisition.js";
+import { nameArg, newKey } from "../line/keys.js";
+import type { LeaseSession } from "../lease/lease-session.js";
 import { checkPermits, PermitJoin, type PermitLine, waitForPermit } from "./admission.js";
 import { Permit } from "./permit.js";
 
@@ -19,15 +18,16 @@ export interface SemaphoreOptions {
 /**
  * A counting semaphore: at most `permits` holders at once, served in the order they asked.
  *
- * The line is the mutex's: each acquisition puts a key under `<name>/` bound to the session's lease
- * (`<name>/<leaseHex>-<random>`, one per acquisition, so one session may hold several permits), ordered by
- * create revision. A contender holds a permit when fewer than `permits` keys are older than its own. Once
+ * The line is the mutex's: each acquisition puts a key of its own under `<name>/` bound to the session's lease
+ * (`<name>/<leaseHex>-<16 hex>`, so one session may hold several permits), ordered by create revision. A
+ * contender holds a permit when fewer than `permits` keys are older than its own. Once
  * admitted it stays admitted (keys only leave ahead of it and join behind it), so "my key still exists" is
  * the fencing compare (`ifHeld()`), and the key's create revision is a token distinct for every permit and
  * increasing in the order permits are granted (a younger key never has fewer keys ahead than an older one).
  *
  * Agreement on `permits`: each key's value is its contender's `permits`; a joiner compares with the oldest
- * key and leaves with PERMITS_MISMATCH on a difference (admission.ts says why the oldest is enough).
+ * key and leaves with PERMITS_MISMATCH on a difference (admission.ts says why the oldest is enough), or with
+ * LOCK_NAME_CONFLICT when it is no permit at all (a mutex's key, data).
  *
  * Requests per acquisition: at most 2, whatever the length of the line. Counted as the HTTP requests one
  * `acquire()` sends, on a connection that does not fail: the join (one transaction that also returns how many
@@ -80,15 +80,14 @@ export class Semaphore<S extends LeaseSession = LeaseSession> {
   async #acquire(options: LockOptions): Promise<Permit<S>> {
     const { session, name, prefix, permits } = this;
     const client = session.client;
-    const line: PermitLine = { name, prefix, key: uniqueKey(prefix, session.leaseHex), permits };
+    const line: PermitLine = { name, prefix, key: newKey(prefix, session.leaseId, "permit"), permits };
     const acquisition = new Acquisition(session, options, { kind: "permit", name }, [line.key]);
     try {
-      await acquisition.claim(false);
       const joined = await acquisition.join(new PermitJoin(client, line, session.leaseId));
       checkPermits(line, joined.oldest);
-      if (joined.ownExists && joined.older >= permits) {
+      if (joined.present && joined.ahead >= permits) {
         if (acquisition.tryOnly) throw noPermit(name, permits);
-        acquisition.waiting(joined.older);
+        acquisition.waiting(joined.ahead);
       }
       const header = await waitForPermit(client, line, joined.revision, joined, acquisition);
       return acquisition.hold(new Permit({ session, name, key: line.key, revision: joined.revision, header }));

@@ -7,10 +7,8 @@ import { resolveSignal, resolveTimeout } from "../../gateway/config.js";
 import { delay } from "../../gateway/signals.js";
 import type { CallOptions } from "../../gateway/transport.js";
 import { leaseHex } from "../line/keys.js";
-import { LateJoins } from "./late-joins.js";
 import type { KeepAliveMode, LeaseGrant } from "./lease-grant.js";
-import { LocalTurns } from "./local-turns.js";
-import { ReleaseSends, resendPause } from "./release-sends.js";
+import { Orphans } from "./orphans.js";
 
 /**
  * A lease owned by this process, kept alive by background renewal or by explicit `renew()`. Everything
@@ -27,11 +25,9 @@ export class LeaseSession {
   readonly keepAlive: KeepAliveMode;
   /** @internal The client the session's requests go through. */
   readonly client: EtcdClient;
-  /** @internal Turns of this session's own callers per key (etcd sees one key per session and name). */
-  readonly turns = new LocalTurns();
-  /** @internal The keys this session's callers use, and those a late join may bring back (swept on renewal). */
-  readonly lateJoins = new LateJoins();
   readonly #lost = new AbortController();
+  /** @internal What this session's failed acquisitions left, deleted here (and swept on renewal). */
+  readonly orphans: Orphans;
   #deadline: number;
   /** Cancels the deadline timer, while one is armed. */
   #deadlineTimer: (() => void) | undefined;
@@ -40,6 +36,7 @@ export class LeaseSession {
   /** The lease is gone for sure: revoked by `close()`, or found missing by it. */
   #revoked = false;
   #closing: Promise<boolean> | undefined;
+  #closeOutcome: Promise<boolean> | undefined;
   readonly #revokeSends = new ReleaseSends(this);
 
   /** @internal Made by `etcd.session()`; constructing one starts nothing and sends nothing. */
@@ -49,6 +46,7 @@ export class LeaseSession {
     this.ttl = lease.ttl;
     this.keepAlive = lease.keepAlive;
     this.#deadline = lease.sentAt + lease.remaining * 1000;
+    this.orphans = new Orphans(client, this.#lost.signal);
   }
 
   /**
@@ -103,9 +101,14 @@ export class LeaseSession {
     return this.alive ? Math.max(0, this.#deadline - this.#now()) : 0;
   }
 
-  /** The lease key suffix used by Go's concurrency package: the lease ID in lowercase hex. */
+  /** The lease ID in lowercase hex, as Go's concurrency package and this SDK begin a contender's key. */
   get leaseHex(): string {
     return leaseHex(this.leaseId);
+  }
+
+  /** @internal How `close()` ended, once it was called: whether the lease was still there to revoke. */
+  get revocation(): Promise<boolean> | undefined {
+    return this.#closeOutcome;
   }
 
   /**
@@ -122,9 +125,8 @@ export class LeaseSession {
         this.#armDeadline();
         const events = this.client.transport.events;
         if (events.on) events.emit({ type: "session.renewed", leaseId: this.leaseId, ttl });
-        // Best effort, in the background: a key a late join brought back goes on the next renewal.
-        if (this.lateJoins.anySuspect)
-          this.lateJoins.sweep(this.client, this.leaseId, { timeout: options.timeout }, this.signal);
+        // In the background: a key a late join brought back goes at the next renewal.
+        if (this.orphans.any) this.orphans.sweep();
       }
       this.#throwIfDead();
       return ttl;
@@ -181,8 +183,9 @@ export class LeaseSession {
       return Promise.reject(error);
     }
     this.#closed = true;
-    this.#lose(sessionClosed(this.leaseId));
     this.#closing ??= this.#revoke(options).finally(() => (this.#closing = undefined));
+    this.#closeOutcome = this.#closing;
+    this.#lose(sessionClosed(this.leaseId));
     return this.#closing;
   }
 
@@ -298,4 +301,42 @@ export class LeaseSession {
       cancel?.();
     };
   }
+}
+
+/**
+ * The sends of one release (a held key's guarded delete, a lease's revocation), to decide its outcome from what
+ * the server shows when an answer was lost and the release was sent again. A repeat finds the key (or lease)
+ * already gone: if an earlier send left while the lease was within its deadline, that is success (that send did
+ * it and its answer was lost, or the lease ended after it, that is after the work). Only when the first send
+ * finds it gone was it lost before the release.
+ */
+export class ReleaseSends {
+  readonly #lease: { beforeDeadline(): boolean };
+  #withinDeadline = 0;
+  #earlierWithinDeadline = false;
+
+  constructor(lease: { beforeDeadline(): boolean }) {
+    this.#lease = lease;
+  }
+
+  /** Pass as the call's `onSent`: records one send. */
+  readonly sent = (): void => {
+    this.#earlierWithinDeadline = this.#withinDeadline > 0;
+    if (this.#lease.beforeDeadline()) this.#withinDeadline++;
+  };
+
+  /** Whether a send left while the lease was within its deadline. */
+  get sentWithinDeadline(): boolean {
+    return this.#withinDeadline > 0;
+  }
+
+  /** Whether "already gone" in the latest answer means the release is done. */
+  get goneMeansDone(): boolean {
+    return this.#earlierWithinDeadline;
+  }
+}
+
+/** The pause before the next background resend after `failures` failed sends: 250 ms, doubled, at most 2 s. */
+export function resendPause(failures: number): number {
+  return Math.min(250 * 2 ** failures, 2_000);
 }
