@@ -115,7 +115,8 @@ export class TxnBatcher {
           } else if (unanswered(error)) {
             member.reject(error);
           } else {
-            // Refused as a whole: each one alone gets its own answer.
+            // Refused as a whole (nothing of it applied): each one alone gets its own answer.
+            member.options.onRefused?.();
             this.#alone(member);
           }
         },

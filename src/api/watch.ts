@@ -1,7 +1,7 @@
 import { optionalCount } from "./args.js";
 import { decodeHeader, decodeKeyValue, int, type KeyValue, type ResponseHeader } from "./codec.js";
 import { aborted, badResponse, compacted, unavailable } from "../errors/catalogue.js";
-import { EtcdError, EtcdServerError } from "../errors/etcd-error.js";
+import { EtcdCompactedError, EtcdError, EtcdServerError } from "../errors/etcd-error.js";
 import { publishWatchReconnect } from "../events/channels.js";
 import type { KeyRange, Keyspace } from "./keyspace.js";
 import { lines } from "../gateway/ndjson.js";
@@ -116,8 +116,9 @@ export async function* watch(
   try {
     for (let first = true; ; first = false) {
       if (outer?.aborted) throw aborted(outer.reason);
+      const renewed = takeSuccessor();
       // Only the first opening avoids an endpoint: a reopened stream goes wherever the client's endpoints now point.
-      const { stream, opened: opening } = takeSuccessor() ?? open(first ? query.avoid : undefined);
+      const { stream, opened: opening } = renewed ?? open(first ? query.avoid : undefined);
       let endpoint: string | undefined;
       let proved = false;
       /** Why the stream ended; undefined when the server ended it at the time asked for. */
@@ -146,6 +147,12 @@ export async function* watch(
           // A refused watch answers `created` and `canceled` in one message: the cancellation wins.
           if (response.canceled) {
             const error = cancelError(response, opened.endpoint);
+            // A renewal refused for compaction, taking over from a stream that lived through the compaction and
+            // ended at its deadline: see `compactedRenewal`.
+            if (renewed !== undefined && error instanceof EtcdCompactedError && compactedRenewal(error, next)) {
+              next = Math.max(next ?? 0, error.compactRevision ?? 0);
+              throw new Resume();
+            }
             if (error.code === "UNAUTHENTICATED" && opened.token !== undefined) {
               // The token expired: forget it and reopen, which authenticates again.
               transport.tokenRejected(opened.token);
@@ -186,7 +193,7 @@ export async function* watch(
         ended = unavailable(`watch stream from ${opened.endpoint} ended`, { endpoint: opened.endpoint });
       } catch (thrown) {
         if (outer?.aborted) throw aborted(outer.reason);
-        if (stream.retired) {
+        if (stream.retired || thrown instanceof Resume) {
           ended = undefined;
         } else if (stream.silent) {
           ended = unavailable(`watch stream from ${endpoint ?? "etcd"} went silent for ${idle} ms`, { endpoint });
@@ -273,6 +280,21 @@ function cancelError(response: WireWatchResponse, endpoint: string): EtcdError {
   }
   return statusError(2, response.cancel_reason ?? "watch canceled by the server", 200, endpoint);
 }
+
+/**
+ * Whether a renewal's COMPACTED loses nothing. A quiet key's watch resumes each renewal from a revision that
+ * never moves without its events, so once etcd compacts past it (Kubernetes does every 5 minutes) every renewal
+ * would be refused though nothing was lost. The stream it renews was still open when the renewal was refused,
+ * and etcd cancels every watcher still catching up whose start was compacted (its next sync pass, every 100 ms):
+ * one that lived on to its deadline after that was caught up, and had delivered every change of the revisions
+ * before the compaction, which came before that refusal. So the watch goes on from the compaction's revision.
+ */
+function compactedRenewal(error: EtcdCompactedError, next: number | undefined): boolean {
+  return next !== undefined && error.compactRevision !== undefined;
+}
+
+/** Reopens the stream at once, as at its deadline: nothing was lost (see `compactedRenewal`). */
+class Resume {}
 
 /** A failure that calls for reopening the stream whatever its code (a token to renew). */
 class Reopen {

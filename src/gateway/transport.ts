@@ -26,6 +26,8 @@ export interface CallOptions {
   attemptTimeout?: number | undefined;
   /** @internal Told each time the request is handed to fetch (a resend follows a lost answer). */
   onSent?: (() => void) | undefined;
+  /** @internal Told when a send was answered without effect (a batch refused as a whole, resent alone). */
+  onRefused?: (() => void) | undefined;
   /** @internal The endpoint not to try first, when there is another (one that may have stalled). */
   avoid?: string | undefined;
 }

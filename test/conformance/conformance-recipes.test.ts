@@ -194,7 +194,8 @@ describe("semaphore", () => {
       expect(refused.message).toContain(lock.key);
       const inspected = await rejection(etcd.inspectSemaphore(mutexName));
       expect(inspected.code).toBe("LOCK_NAME_CONFLICT");
-      for (const error of [refused, inspected]) expect(JSON.stringify([error.message, String(error)])).not.toContain(secret);
+      for (const error of [refused, inspected])
+        expect(JSON.stringify([error.message, String(error)])).not.toContain(secret);
       expect(await lineLength(etcd, mutexName)).toBe(1);
       await lock.unlock();
     },

@@ -303,6 +303,22 @@ describe("compaction (a member of its own)", () => {
       expect(batch?.events[0]).toMatchObject({ type: "put", kv: { value: "3", modRevision: r3 } });
     },
   );
+
+  it("a quiet key's watch lives through a compaction: its renewals go on, and its next change comes", async () => {
+    const key = "quiet/k";
+    // Streams of 800 ms: each renewal resumes from the revision after the key's last change.
+    const start = (await c.put(key, "0")).header.revision;
+    const w = watchOn(c, { key, startRevision: start, idleTimeout: 800 });
+    await take(w, 1);
+    let revision = 0;
+    for (let i = 0; i < 5; i++) revision = (await c.put("quiet/other", String(i))).header.revision;
+    await c.compact(revision);
+    // Several renewals, each from a revision that is compacted now.
+    await sleep(2_500);
+    await c.put(key, "1");
+    const [batch] = await take(w, 1);
+    expect(batch?.events.map((e) => [e.type, e.kv.value])).toEqual([["put", "1"]]);
+  });
 });
 
 describe("ending a watch loop", () => {

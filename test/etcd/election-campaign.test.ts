@@ -291,9 +291,7 @@ describe.concurrent("election", () => {
     await a.resign();
   });
 
-  it("two elections of one session are two candidates: the second leads once the first resigns", async ({
-    expect,
-  }) => {
+  it("two elections of one session are two candidates: the second leads once the first resigns", async ({ expect }) => {
     const name = uniqueName("elections");
     const a = await candidate(name);
     await a.campaign("first");

@@ -3,15 +3,7 @@
 import { describe, it } from "vitest";
 import { EtcdError, type Lock, op, type Session } from "../../src/index.js";
 import { rejection, sleep, stillPending, until, within } from "../support/async.js";
-import {
-  acquisitionKey,
-  client,
-  fencedPut,
-  keysUnder,
-  leaseAlive,
-  uniqueName,
-  useSessions,
-} from "../support/etcd.js";
+import { acquisitionKey, client, fencedPut, keysUnder, leaseAlive, uniqueName, useSessions } from "../support/etcd.js";
 
 const etcd = client();
 const newSession = useSessions(etcd, { ttl: 10 });

@@ -65,56 +65,53 @@ async function newSession(): Promise<Session> {
 }
 
 describe("etcdctl lock and the SDK on one name", () => {
-  it(
-    "SDK holds first: etcdctl waits (prints nothing) until the SDK unlocks, then holds its `<name>/<leaseHex>` key",
-    async () => {
-      const name = uniqueName();
-      const session = await newSession();
-      const lock = await session.mutex(name).lock();
-      // The SDK's key is the acquisition's own: etcdctl orders it by create revision under the prefix all the same.
-      expect(lock.key).toMatch(acquisitionKey(name, session.leaseId));
+  it("SDK holds first: etcdctl waits (prints nothing) until the SDK unlocks, then holds its `<name>/<leaseHex>` key", async () => {
+    const name = uniqueName();
+    const session = await newSession();
+    const lock = await session.mutex(name).lock();
+    // The SDK's key is the acquisition's own: etcdctl orders it by create revision under the prefix all the same.
+    expect(lock.key).toMatch(acquisitionKey(name, session.leaseId));
 
-      const ctl = etcdctlLock(name);
-      // etcdctl has joined the line (its key exists) but must not have acquired.
-      await until("etcdctl joined the line", 10_000, async () => (await keysUnder(etcd, name)).length === 2);
-      await sleep(1_000);
-      expect(ctl.lines).toEqual([]);
-      expect(ctl.child.exitCode).toBeNull();
-      const info = await etcd.inspectLock(name);
-      expect(info.holder?.key).toBe(lock.key);
-      expect(info.waiters).toHaveLength(1);
+    const ctl = etcdctlLock(name);
+    // etcdctl has joined the line (its key exists) but must not have acquired.
+    await until("etcdctl joined the line", 10_000, async () => (await keysUnder(etcd, name)).length === 2);
+    await sleep(1_000);
+    expect(ctl.lines).toEqual([]);
+    expect(ctl.child.exitCode).toBeNull();
+    const info = await etcd.inspectLock(name);
+    expect(info.holder?.key).toBe(lock.key);
+    expect(info.waiters).toHaveLength(1);
 
-      const unlockedAt = performance.now();
-      await lock.unlock();
-      await until("etcdctl printed its key", 10_000, () => ctl.lines.length > 0);
-      const printed = ctl.lines[0]!;
-      expect(printed.at).toBeGreaterThan(unlockedAt);
+    const unlockedAt = performance.now();
+    await lock.unlock();
+    await until("etcdctl printed its key", 10_000, () => ctl.lines.length > 0);
+    const printed = ctl.lines[0]!;
+    expect(printed.at).toBeGreaterThan(unlockedAt);
 
-      // etcdctl's key: `<name>/<its lease in lowercase hex>`, Go's layout, which the SDK's line accepts.
-      const { kvs } = await etcd.range({ prefix: `${name}/` });
-      expect(kvs).toHaveLength(1);
-      const ctlKey = kvs[0]!;
-      expect(printed.text).toBe(ctlKey.key);
-      expect(ctlKey.key).toBe(`${name}/${leaseHex(ctlKey.lease)}`);
-      expect(ctlKey.key).toMatch(new RegExp(`^${name}/[0-9a-f]+$`));
-      expect(ctlKey.createRevision).toBeGreaterThan(lock.revision);
-      expect((await etcd.inspectLock(name)).holder?.key).toBe(ctlKey.key);
+    // etcdctl's key: `<name>/<its lease in lowercase hex>`, Go's layout, which the SDK's line accepts.
+    const { kvs } = await etcd.range({ prefix: `${name}/` });
+    expect(kvs).toHaveLength(1);
+    const ctlKey = kvs[0]!;
+    expect(printed.text).toBe(ctlKey.key);
+    expect(ctlKey.key).toBe(`${name}/${leaseHex(ctlKey.lease)}`);
+    expect(ctlKey.key).toMatch(new RegExp(`^${name}/[0-9a-f]+$`));
+    expect(ctlKey.createRevision).toBeGreaterThan(lock.revision);
+    expect((await etcd.inspectLock(name)).holder?.key).toBe(ctlKey.key);
 
-      // While etcdctl holds, the SDK cannot.
-      const other = await newSession();
-      expect(await other.mutex(name).tryLock()).toBeUndefined();
+    // While etcdctl holds, the SDK cannot.
+    const other = await newSession();
+    expect(await other.mutex(name).tryLock()).toBeUndefined();
 
-      // SIGINT: etcdctl unlocks and closes its session, and the SDK gets the lock again.
-      const waiting = other.mutex(name).lock({ timeout: 20_000 });
-      expect(await stillPending(waiting, 300)).toBe(true);
-      ctl.child.kill("SIGINT");
-      const again = await within(10_000, "SDK acquisition after etcdctl exits", waiting);
-      expect(again.revision).toBeGreaterThan(ctlKey.createRevision);
-      expect(await keysUnder(etcd, name)).toEqual([again.key]);
-      await again.unlock();
-      await within(10_000, "etcdctl exit", ctl.exited);
-    },
-  );
+    // SIGINT: etcdctl unlocks and closes its session, and the SDK gets the lock again.
+    const waiting = other.mutex(name).lock({ timeout: 20_000 });
+    expect(await stillPending(waiting, 300)).toBe(true);
+    ctl.child.kill("SIGINT");
+    const again = await within(10_000, "SDK acquisition after etcdctl exits", waiting);
+    expect(again.revision).toBeGreaterThan(ctlKey.createRevision);
+    expect(await keysUnder(etcd, name)).toEqual([again.key]);
+    await again.unlock();
+    await within(10_000, "etcdctl exit", ctl.exited);
+  });
 
   it("etcdctl holds first (running a command): the SDK waits until the command is done", async () => {
     const name = uniqueName();
