@@ -315,7 +315,7 @@ describe("11. keys of another recipe in a line", () => {
 });
 
 describe("12. the smaller ones", () => {
-  it("a session's close() ends its holdings as released once the revocation is known, and says if it failed", async () => {
+  it("close() ends its holdings as released once the revocation is known, and says when it failed", async () => {
     const name = fresh();
     const s = await session();
     const lock = await s.mutex(name).lock();

@@ -48,7 +48,7 @@ describe("a holding that has lasted a second, in an auto session", () => {
     expect(session.alive).toBe(false);
   });
 
-  it("learns that a put overwrote its key (cut loose from its lease), which is deleted so it blocks nobody", async () => {
+  it("learns that a put overwrote its key (cut loose from its lease), then deleted so it blocks nobody", async () => {
     const { lock } = await lastingLock();
     await etcd.put(lock.key, "someone else's");
     await until("held turns false", AT_ONCE_MS, () => !lock.held);

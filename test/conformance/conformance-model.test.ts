@@ -413,7 +413,8 @@ afterAll(async () => {
   await Promise.allSettled(worlds.flatMap((w) => w.sessions.map((s) => s.close())));
 });
 
-it(`holds exclusion, truth and cleanup over generated sequences (${process.env.ETCD_EDGE_MODEL_SEED ?? "random seed"})`, async () => {
+const seedText = process.env.ETCD_EDGE_MODEL_SEED ?? "random seed";
+it(`holds exclusion, truth and cleanup over generated sequences (${seedText})`, async () => {
   const seed = Number(process.env.ETCD_EDGE_MODEL_SEED) || undefined;
   await fc.assert(
     fc.asyncProperty(

@@ -113,7 +113,8 @@ export async function check(raw: Etcd, root: string, handles: readonly Handle[],
       const kv = byKey.get(key);
       const ours = kv !== undefined && kv.createRevision === handle.revision && kv.lease === handle.leaseId;
       if (!ours) {
-        if (causes.of(key, handle.leaseId).length === 0) problems.push(`${where} says held, but its key went without any outside cause`);
+        if (causes.of(key, handle.leaseId).length === 0)
+          problems.push(`${where} says held, but its key went without any outside cause`);
         handle.goneSince ??= now;
         const following = handle.session.keepAlive === "auto";
         const since = Math.max(handle.goneSince, handle.acquiredAt + 1_000);

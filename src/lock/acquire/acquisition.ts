@@ -6,33 +6,16 @@ import { anySignal, CallSignal, delay, untilAborted } from "../../gateway/signal
 import type { Held } from "../hold/held.js";
 import { type Subject, subjectText } from "../hold/subject.js";
 import type { LeaseSession } from "../lease/lease-session.js";
-import type { JoinCall } from "../line/join.js";
+import type { JoinCall } from "../line/standing.js";
 import { untilAnswered } from "../line/read.js";
 import type { WaitContext, WaitMode } from "../line/wait.js";
+import type { LockOptions } from "./options.js";
 
-/** How a contender waits for its turn. */
-export interface WaitOptions {
-  /** Follow the predecessor with a watch stream (default), or poll for runtimes that cannot hold one open. */
-  wait?: WaitMode | undefined;
-  /** Poll interval in milliseconds with `wait: "poll"`: from 50 to 60 000. Default 500: one read per waiter. */
-  pollInterval?: number | undefined;
-}
+export type { LockOptions, WaitOptions } from "./options.js";
 
 /** Below this a waiter's polls become a request flood; above it a released lock goes unnoticed too long. */
 export const MIN_POLL_INTERVAL = 50;
 export const MAX_POLL_INTERVAL = 60_000;
-
-/** Options of every wait for a lock, permit or leadership. */
-export interface LockOptions extends WaitOptions {
-  /** Gives up waiting: the waiter deletes its key and the call throws ABORTED. */
-  signal?: AbortSignal | undefined;
-  /**
-   * Longest wait in milliseconds; TIMEOUT after it (the key is deleted). `0` tries once and throws LOCKED if
-   * another contender holds the lock; `Infinity` waits as long as the session lives. Default: the client's
-   * `timeout` (10 000 ms unless set), as for every call; `election.campaign()` waits until elected.
-   */
-  timeout?: number | undefined;
-}
 
 /** The wait mode, poll interval and time budget of a wait, checked before anything is sent. */
 export function waitSettings(options: LockOptions): { mode: WaitMode; pollInterval: number; tryOnly: boolean } {
@@ -56,23 +39,11 @@ const JOIN_GRACE_MS = 500;
 
 /**
  * One acquisition of a lock, permit, read or write lock, several locks, or leadership. It owns its keys (made
- * for it alone, see keys.ts) from its join until it hands them to its holding, or, on failure, to its
- * session's orphans, which delete them. A recipe reads top to bottom with it:
- *
- *     const acquisition = new Acquisition(session, options, subject, keys); // checks; sends nothing
- *     try {
- *       const line = await acquisition.join(join);   // our key in the line
- *       ...wait in the line with `acquisition` as the wait's context...
- *       return acquisition.hold(new Lock(...));     // the holding owns the keys from here on
- *     } catch (error) {
- *       throw await acquisition.fail(error);        // leaves the line; says why it failed
- *     } finally {
- *       acquisition.dispose();
- *     }
- *
- * One signal stands for the caller's abort, the session's loss and the timeout. On failure it reports the
- * session's end first, then the abort or timeout, else the cause; it never hands out a holding whose session
- * can no longer be trusted.
+ * for it alone, see keys.ts) until it hands them to its holding (`hold`) or, on failure, to its session's
+ * orphans (`fail`), which delete them. A recipe reads top to bottom with it: `new Acquisition(...)` (checks,
+ * sends nothing), `join`, its wait with the acquisition as context, `hold`; `fail` in its catch, `dispose` in
+ * its finally. One signal stands for the caller's abort, the session's loss and the timeout; a failure reports
+ * the session's end first, then the abort or timeout, else the cause.
  */
 export class Acquisition implements WaitContext {
   /** `timeout: 0`: try once, never wait. */
@@ -98,10 +69,7 @@ export class Acquisition implements WaitContext {
   /** Its `etcd-edge:lock` context, when someone traces it. */
   readonly #trace = startingAcquisition();
 
-  /**
-   * Checks the options and that the session can still hold anything: SESSION_CLOSED or SESSION_EXPIRED, and
-   * nothing sent, when it cannot.
-   */
+  /** Checks the options, and that the session can still hold anything (else SESSION_CLOSED, SESSION_EXPIRED). */
   constructor(session: LeaseSession, options: LockOptions, subject: Subject, keys: readonly string[]) {
     const settings = waitSettings(options);
     this.tryOnly = settings.tryOnly;
@@ -118,9 +86,8 @@ export class Acquisition implements WaitContext {
     if (!session.alive) {
       throw sessionExpired(session.leaseId, session.signal.reason, `${subjectText(subject)} was not attempted`);
     }
-    // A signal of its own at once only when the caller brings a limit (a signal, a timeout). Bounded by the
-    // client's timeout alone, an acquisition makes its signal when something first waits on it (see `signal`):
-    // an uncontended one never does, as its join is bounded by that same timeout and by the session's signal.
+    // A signal of its own at once only when the caller brings a limit; bounded by the client's timeout alone, it
+    // is made when something first waits on it (`signal`): an uncontended acquisition never makes one.
     if (options.signal !== undefined || (options.timeout !== undefined && this.#timeout !== undefined)) {
       this.#call = new CallSignal(anySignal(options.signal, session.signal), this.#timeout);
     } else if (this.#timeout !== undefined) {
@@ -147,10 +114,9 @@ export class Acquisition implements WaitContext {
   };
 
   /**
-   * Sends the join and waits for its answer, unless the acquisition is given up first. The join itself is cut
-   * off only by the session's loss, never by the caller's abort or timeout: a join cut off in flight may still
-   * land after we deleted our key, so a given-up acquisition lets it land, then deletes what it made (`fail`).
-   * Sent again while unanswered and the caller still waits; `timeout: 0` tries once, as it asks.
+   * Sends the join (again while unanswered, but with `timeout: 0`) and waits for its answer unless given up
+   * first. Only the session's loss cuts the join off: one cut off in flight could still land after our cleanup,
+   * so a given-up acquisition lets it land, then deletes what it made (`fail`).
    */
   join<J>(join: { send(call: JoinCall): Promise<J> }): Promise<J> {
     const session = this.#session;
@@ -174,10 +140,7 @@ export class Acquisition implements WaitContext {
     if (events.on) events.emit({ type: "lock.waiting", ...this.#subject, position });
   }
 
-  /**
-   * SESSION_EXPIRED for this acquisition: our own key left the line, so our session's lease ended (as Go's
-   * `Mutex.Lock` concludes). An inference: `fail` asks etcd, so that the session learns it too.
-   */
+  /** SESSION_EXPIRED: our key left the line, so our lease ended (Go concludes so too); `fail` asks etcd. */
   expired(): EtcdError {
     const session = this.#session;
     this.#keyGone = true;
@@ -199,14 +162,13 @@ export class Acquisition implements WaitContext {
   }
 
   /**
-   * The acquisition failed with `thrown`: hands its keys to its session's orphans, which delete them once the
-   * join has settled (resent until answered while the session lives), and returns the error to throw. The
-   * cleanup is awaited for a grace at most, so the call keeps its timeout; the rest runs on its own.
+   * Failed with `thrown`: hands its keys to its session's orphans (deleted once the join has settled, resent
+   * until answered while the session lives) and returns the error to throw; the cleanup is awaited for a grace
+   * at most, so the call keeps its timeout.
    */
   async fail(thrown: unknown): Promise<unknown> {
     const session = this.#session;
-    // A key that left the line says the lease ended: one renewal asks etcd, and a lease found gone ends the
-    // session for every caller and handle on it (renew() loses it on LEASE_NOT_FOUND).
+    // Our key left the line: one renewal asks etcd, and a lease found gone ends the session for all on it.
     if (this.#keyGone && session.alive) await withinGrace(session.renew().catch(() => {}));
     const error = this.#why(thrown);
     const joining = this.#joining;

@@ -7,56 +7,21 @@ import { resolveSignal, resolveTimeout } from "../../gateway/config.js";
 import { requestScopedIo } from "../../gateway/isolate.js";
 import { backgroundTimer, delay } from "../../gateway/signals.js";
 import type { CallOptions } from "../../gateway/transport.js";
-import { type LeaseSession, ReleaseSends, resendPause } from "../lease/lease-session.js";
+import type { LeaseSession } from "../lease/lease-session.js";
+import { ReleaseSends, resendPause } from "../lease/release-sends.js";
 import { explainLoss, type Loss, type OwnKey } from "./explain.js";
 import { FOLLOW_AFTER, follow } from "./follow.js";
+import type { HeldInit, HeldKeyInit, Releasing, Status } from "./status.js";
 import { type Subject, subjectText } from "./subject.js";
 
-/** What every holding is made of. */
-export interface HeldInit<S extends LeaseSession = LeaseSession> {
-  session: S;
-  /** The header of the response that showed it acquired. */
-  header: ResponseHeader;
-}
+export type { HeldInit, HeldKeyInit } from "./status.js";
 
 /**
- * Where a holding is in its life: the one value from which `held`, `signal`, every error and every event are
- * derived. Only `held` holds; `released` and `lost` are final.
- * - `held`: its keys are its own, and no release has been sent.
- * - `releasing`: a release was sent and has no outcome yet (its answer was lost): the caller gave it up, so it
- *   no longer holds, but its keys may still be there. `sends` decides what "already gone" means on a resend.
- * - `released`: its keys were deleted by its release, or with its lease by its session's `close()`.
- * - `lost`: its keys were gone, or no longer its own, before its release: the work under it was not protected
- *   to the end. `error` is what every later call is told.
- */
-type Status =
-  | { readonly is: "held" }
-  | Releasing
-  | { readonly is: "released"; readonly why: string; untold: boolean }
-  | { readonly is: "lost"; readonly error: EtcdError };
-
-interface Releasing {
-  readonly is: "releasing";
-  readonly sends: ReleaseSends;
-  /** The send in flight, shared by every caller of `unlock()` meanwhile. */
-  sending: Promise<void> | undefined;
-  /** Resends go on in the background after a caller's call failed without an answer. */
-  background: boolean;
-  /** A caller of `unlock()` shares the send in flight, and so learns its outcome. */
-  told: boolean;
-  /** Why `signal` aborted before the outcome was known: a send went unanswered (see `#unsent`). */
-  pending: EtcdError | undefined;
-}
-
-/**
- * Something held under a session's lease: a lock, a permit, a read or write lock, several locks at once,
- * leadership. They share one life (see `Status`): it ends when released or when the lease is lost (`signal`
- * aborts, `held` turns false), and it is released with guarded deletes resent until answered. It owns its
- * keys, which no other acquisition uses (see keys.ts), so nothing it does can touch another's.
- *
- * A release whose call failed without an answer goes on in the background while the session lives: Go's
- * `Mutex.Unlock` leaves the key to the caller then, and a caller that moves on leaves the lock blocked for
- * every contender until the lease ends.
+ * Something held under a session's lease: a lock, a permit, a read or write lock, several locks, leadership.
+ * It owns its keys, which no other acquisition uses (keys.ts), so nothing it does touches another's. It ends
+ * when released or when its lease is lost (`signal` aborts, `held` turns false), and it is released with
+ * guarded deletes resent until answered: a release whose call failed without an answer goes on in the
+ * background while the session lives (Go's `Unlock` leaves the key to a caller that has moved on).
  */
 export abstract class Held<S extends LeaseSession = LeaseSession> {
   /** The lease its keys are bound to: its session's. */
@@ -74,15 +39,14 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   /** A ticket of it was handed out: a later change of its key's lease is that ticket's takeover. */
   #ticketed = false;
   #status: Status = { is: "held" };
-  /** When it was acquired, for `lock.released`'s `heldMs`. */
   #acquiredAt = 0;
   /** Made on first use of `signal`: most holdings are never asked for one, and aborting costs an Error. */
   #controller: AbortController | undefined;
-  /** Ends following its keys (see `follow`); a timer until it starts. */
+  /** Stops following its keys (a timer until it starts: see `begin`). */
   #unfollow: (() => void) | undefined;
-  readonly #onSessionEnd = () => this.#sessionEnded();
-  /** A send of its join was never answered: it may land after the holding ends (see Orphans). */
+  /** A send of its join was never answered and may land after it ends: its session sweeps for it then. */
   #lateJoin = false;
+  readonly #onSessionEnd = () => this.#sessionEnded();
 
   /** @internal Sends nothing and subscribes to nothing: its acquisition starts it (`begin`). */
   constructor(init: HeldInit<S>, subject: Subject, keys: readonly OwnKey[], byVersion: boolean) {
@@ -95,9 +59,9 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   }
 
   /**
-   * @internal Its life starts: it follows its session, whose end ends it. Where the session renews its lease with
-   * streams (`keepAlive: "auto"`), a holding that lasts FOLLOW_AFTER follows its keys on a watch, so an outside
-   * delete, overwrite or revocation ends it within one event; a short one (a warm withLock) opens nothing.
+   * @internal Its life starts: its session's end ends it. In a session that renews its lease itself (`"auto"`),
+   * one that lasts FOLLOW_AFTER follows its keys on its line's watch, so an outside delete, overwrite or
+   * revocation ends it within one event; a short one (a warm withLock) opens nothing.
    */
   begin(lateJoin = false): this {
     this.#lateJoin = lateJoin;
@@ -107,14 +71,14 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     else session.signal.addEventListener("abort", this.#onSessionEnd);
     if (session.keepAlive === "auto" && this.#status.is === "held" && !requestScopedIo()) {
       const timer = backgroundTimer(() => {
-        this.#unfollow = follow(session, this.#keys, this.#byVersion, () => this.#gone());
+        this.#unfollow = follow(session, this.#keys, this.#byVersion, () => void this.#gone());
       }, FOLLOW_AFTER);
       this.#unfollow = () => clearTimeout(timer);
     }
     return this;
   }
 
-  /** Aborts when it is lost or released; its reason is the error a later `unlock()` gives. */
+  /** Aborts when it is lost or released (or its release goes on in the background); the reason says which. */
   get signal(): AbortSignal {
     if (this.#controller === undefined) {
       this.#controller = new AbortController();
@@ -126,9 +90,9 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   }
 
   /**
-   * True while it is held: not released (nor being released), not lost, and its session's lease trusted (within
-   * its deadline). In a session with `keepAlive: "auto"`, a holding older than a second also learns within one
-   * watch event that another client deleted or overwrote its key; elsewhere its release finds that out.
+   * True while it is held: no release sent, not lost, and its session's lease trusted (within its deadline). In
+   * a session with `keepAlive: "auto"` a holding older than a second also learns within one watch event that
+   * another client deleted or overwrote its key; elsewhere its release finds that out.
    */
   get held(): boolean {
     // Reading `alive` notices a deadline passed unrenewed: the session is then lost, and this with it.
@@ -152,7 +116,7 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
 
   /**
    * @internal The release behind `unlock()` / `release()`, by status: `held` sends it; `releasing` shares the
-   * send in flight or sends again at once; `released` is LOCK_RELEASED (or, once, the success of a release
+   * send in flight or sends again at once; `released` is LOCK_RELEASED (or, once, the success of a release that
    * finished in the background); `lost` is LOCK_LOST with its reason.
    */
   protected releaseHeld(options: CallOptions = {}): Promise<void> {
@@ -160,20 +124,14 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   }
 
   async #release(options: CallOptions): Promise<void> {
-    checkOptions(options);
-    // A closed session ends its holdings once its revocation is known.
-    const revocation = this.session.revocation;
-    if (revocation !== undefined) await revocation.catch(() => {});
-    const status = this.#status;
+    const status = await this.#settled(options);
     switch (status.is) {
       case "lost":
         throw status.error;
       case "released":
-        if (status.untold) {
-          status.untold = false;
-          return;
-        }
-        throw heldReleased(this.#what, status.why);
+        if (!status.untold) throw heldReleased(this.#what, status.why);
+        status.untold = false;
+        return;
       case "held":
         return this.#send(this.#releasing(), options);
       case "releasing":
@@ -182,11 +140,21 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     }
   }
 
-  /** The transition from `held` to `releasing`: the first send of a release. */
+  /** Its status once a session's close has settled it; bad options are refused before anything changes. */
+  async #settled(options: CallOptions): Promise<Status> {
+    resolveSignal(options.signal);
+    resolveTimeout(options.timeout, "timeout");
+    resolveTimeout(options.attemptTimeout, "attemptTimeout");
+    const revocation = this.session.revocation;
+    if (revocation !== undefined) await revocation.catch(() => {});
+    return this.#status;
+  }
+
   #releasing(): Releasing {
+    const sends = new ReleaseSends(this.session);
     const releasing: Releasing = {
       is: "releasing",
-      sends: new ReleaseSends(this.session),
+      sends,
       sending: undefined,
       background: false,
       told: true,
@@ -202,7 +170,7 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     releasing.sending = sending;
     const clear = () => {
       if (releasing.sending === sending) releasing.sending = undefined;
-      // Its session ended while this send was in flight and left the outcome to it: unanswered, decide now.
+      // Its session ended meanwhile and left the outcome to this send, which went unanswered: decide now.
       if (this.#status === releasing && this.session.signal.aborted) this.#sessionEnded();
     };
     sending.then(clear, clear);
@@ -219,11 +187,10 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     }
     if (this.#status !== releasing) {
       // Ended meanwhile by its session's close: that is the outcome.
-      const ended = this.#ended();
-      if (this.#status.is === "lost") throw ended;
+      if (this.#status.is === "lost") throw this.#ended();
       return;
     }
-    // Deleted while its own: protected to the end, whatever the local deadline says now.
+    // Deleted while its own: protected to the end, whatever the local deadline says by now.
     if (deleted || releasing.sends.goneMeansDone)
       return this.#end({ is: "released", why: "it was released", untold: false });
     const loss = await this.#explain(options);
@@ -233,30 +200,26 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
 
   /**
    * @internal The release behind `unlockWith()` / `releaseWith()`: one transaction that runs `ops` and deletes
-   * the keys, only while the keys are still the holding's (its fencing compares), so "work, write, release" is
-   * two round trips instead of three. If the compares fail, nothing is written and nothing deleted: LOCK_LOST
-   * with the reason. Sent once (it writes): a lost answer rejects with the error marked `indeterminate`, and the
-   * release goes on in the background as a plain guarded delete, which an earlier landing makes a success.
+   * the keys only while they are still the holding's (its fencing compares), so "work, write, release" is two
+   * round trips. If the compares fail, nothing is written or deleted: LOCK_LOST with the reason. Sent once (it
+   * writes): a lost answer rejects with the error marked `indeterminate`, and the release goes on in the
+   * background as a guarded delete, which an earlier landing makes a success.
    */
   protected releaseHeldWith<Ops extends AnyOp[]>(ops: Ops, options: CallOptions = {}): Promise<OpResults<Ops>> {
     return traceRelease(this.#subject, this.revision, this.#acquiredAt, () => this.#releaseWith(ops, options));
   }
 
   async #releaseWith<Ops extends AnyOp[]>(ops: Ops, options: CallOptions): Promise<OpResults<Ops>> {
-    checkOptions(options);
-    const revocation = this.session.revocation;
-    if (revocation !== undefined) await revocation.catch(() => {});
-    const status = this.#status;
+    const status = await this.#settled(options);
     if (status.is === "lost") throw status.error;
     if (status.is !== "held") throw this.#ended() ?? heldReleased(this.#what, "its release was already sent");
     const releasing = this.#releasing();
-    const keys = this.#keys;
     let result: TxnResult<AnyOp[], []>;
     try {
       result = await this.session.client
         .txn()
         .if(...this.#guards())
-        .then(...ops, ...keys.map((own) => op.delete(own.key)))
+        .then(...ops, ...this.#keys.map((own) => op.delete(own.key)))
         .commit({ ...options, onSent: releasing.sends.sent });
     } catch (error) {
       if (this.#status === releasing) this.#unsent(releasing, error);
@@ -272,9 +235,8 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   }
 
   /**
-   * A send of the release failed. Unanswered: it no longer holds, its outcome is not known yet, and the release
-   * goes on in the background. Refused (etcd answered, nothing was deleted) with no earlier send that may have
-   * landed: it still holds.
+   * A send of the release failed. Unanswered: its outcome is not known yet, so it goes on in the background (and
+   * `signal` says so). Refused by etcd with no earlier send that may have landed: nothing changed, it holds.
    */
   #unsent(releasing: Releasing, error: unknown): void {
     if (!unanswered(error)) {
@@ -295,10 +257,7 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     );
   }
 
-  /**
-   * The guarded delete of its keys, one request; true if they were there to delete. A single key's release goes
-   * with other releases started in the same turn (TxnBatcher).
-   */
+  /** The guarded delete, one request; true if the keys were there. One key goes with others of the same turn. */
   async #delete(options: CallOptions): Promise<boolean> {
     const keys = this.#keys;
     const release = this.session.client
@@ -313,11 +272,11 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
 
   /** Why its keys were gone or changed; "gone" when even that cannot be read. */
   #explain(options: CallOptions): Promise<Loss> {
-    return explainLoss(this.session.client, this.leaseId, this.#keys, {
-      ...options,
-      ticketed: this.#ticketed,
-      byVersion: this.#byVersion,
-    }).catch((error: unknown) => ({ why: "its keys were gone when it was released", cause: error }));
+    const why = { ...options, ticketed: this.#ticketed, byVersion: this.#byVersion };
+    return explainLoss(this.session.client, this.leaseId, this.#keys, why).catch((error: unknown) => ({
+      why: "its keys were gone when it was released",
+      cause: error,
+    }));
   }
 
   /** Its keys went or changed while it held (seen by `follow`): why, and, if its lease ended, the session too. */
@@ -349,22 +308,18 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
           (error: unknown) => error ?? new Error("release failed"),
         );
         if (failure !== undefined && unanswered(failure) && this.#status === releasing) continue;
-        // Finished here: the next unlock() learns a success once, unless a caller's unlock() shared this send.
+        // Finished here: the next unlock() learns the success once, unless a caller's shared this send.
         const status = this.#status as Status;
         if (status.is === "released" && !releasing.told) status.untold = true;
         break;
       }
-    })()
-      .catch(() => {})
-      .finally(() => {
-        releasing.background = false;
-      });
+    })().catch(() => {});
   }
 
   /**
    * Its session ended. Closed by its owner: released once the revocation is known (its keys went with the lease),
-   * unless the lease had ended before. Lost (expired, revoked, past its deadline unrenewed): lost, unless a
-   * release was sent before (the work was done by then) or is in flight (its answer decides).
+   * unless the lease had ended before. Lost (expired, revoked, past its deadline unrenewed): lost, unless a release
+   * was sent within the deadline (the work was done by then) or is in flight (its answer decides).
    */
   #sessionEnded(): void {
     const status = this.#status;
@@ -377,17 +332,13 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     const revocation = session.revocation;
     if (session.closed && revocation !== undefined) {
       this.#unfollow?.();
+      const failed = "its session was closed, but the revocation of its lease failed: its keys go when it expires";
       void revocation.then(
         (revoked) =>
           revoked
             ? this.#end({ is: "released", why: "its session was closed", untold: false })
             : this.#lose({ why: "its session's lease had ended before the session was closed" }),
-        () =>
-          this.#end({
-            is: "released",
-            why: "its session was closed, but the revocation of its lease failed: its keys go when the lease expires",
-            untold: false,
-          }),
+        () => this.#end({ is: "released", why: failed, untold: false }),
       );
       return;
     }
@@ -412,11 +363,9 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     const events = this.session.client.transport.events;
     if (events.on) {
       const { kind, name } = this.#subject;
-      if (next.is === "lost") events.emit({ type: "lock.lost", kind, name, revision: this.revision });
-      else {
-        const heldMs = performance.now() - this.#acquiredAt;
-        events.emit({ type: "lock.released", kind, name, revision: this.revision, heldMs });
-      }
+      const revision = this.revision;
+      if (next.is === "lost") events.emit({ type: "lock.lost", kind, name, revision });
+      else events.emit({ type: "lock.released", kind, name, revision, heldMs: performance.now() - this.#acquiredAt });
     }
     this.session.signal.removeEventListener("abort", this.#onSessionEnd);
     if (this.#lateJoin) this.session.orphans.watch(this.#keys.map((own) => own.key));
@@ -438,20 +387,6 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   }
 }
 
-/** A release's options, checked before anything changes: a refused call leaves it held. */
-function checkOptions(options: CallOptions): void {
-  resolveSignal(options.signal);
-  resolveTimeout(options.timeout, "timeout");
-  resolveTimeout(options.attemptTimeout, "attemptTimeout");
-}
-
-/** What a holding of one key is made of. */
-export interface HeldKeyInit<S extends LeaseSession = LeaseSession> extends HeldInit<S> {
-  name: string;
-  key: string;
-  revision: number;
-}
-
 /**
  * A holding of one key: a lock, a permit, a read or write lock, leadership. `revision` (the key's create
  * revision) is its fencing token: it strictly increases across successive holders, so storage guarded by
@@ -465,10 +400,7 @@ export abstract class HeldKey<S extends LeaseSession = LeaseSession> extends Hel
   /** The fencing token: the create revision of its key. */
   readonly revision: number;
 
-  /**
-   * @internal Its key is written once, by its join, unless `modRevision` says otherwise: then its release is
-   * guarded by that version (a mutex's lock).
-   */
+  /** @internal Written once, by its join, unless `modRevision` says otherwise: then its release checks it. */
   constructor(init: HeldKeyInit<S>, subject: Subject, modRevision?: number) {
     const own = { key: init.key, revision: init.revision, modRevision: modRevision ?? init.revision };
     super(init, subject, [own], modRevision !== undefined);

@@ -1,9 +1,10 @@
 import type { EtcdClient } from "../../api/client.js";
-import type { KeyValue, ResponseHeader } from "../../api/codec.js";
+import type { ResponseHeader } from "../../api/codec.js";
 import { cmp, op } from "../../api/txn.js";
 import { internal } from "../../errors/catalogue.js";
 import { contenders, type KeyKind } from "./keys.js";
-import { NEWEST_FIRST, OLDEST, type Standing } from "./read.js";
+import { NEWEST_FIRST, OLDEST } from "./read.js";
+import type { JoinCall, Joined } from "./standing.js";
 
 /**
  * Joining a line: putting our key under `<name>/` so that its create revision is our place.
@@ -19,28 +20,6 @@ import { NEWEST_FIRST, OLDEST, type Standing } from "./read.js";
  * a join that expects an empty line (see EMPTY_RUN_TO_GUESS) sends the put alone first, and the full join only
  * when that finds someone there. `npm run bench` (sections 1 and 2) measures the lock cycle either way.
  */
-
-/**
- * What a join's request is sent with: the signal that cuts it off (the session's: a join cut off in flight may
- * still land), the count of its sends handed to fetch and of those answered without effect, and `idempotent`:
- * a join is a create-if-absent of a key of its own, so a repeat finds the key and changes nothing.
- */
-export interface JoinCall {
-  signal: AbortSignal;
-  onSent: () => void;
-  onRefused: () => void;
-  idempotent: true;
-}
-
-/**
- * What a join showed of the line: where we stand, and whether this send created our key (else an earlier one
- * had, and one read finds our predecessor). `holder`: the line's first key when it is not ours; undefined
- * when we hold.
- */
-export interface Joined extends Standing {
-  created: boolean;
-  holder?: KeyValue | undefined;
-}
 
 /**
  * Whether to send the empty-line put alone before the full join. A wrong guess costs a round trip, a right one

@@ -1,45 +1,24 @@
 import type { EtcdClient } from "../../api/client.js";
-import type { KeyValue, ResponseHeader } from "../../api/codec.js";
+import type { KeyValue } from "../../api/codec.js";
 import { unanswered } from "../../errors/etcd-error.js";
 import { backoff } from "../../gateway/retry-policy.js";
 import { delay } from "../../gateway/signals.js";
 import { contenders, type KeyKind } from "./keys.js";
+import type { LineReader, Standing } from "./standing.js";
 
 /**
  * Reading the line: the keys under `<name>/`, ordered by create revision. The oldest key holds the lock; each
  * waiter waits for the newest key created before its own (its predecessor).
  */
 
-/** Where a contender stands in its line, as its join or a read showed it: the one type every recipe shares. */
-export interface Standing {
-  header: ResponseHeader;
-  /** Our key's create revision: our place in the line, and the fencing token once we hold. */
-  revision: number;
-  /** Our key is still there; false when it went (our lease ended) while we waited. */
-  present: boolean;
-  /** The key we wait for; undefined when nothing is ahead of us. */
-  predecessor?: KeyValue | undefined;
-  /** The predecessor is the only key ahead (the holder): its delete alone makes us first, with no read. */
-  predecessorIsFirst?: boolean | undefined;
-  /** How many keys are ahead of ours, when the join or read could tell. */
-  ahead?: number | undefined;
-}
-
-/** A key and the revision that created it: one incarnation of the key (Go's keys are made again and again). */
-export type Incarnation = Pick<KeyValue, "key" | "createRevision">;
-
 export const NEWEST_FIRST = { target: "createRevision", order: "descend" } as const;
 /** Range options that select the line's first key: the holder. */
 export const OLDEST = { sort: { target: "createRevision", order: "ascend" }, limit: 1 } as const;
 
-/** How a read of the line is sent: its signal, and an endpoint not to try first (one that may have stalled). */
-export interface ReadAt {
-  signal: AbortSignal;
-  avoid?: string | undefined;
+/** Whether a read shows the line changed for a waiter: its key gone, or another key to wait for. */
+export function moved(now: Standing, predecessor: KeyValue): boolean {
+  return !now.present || now.predecessor?.createRevision !== predecessor.createRevision;
 }
-
-/** One read of where a waiter stands now. */
-export type LineReader = (at: ReadAt) => Promise<Standing>;
 
 /**
  * The reads of a line in which each key waits for the next older one (a mutex's, a writer's, lockAll's): the

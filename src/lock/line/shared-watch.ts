@@ -2,7 +2,9 @@ import type { EtcdClient } from "../../api/client.js";
 import type { ResponseHeader } from "../../api/codec.js";
 import { aborted, unavailable } from "../../errors/catalogue.js";
 import { backgroundTimer } from "../../gateway/signals.js";
-import type { Incarnation } from "./read.js";
+import { isEtcdError } from "../../errors/etcd-error.js";
+import { moved } from "./read.js";
+import type { Incarnation, LineReader, Standing } from "./standing.js";
 
 /**
  * How long a line's watch stays open after its last waiter left. On a hot lock the next waiter of this
@@ -244,4 +246,35 @@ export class SharedWatch {
     this.#subscribers.clear();
     for (const subscriber of subscribers) subscriber.failed(error);
   }
+}
+
+/**
+ * How a waiter waits on its line's shared watch: for its predecessor's delete, then one read of where it stands,
+ * unless it was right behind the holder (the join or a read showed it, or a waiter of this process found that
+ * key first, in a `plain` line where each key waits for the next older one): that delete makes it first, with
+ * no read. Its own key is trusted as the lease is, and fenced writes check it on the server anyway.
+ */
+export async function waitOnShared(
+  shared: SharedWatch,
+  read: LineReader,
+  state: Standing,
+  signal: AbortSignal,
+  plain: boolean,
+): Promise<Standing> {
+  const predecessor = state.predecessor!;
+  const wait = shared.waitForDelete(predecessor, state.header.revision, signal);
+  try {
+    if (await wait.gap) {
+      const now = await read({ signal });
+      if (moved(now, predecessor)) return now;
+    }
+    const { header, wasFirst } = await wait.deleted;
+    if (state.predecessorIsFirst || (plain && wasFirst)) return { header, revision: state.revision, present: true };
+  } catch (error) {
+    // A reopened watch resumes from its last revision; if that history was compacted, a read tells as well.
+    if (!isEtcdError(error, "COMPACTED") || signal.aborted) throw error;
+  } finally {
+    wait.cancel();
+  }
+  return read({ signal });
 }

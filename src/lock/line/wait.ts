@@ -1,11 +1,12 @@
 import type { EtcdClient } from "../../api/client.js";
-import type { KeyValue, ResponseHeader } from "../../api/codec.js";
-import type { EtcdError } from "../../errors/etcd-error.js";
-import { isEtcdError } from "../../errors/etcd-error.js";
+import type { ResponseHeader } from "../../api/codec.js";
+import { type EtcdError, isEtcdError } from "../../errors/etcd-error.js";
 import { requestScopedIo } from "../../gateway/isolate.js";
 import { anySignal, delay } from "../../gateway/signals.js";
-import type { Incarnation, LineReader, Standing } from "./read.js";
-import { SharedWatch } from "./shared-watch.js";
+import { moved } from "./read.js";
+import type { Incarnation, LineReader, Standing } from "./standing.js";
+import { lookAgain } from "./look-again.js";
+import { SharedWatch, waitOnShared } from "./shared-watch.js";
 
 /**
  * How a waiter waits for its turn: it watches only its predecessor (the newest key created before its own), so
@@ -112,7 +113,7 @@ async function predecessorGone(
     const watched =
       shared === undefined
         ? ownWatch(client, read, state, both, idleTimeout, first)
-        : onSharedWatch(shared, read, state, both, own !== undefined).then((now) => {
+        : waitOnShared(shared, read, state, both, own !== undefined).then((now) => {
             if (own !== undefined && now.present && now.predecessor === undefined) shared.markFirst(own);
             return now;
           });
@@ -127,7 +128,8 @@ async function predecessorGone(
       });
     } else if (shared === undefined) {
       started = true;
-      second = lookAgain(client, read, state, both, idleTimeout, elsewhere);
+      const watchAt = (now: Standing, endpoint: string) => ownWatch(client, read, now, both, idleTimeout, { endpoint });
+      second = lookAgain(read, state, both, elsewhere, watchAt);
     } else {
       return await watched;
     }
@@ -139,62 +141,6 @@ async function predecessorGone(
     if (started) over.abort();
     waiter.leave();
   }
-}
-
-/**
- * A lone waiter further back than SECOND_WATCH_DEPTH cannot count the departures ahead of its predecessor, so
- * it may be right behind the holder while its own watch has stalled. It reads the line again elsewhere after
- * SECOND_WATCH_AFTER, then twice as long each time: a line that moved ends the wait with that read, and once
- * right behind the holder it opens the second watch there.
- */
-async function lookAgain(
-  client: EtcdClient,
-  read: LineReader,
-  state: Standing,
-  signal: AbortSignal,
-  idleTimeout: number,
-  elsewhere: () => string,
-): Promise<Standing> {
-  const predecessor = state.predecessor!;
-  for (let wait = SECOND_WATCH_AFTER; ; wait *= 2) {
-    await delay(wait, signal);
-    const endpoint = elsewhere();
-    const now = await read({ signal, avoid: endpoint });
-    if (moved(now, predecessor)) return now;
-    if (now.predecessorIsFirst) return ownWatch(client, read, now, signal, idleTimeout, { endpoint });
-  }
-}
-
-/** Whether a read shows the line changed for us: our key gone, or another key to wait for. */
-function moved(now: Standing, predecessor: KeyValue): boolean {
-  return !now.present || now.predecessor?.createRevision !== predecessor.createRevision;
-}
-
-async function onSharedWatch(
-  shared: SharedWatch,
-  read: LineReader,
-  state: Standing,
-  signal: AbortSignal,
-  plain: boolean,
-): Promise<Standing> {
-  const predecessor = state.predecessor!;
-  const wait = shared.waitForDelete(predecessor, state.header.revision, signal);
-  try {
-    if (await wait.gap) {
-      const now = await read({ signal });
-      if (moved(now, predecessor)) return now;
-    }
-    const { header, wasFirst } = await wait.deleted;
-    // Right behind the holder (the join or a read showed it, or a waiter of this process found it first): its
-    // delete makes us first, with no read. Our key is trusted as the lease is, and fenced writes check it.
-    if (state.predecessorIsFirst || (plain && wasFirst)) return { header, revision: state.revision, present: true };
-  } catch (error) {
-    // A reopened watch resumes from its last revision; if that history was compacted, a read tells as well.
-    if (!isEtcdError(error, "COMPACTED") || signal.aborted) throw error;
-  } finally {
-    wait.cancel();
-  }
-  return read({ signal });
 }
 
 /**

@@ -3,9 +3,9 @@ import type { ResponseHeader } from "../../api/codec.js";
 import type { RangeResult } from "../../api/kv.js";
 import { cmp, op } from "../../api/txn.js";
 import { internal } from "../../errors/catalogue.js";
-import type { JoinCall } from "../line/join.js";
+import type { JoinCall, Standing } from "../line/standing.js";
 import { contenders } from "../line/keys.js";
-import { NEWEST_FIRST, type Standing } from "../line/read.js";
+import { NEWEST_FIRST } from "../line/read.js";
 
 /** One of the lines a multi-lock joins, and our key in it (a mutex's key: plain mutex users exclude it). */
 export interface MultiLine {

@@ -9,7 +9,8 @@ import { delay } from "../../gateway/signals.js";
 import type { CallOptions } from "../../gateway/transport.js";
 import { Acquisition } from "../acquire/acquisition.js";
 import { type KeepAliveMode, keepAliveArg, type LeaseGrant, openLease } from "../lease/lease-grant.js";
-import { type LeaseSession, resendPause } from "../lease/lease-session.js";
+import type { LeaseSession } from "../lease/lease-session.js";
+import { resendPause } from "../lease/release-sends.js";
 import { isKeyOf, nameArg, randomHex } from "../line/keys.js";
 import { Lock, type LockTicket } from "./lock.js";
 

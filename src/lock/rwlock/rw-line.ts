@@ -1,9 +1,9 @@
 import type { EtcdClient } from "../../api/client.js";
 import { cmp, op } from "../../api/txn.js";
 import { internal } from "../../errors/catalogue.js";
-import type { JoinCall, Joined } from "../line/join.js";
+import type { JoinCall, Joined, LineReader } from "../line/standing.js";
 import { contenders } from "../line/keys.js";
-import { type LineReader, NEWEST_FIRST } from "../line/read.js";
+import { NEWEST_FIRST } from "../line/read.js";
 
 /**
  * A read-write lock's line and its requests. Writers' keys live under `<name>/write/`, readers' under

@@ -1,0 +1,37 @@
+/**
+ * The sends of one release (a held key's guarded delete, a lease's revocation), to decide its outcome from what
+ * the server shows when an answer was lost and the release was sent again. A repeat finds the key (or lease)
+ * already gone: if an earlier send left while the lease was within its deadline, that is success (that send did
+ * it and its answer was lost, or the lease ended after it, that is after the work). Only when the first send
+ * finds it gone was it lost before the release.
+ */
+export class ReleaseSends {
+  readonly #lease: { beforeDeadline(): boolean };
+  #withinDeadline = 0;
+  #earlierWithinDeadline = false;
+
+  constructor(lease: { beforeDeadline(): boolean }) {
+    this.#lease = lease;
+  }
+
+  /** Pass as the call's `onSent`: records one send. */
+  readonly sent = (): void => {
+    this.#earlierWithinDeadline = this.#withinDeadline > 0;
+    if (this.#lease.beforeDeadline()) this.#withinDeadline++;
+  };
+
+  /** Whether a send left while the lease was within its deadline. */
+  get sentWithinDeadline(): boolean {
+    return this.#withinDeadline > 0;
+  }
+
+  /** Whether "already gone" in the latest answer means the release is done. */
+  get goneMeansDone(): boolean {
+    return this.#earlierWithinDeadline;
+  }
+}
+
+/** The pause before the next background resend after `failures` failed sends: 250 ms, doubled, at most 2 s. */
+export function resendPause(failures: number): number {
+  return Math.min(250 * 2 ** failures, 2_000);
+}
