@@ -300,7 +300,7 @@ describe("11. keys of another recipe in a line", () => {
     expect(await keysOf(other)).toEqual([`${other}/write/stray`]);
   });
 
-  it("a mutex in a semaphore's line, and a semaphore in a mutex's, are LOCK_NAME_CONFLICT, no secret quoted", async () => {
+  it("a mutex in a semaphore's line and a semaphore in a mutex's are LOCK_NAME_CONFLICT, no secret told", async () => {
     const name = fresh();
     const permit = await (await session()).semaphore(name, { permits: 2 }).acquire();
     expect((await rejection((await session()).mutex(name).lock({ timeout: 1_000 }))).code).toBe("LOCK_NAME_CONFLICT");

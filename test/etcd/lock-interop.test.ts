@@ -65,7 +65,7 @@ async function newSession(): Promise<Session> {
 }
 
 describe("etcdctl lock and the SDK on one name", () => {
-  it("SDK holds first: etcdctl waits (prints nothing) until the SDK unlocks, then holds `<name>/<leaseHex>`", async () => {
+  it("SDK holds first: etcdctl waits (prints nothing) until the SDK unlocks, then holds its own key", async () => {
     const name = uniqueName();
     const session = await newSession();
     const lock = await session.mutex(name).lock();
