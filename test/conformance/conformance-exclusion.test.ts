@@ -113,7 +113,7 @@ describe("2. one lease adopted by two sessions", () => {
 });
 
 describe("3. a mutex and an election of one name in one session", () => {
-  it("are two contenders: the election waits for the lock, and the lock's release deletes only its own key", async () => {
+  it("are two contenders: the election waits for the lock, whose release deletes only its own key", async () => {
     const name = fresh();
     const s = await session();
     const lock = await s.mutex(name).lock();
