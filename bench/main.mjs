@@ -9,6 +9,7 @@ import { clientCost } from "./sections/client-cost.mjs";
 import { contended } from "./sections/contended.mjs";
 import { deepQueue } from "./sections/deep-queue.mjs";
 import { distinctNames } from "./sections/distinct-names.mjs";
+import { holdingLearns } from "./sections/holding-learns.mjs";
 import { oneShot } from "./sections/one-shot.mjs";
 import { roundTrips } from "./sections/round-trips.mjs";
 import { sessionLock } from "./sections/session-lock.mjs";
@@ -21,8 +22,9 @@ const SECTIONS = {
   5: deepQueue,
   6: clientCost,
   7: roundTrips,
+  8: holdingLearns,
 };
-const NEEDS_ETCD = [1, 2, 3, 4, 5, 7];
+const NEEDS_ETCD = [1, 2, 3, 4, 5, 7, 8];
 
 let options;
 try {

@@ -49,12 +49,12 @@ const KNOBS = {
   coldRounds: { env: "BENCH_COLD_ROUNDS", def: 8, help: "fresh processes per cold contender per RTT in section 7" },
 };
 
-export const SECTIONS = [1, 2, 3, 4, 5, 6, 7];
+export const SECTIONS = [1, 2, 3, 4, 5, 6, 7, 8];
 /**
  * The order a full run takes: §6 first, on a machine nothing has loaded yet (it needs no etcd, and its cold
  * imports stand for a fresh process's start), then the others in turn.
  */
-const RUN_ORDER = [6, 1, 2, 3, 4, 5, 7];
+const RUN_ORDER = [6, 1, 2, 3, 4, 5, 7, 8];
 
 export function parseOptions(argv, env = process.env) {
   const options = Object.fromEntries(Object.entries(KNOBS).map(([name, knob]) => [name, env[knob.env] ?? knob.def]));
@@ -96,6 +96,7 @@ function usage() {
     "  cold first withLock in a fresh process vs the same three raw requests (both from before the import) and",
     "  etcd3; warm withLock, locked write, releasing write (lock.unlockWith), release handed to waitUntil, a",
     "  two-process handoff, etcd3's equivalents; each in RTTs beside its floor (sequential round trips).",
+    "8 a holding learns: ms from an outside delete or revocation to a lasting holding's signal (keepAlive auto).",
     "ETCD_ENDPOINTS=http://host:2379 uses that etcd instead of starting one.",
     "Knobs (flag, environment variable):",
     ...lines,

@@ -157,11 +157,16 @@ describe("examples/workers in workerd", () => {
     return statuses.map((status, i) => ({ status, ...answers[i]!.body }));
   };
 
-  /** Requests updates of `order` one after the other, each answered 200. */
+  /**
+   * Requests updates of `order` one after the other, each answered 200, each once the release of the one before
+   * (sent after its response, through waitUntil) has landed: a request that came sooner would find that key
+   * still in the line and wait for its delete, as any contender does (one watch event).
+   */
   const inTurn = async (served: Served, order: string, label: string, count: number) => {
     for (let i = 0; i < count; i++) {
       const answer = await update(served, order, `${label}${i}`);
       expect(answer, served.server.output()).toMatchObject({ status: 200, body: { ok: true } });
+      await settled(served, order);
     }
   };
 

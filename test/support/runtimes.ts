@@ -339,7 +339,7 @@ export async function expectScenario(
     closed: true,
   });
   expect(report.value).toMatch(new RegExp(`^${runtime}:[0-9a-f-]{36}$`));
-  expect(report.lockKey).toBe(`${prefix}lock/${BigInt(report.leaseId).toString(16)}`);
+  expect(report.lockKey).toMatch(new RegExp(`^${prefix}lock/${BigInt(report.leaseId).toString(16)}_[0-9a-f]{16}$`));
   expect(report.revision).toBeGreaterThan(0);
   expect(report.putRevision).toBeGreaterThan(report.revision);
   expect(report.watchedRevision).toBe(report.putRevision);

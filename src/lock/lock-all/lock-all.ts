@@ -53,8 +53,11 @@ async function takeAll<S extends LeaseSession>(
     let waited = false;
     for (const [i, line] of lines.entries()) {
       const read = lineReader(client, line.prefix, revision, "mutex");
-      // A line whose join result is stale (we waited meanwhile, or an earlier send made our keys) is read afresh.
-      const start = joined.created && !waited ? joined.standings[i]! : await read({ signal: acquisition.signal });
+      // A line whose join result is stale (we waited meanwhile, or an earlier send made our keys) is read afresh,
+      // and that read is the latest that shows where we stand.
+      const stale = !joined.created || waited;
+      const start = stale ? await read({ signal: acquisition.signal }) : joined.standings[i]!;
+      if (stale) header = start.header;
       if (start.present && start.predecessor === undefined) continue;
       if (start.present && acquisition.tryOnly) throw locked(line.name, start.predecessor!.key);
       if (!waited) acquisition.waiting();
