@@ -557,7 +557,7 @@ describe("recipe checks", () => {
       expect(checkOrphanKeys(record, recipesOf(record)).ok).toBe(true);
     });
 
-    it("passes a lockAll session taking its mutex keys again (one key per session and name)", () => {
+    it("passes a key made again by a later acquisition of its lease (Go's layout: one key per lease and name)", () => {
       const s = cleanScenario();
       s.ask("a0", "n1", "n0");
       const again = s.join("a0", "n0/7", "n1/7");

@@ -590,7 +590,7 @@ export function orphanKeys(record: RunRecord, recipes: RecipeRecord): Orphan[] {
     // session may adopt it (a shared name's key), but it stood unowned until then.
     if (all.some((a) => a.t < inc.putT && a.took.has(inc.create))) continue;
     const adopted = all.find((a) => a.t >= inc.putT && a.took.has(inc.create));
-    // A per-acquisition key met before (shared names reuse `<name>/<leaseHex>` by design).
+    // A key met before: one made again (Go's and etcdctl's layout, `<name>/<leaseHex>`, is one key per lease).
     const again =
       before !== undefined && !recipes.names.some((n) => n.name === line)
         ? `; the same key was created at revision ${before.create} and deleted at ${before.deleteRevision ?? "-"}`

@@ -6,6 +6,7 @@ import { anySignal, CallSignal, delay, untilAborted } from "../../gateway/signal
 import type { Held } from "../hold/held.js";
 import { type Subject, subjectText } from "../hold/subject.js";
 import type { LeaseSession } from "../lease/lease-session.js";
+import { KeyTaken } from "../line/keys.js";
 import type { JoinCall } from "../line/standing.js";
 import { untilAnswered } from "../line/read.js";
 import type { WaitContext, WaitMode } from "../line/wait.js";
@@ -147,8 +148,11 @@ export class Acquisition implements WaitContext {
     return sessionExpired(session.leaseId, session.signal.reason, `${subjectText(this.#subject)} was not acquired`);
   }
 
-  /** The acquisition succeeded: `holding` owns the keys from here on. SESSION_EXPIRED if the lease is not trusted. */
-  hold<H extends Held>(holding: H): H {
+  /**
+   * The acquisition succeeded: `holding` owns the keys from here on, and gives them to `reuse` once its release
+   * deleted them (see keys.ts). SESSION_EXPIRED if the lease is not trusted.
+   */
+  hold<H extends Held>(holding: H, reuse?: (keys: readonly string[]) => void): H {
     const session = this.#session;
     this.#joining = undefined;
     if (!session.alive) throw this.expired();
@@ -158,7 +162,7 @@ export class Acquisition implements WaitContext {
       events.emit({ type: "lock.acquired", ...this.#subject, revision: holding.revision, waitedMs });
     }
     // A send of the join never answered may land after the holding's release: its session sweeps for it then.
-    return holding.begin(this.#sent > this.#refused + 1);
+    return holding.begin(this.#sent > this.#refused + 1, reuse);
   }
 
   /**
@@ -168,6 +172,8 @@ export class Acquisition implements WaitContext {
    */
   async fail(thrown: unknown): Promise<unknown> {
     const session = this.#session;
+    // A reused key found under another value: nothing of ours is there to delete.
+    if (thrown instanceof KeyTaken) return thrown;
     // Our key left the line: one renewal asks etcd, and a lease found gone ends the session for all on it.
     if (this.#keyGone && session.alive) await withinGrace(session.renew().catch(() => {}));
     const error = this.#why(thrown);

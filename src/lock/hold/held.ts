@@ -46,6 +46,8 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   #unfollow: (() => void) | undefined;
   /** A send of its join was never answered and may land after it ends: its session sweeps for it then. */
   #lateJoin = false;
+  /** Takes its keys back for another acquisition once its own release deleted them (see keys.ts). */
+  #reuse: ((keys: readonly string[]) => void) | undefined;
   readonly #onSessionEnd = () => this.#sessionEnded();
 
   /** @internal Sends nothing and subscribes to nothing: its acquisition starts it (`begin`). */
@@ -63,8 +65,9 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
    * one that lasts FOLLOW_AFTER follows its keys on its line's watch, so an outside delete, overwrite or
    * revocation ends it within one event; a short one (a warm withLock) opens nothing.
    */
-  begin(lateJoin = false): this {
+  begin(lateJoin = false, reuse?: (keys: readonly string[]) => void): this {
     this.#lateJoin = lateJoin;
+    this.#reuse = reuse;
     this.#acquiredAt = performance.now();
     const session = this.session;
     if (session.signal.aborted) this.#sessionEnded();
@@ -124,7 +127,7 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   }
 
   async #release(options: CallOptions): Promise<void> {
-    const status = await this.#settled(options);
+    const status = this.session.revocation === undefined ? this.#checked(options) : await this.#settled(options);
     switch (status.is) {
       case "lost":
         throw status.error;
@@ -142,11 +145,15 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
 
   /** Its status once a session's close has settled it; bad options are refused before anything changes. */
   async #settled(options: CallOptions): Promise<Status> {
+    this.#checked(options);
+    await this.session.revocation?.catch(() => {});
+    return this.#status;
+  }
+
+  #checked(options: CallOptions): Status {
     resolveSignal(options.signal);
     resolveTimeout(options.timeout, "timeout");
     resolveTimeout(options.attemptTimeout, "attemptTimeout");
-    const revocation = this.session.revocation;
-    if (revocation !== undefined) await revocation.catch(() => {});
     return this.#status;
   }
 
@@ -191,8 +198,7 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
       return;
     }
     // Deleted while its own: protected to the end, whatever the local deadline says by now.
-    if (deleted || releasing.sends.goneMeansDone)
-      return this.#end({ is: "released", why: "it was released", untold: false });
+    if (deleted || releasing.sends.goneMeansDone) return this.#released(deleted);
     const loss = await this.#explain(options);
     if (this.#status === releasing) this.#lose(loss);
     throw this.#ended();
@@ -227,11 +233,21 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     }
     if (result.succeeded) {
       // The writes landed while the keys were the holding's: protected to the end, whatever ended it meanwhile.
-      this.#end({ is: "released", why: "it was released", untold: false });
+      this.#released(true);
       return result.responses.slice(0, ops.length) as OpResults<Ops>;
     }
     if (this.#status === releasing) this.#lose(await this.#explain(options));
     throw this.#ended();
+  }
+
+  /** Released; `deleted` by this very send, with nothing of it in flight: its keys may serve another acquisition. */
+  #released(deleted: boolean): void {
+    const was = this.#status;
+    this.#end({ is: "released", why: "it was released", untold: false });
+    const reuse = this.#reuse;
+    if (deleted && was.is === "releasing" && !was.background && !this.#ticketed && !this.#lateJoin && reuse) {
+      reuse(this.#keys.map((own) => own.key));
+    }
   }
 
   /**

@@ -2,7 +2,7 @@ import type { EtcdClient } from "../../api/client.js";
 import type { ResponseHeader } from "../../api/codec.js";
 import { cmp, op } from "../../api/txn.js";
 import { internal } from "../../errors/catalogue.js";
-import { contenders, type KeyKind } from "./keys.js";
+import { contenders, type KeyKind, KeyTaken } from "./keys.js";
 import { NEWEST_FIRST, OLDEST } from "./read.js";
 import type { JoinCall, Joined } from "./standing.js";
 
@@ -121,10 +121,11 @@ export class Join {
         ahead: newest.count - 1,
       };
     }
-    // An earlier send of this join landed (its answer was lost): our key, read back.
+    // An earlier send of this join landed (its answer was lost): our key, read back, with our value.
     const [own, first] = line.responses;
     const mine = own.kvs[0];
     if (mine === undefined) throw internal(`key ${key} vanished inside one transaction`);
+    if (mine.value !== this.value) throw new KeyTaken();
     contenders(this.#kind, prefix, first.kvs);
     const revision = mine.createRevision;
     const owner = first.kvs[0]?.createRevision === revision ? undefined : first.kvs[0];

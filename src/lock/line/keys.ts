@@ -18,7 +18,17 @@ import { describe, invalidArgument, lockNameConflict } from "../../errors/catalo
  * The random part (no `/` in it: nested names stay apart) keeps two acquisitions of one lease apart, whatever
  * their origin: two callers of one session, a lease adopted twice, a mutex beside an election, a sender
  * whose ticket was taken over. The lease stays in the key for whoever inspects the line.
+ *
+ * A mutex reuses a key of its own once etcd confirmed its release deleted it, with nothing of it in flight (no
+ * ticket out, no join send unanswered): never while another acquisition may use it. etcd keeps a deleted key
+ * in its index until a compaction, and every read of a line walks those under its prefix, so a new key per
+ * acquisition would slow a hot name down with every handoff until the next compaction (a name taken 60 000
+ * times: a third of a fresh name's rate). A join that finds a reused key under another value (a sandbox restored
+ * from the same snapshot reused it too) takes a new key instead (`KeyTaken`).
  */
+
+/** A join found its reused key there under another value: not this acquisition's (see the module's comment). */
+export class KeyTaken {}
 
 /** What can stand in a line: a mutex's is what Go's `concurrency` writes too. */
 export type KeyKind = "mutex" | "permit" | "rw";
@@ -28,9 +38,9 @@ const PERMIT = /^[1-9a-f][0-9a-f]*-[0-9a-f]{16}$/;
 const RW = /^(read|write)\/[1-9a-f][0-9a-f]*-[0-9a-f]{16}$/;
 const FORMATS: Record<KeyKind, RegExp> = { mutex: MUTEX, permit: PERMIT, rw: RW };
 
-/** A new key for one acquisition (`sub`: `read/` or `write/` for a read-write lock). */
-export function newKey(prefix: string, leaseId: string, kind: KeyKind, sub = ""): string {
-  return `${prefix}${sub}${leaseHex(leaseId)}${kind === "mutex" ? "_" : "-"}${randomHex(8)}`;
+/** A new key for one acquisition (`sub`: `read/` or `write/` for a read-write lock; `random`: 16 hex). */
+export function newKey(prefix: string, leaseId: string, kind: KeyKind, sub = "", random = randomHex(8)): string {
+  return `${prefix}${sub}${leaseHex(leaseId)}${kind === "mutex" ? "_" : "-"}${random}`;
 }
 
 /**

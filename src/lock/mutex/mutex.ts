@@ -8,10 +8,13 @@ import { Acquisition, type LockOptions } from "../acquire/acquisition.js";
 import type { Subject } from "../hold/subject.js";
 import type { LeaseSession } from "../lease/lease-session.js";
 import { Join, JoinHistory } from "../line/join.js";
-import { nameArg, newKey, randomHex } from "../line/keys.js";
+import { KeyTaken, nameArg, newKey, randomHex } from "../line/keys.js";
 import { lineReader } from "../line/read.js";
 import { waitForTurn } from "../line/wait.js";
 import { Lock } from "./lock.js";
+
+/** Keys a mutex keeps for reuse: as many as its session's callers of the name usually hold at once. */
+const FREE_KEYS = 4;
 
 /**
  * etcd's Go `concurrency.Mutex`: each acquisition puts a key of its own under `<name>/`, bound to the session's
@@ -29,6 +32,11 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
   readonly #history = new JoinHistory();
   /** What errors and events call this lock. */
   readonly #subject: Subject;
+  /** Keys of this mutex's releases, confirmed deleted with nothing of them in flight: reused (see keys.ts). */
+  readonly #free: string[] = [];
+  readonly #reuse = (keys: readonly string[]): void => {
+    if (this.#free.length < FREE_KEYS) this.#free.push(keys[0]!);
+  };
 
   constructor(session: S, name: string) {
     nameArg(name, "a lock");
@@ -48,15 +56,17 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
     return traceLock("lock", this.name, () => this.#lock(options));
   }
 
-  async #lock(options: LockOptions): Promise<Lock<S>> {
+  async #lock(options: LockOptions, reuse = true): Promise<Lock<S>> {
     const { session, name, prefix } = this;
-    const key = newKey(prefix, session.leaseId, "mutex");
-    const acquisition = new Acquisition(session, options, this.#subject, [key]);
     // Our key's value: a secret only the holder reads back, the proof a ticket (`lock.ticket()`) carries (Go's
     // Mutex and etcdctl ignore it). Fresh for each acquisition, never drawn ahead: a value drawn before a
-    // snapshot (Lambda SnapStart) would be shared by every sandbox restored from it.
+    // snapshot (Lambda SnapStart) would be shared by every sandbox restored from it. With a new key, one draw.
+    const reused = reuse ? this.#free.pop() : undefined;
+    const drawn = randomHex(reused === undefined ? 24 : 16);
+    const key = reused ?? newKey(prefix, session.leaseId, "mutex", "", drawn.slice(32));
+    const acquisition = new Acquisition(session, options, this.#subject, [key]);
     const line = { prefix, key, kind: "mutex" } as const;
-    const join = new Join(session.client, line, randomHex(16), session.leaseId, this.#history);
+    const join = new Join(session.client, line, drawn.slice(0, 32), session.leaseId, this.#history);
     try {
       const joined = await acquisition.join(join);
       let header = joined.header;
@@ -70,10 +80,12 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
       // Written once, by its join: its version is its creation.
       const { revision } = joined;
       const lock = new Lock({ name, key, session, revision, header, modRevision: revision, secret: join.value });
-      return acquisition.hold(lock);
+      return acquisition.hold(lock, this.#reuse);
     } catch (error) {
+      const failure = await acquisition.fail(error);
+      if (failure instanceof KeyTaken) return this.#lock(options, false);
       // A proxy that echoes the join in its error answer must not hand the secret to whoever logs the error.
-      throw withoutSecrets(await acquisition.fail(error), [join.value]);
+      throw withoutSecrets(failure, [join.value]);
     } finally {
       acquisition.dispose();
     }
