@@ -20,6 +20,7 @@ import {
 import type { RetryPolicy } from "../gateway/retry-policy.js";
 import type { Unary } from "../gateway/transport.js";
 import { txnResponse, type WireResponseOp, type WireTxn } from "../gateway/wire.js";
+import { acceptsTxn } from "../gateway/wire-accept.js";
 
 /** How a compare relates the key's field (left) to the operand (right). */
 export type CompareOperator = "==" | "!=" | "<" | ">";
@@ -174,7 +175,7 @@ export const op = {
 
 /** The gateway call that sends a transaction request already serialised (`json`). */
 export function txnCall(json: string, retry: RetryPolicy, writes: boolean): Unary<WireTxn> {
-  return { path: "/v3/kv/txn", body: undefined, json, schema: txnResponse, retry, writes };
+  return { path: "/v3/kv/txn", body: undefined, json, schema: txnResponse, accept: acceptsTxn, retry, writes };
 }
 
 export function txnRequest(

@@ -10,6 +10,7 @@ import { backgroundTimer, delay } from "../gateway/signals.js";
 import { errorFromStreamLine, isProxyUnavailable, parseJson, statusError } from "../gateway/status.js";
 import type { CallOptions, OpenStream, Transport } from "../gateway/transport.js";
 import { watchResponse, type WireWatchResponse } from "../gateway/wire.js";
+import { acceptsWatch } from "../gateway/wire-accept.js";
 import { GRACE_MS, resolveIdleTimeout, WatchStream } from "./watch-stream.js";
 
 export interface WatchOptions extends CallOptions {
@@ -264,6 +265,7 @@ function parseLine(line: string, endpoint: string): WireWatchResponse {
   const json = parseJson(line) as { result?: unknown; error?: unknown } | undefined;
   if (json === undefined || typeof json !== "object" || json === null) throw badResponse(200, line, endpoint);
   if (json.error !== undefined) throw errorFromStreamLine(json.error, 200, endpoint);
+  if (acceptsWatch(json.result)) return json.result as WireWatchResponse;
   const checked = watchResponse.safeParse(json.result);
   if (!checked.success) throw badResponse(200, line, endpoint, "a watch message that does not match the schema");
   return checked.data;

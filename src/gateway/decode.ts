@@ -8,6 +8,8 @@ export interface Expected<T> {
   schema: Schema<T>;
   /** The answer is a stream of `{"result": ...}` lines of which only the first matters (lease keepalive). */
   firstLine?: boolean | undefined;
+  /** A predicate never looser than `schema` that takes a well-shaped answer as it is (wire-accept.ts). */
+  accept?: ((value: unknown) => boolean) | undefined;
 }
 
 /** The answer's payload, checked against its schema; any other answer becomes the error it stands for. */
@@ -21,6 +23,7 @@ export function decodeAnswer<T>(expected: Expected<T>, status: number, text: str
     if (line.error !== undefined) throw errorFromStreamLine(line.error, status, endpoint);
     payload = line.result;
   }
+  if (expected.accept?.(payload)) return payload as T;
   const checked = expected.schema.safeParse(payload);
   if (!checked.success) {
     const issue = checked.error.issues[0];

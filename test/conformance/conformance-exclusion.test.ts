@@ -371,22 +371,39 @@ describe("12. the smaller ones", () => {
 });
 
 describe("a key per acquisition", () => {
-  it("is `<name>/<leaseHex>_<16 hex>`, new at each lock(), and none is left after", async () => {
+  it("is `<name>/<leaseHex>_<16 hex>`, its own in use; a mutex reuses one once its release deleted it", async () => {
     const name = fresh();
     const s = await session();
-    const seen = new Set<string>();
+    // Held at once: keys of their own.
+    const a = await s.mutex(name).lock();
+    const b = s.mutex(name).lock();
+    await until("the second in line", 5_000, async () => (await keysOf(name)).length === 2);
+    await a.unlock();
+    const second = await b;
+    expect(second.key).not.toBe(a.key);
+    await second.unlock();
+    // One after the other, each released: a released key serves again, at a new revision (a new incarnation).
+    const tokens: number[] = [];
+    const keys = new Set<string>();
     for (let i = 0; i < 3; i++) {
       const lock = await s.mutex(name).lock();
       expect(lock.key).toMatch(acquisitionKey(name, s.leaseId));
-      seen.add(lock.key);
+      keys.add(lock.key);
+      tokens.push(lock.revision);
       await lock.unlock();
     }
-    expect(seen.size).toBe(3);
+    expect(keys.size).toBe(1);
+    expect(new Set(tokens).size).toBe(3);
+    expect(tokens).toEqual([...tokens].sort((x, y) => x - y));
+    // A key whose ticket went out is never reused: it moved to the taker.
+    const given = await s.mutex(name).lock();
+    const taken = await resume(given);
+    await rejection(given.unlock());
+    expect((await rejection(s.mutex(name).lock({ timeout: 300 }))).code).toBe("TIMEOUT");
+    await taken.unlock();
+    const next = await s.mutex(name).lock();
+    expect(next.key).not.toBe(given.key);
+    await next.unlock();
     expect(await keysOf(name)).toEqual([]);
-    const write = await etcd
-      .txn()
-      .then(op.get({ prefix: `${name}/` }))
-      .commit();
-    expect(write.succeeded).toBe(true);
   });
 });

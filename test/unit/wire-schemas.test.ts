@@ -1,7 +1,10 @@
 // The schemas of gateway answers (src/gateway/wire.ts): real bodies of etcd 3.4, 3.5 and 3.6 pass them, each
-// read back as sent; a body that lacks what etcd always sends does not.
+// read back as sent; a body that lacks what etcd always sends does not. The plain predicates beside two of them
+// (src/gateway/wire-accept.ts) take the real bodies and never what the schemas refuse.
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import * as z from "zod/mini";
+import { acceptsTxn, acceptsWatch } from "../../src/gateway/wire-accept.js";
 import * as wire from "../../src/gateway/wire.js";
 import {
   b64,
@@ -125,5 +128,113 @@ describe("wire schemas: real gateway bodies", () => {
     expect(wire.rangeResponse.safeParse({ header: header(), kvs: [{ value: "dg==" }] }).success).toBe(false);
     expect(wire.leaseGrant.safeParse({ header: header(), TTL: "5" }).success).toBe(false);
     expect(wire.txnResponse.safeParse({ header: header(), succeeded: "yes" }).success).toBe(false);
+  });
+});
+
+// The predicates of src/gateway/wire-accept.ts take a well-shaped answer as it is, sparing zod's copy on every
+// handoff; they must never be looser than their schema (else an answer zod refuses would pass unchecked).
+describe("wire-accept: the plain predicates of the two hottest answers", () => {
+  const pairs = [
+    ["txnResponse", acceptsTxn, wire.txnResponse],
+    ["watchResponse", acceptsWatch, wire.watchResponse],
+  ] as const;
+
+  it.each(pairs)("%s: takes every real body as it is", (name, accepts) => {
+    for (const body of BODIES[name]!) expect(accepts(body), JSON.stringify(body)).toBe(true);
+  });
+
+  it("leaves to zod what lacks what etcd always sends, or has a field of another type", () => {
+    for (const body of [
+      {},
+      { header: { cluster_id: "1" } },
+      { header: header(), succeeded: "yes" },
+      { header: header(), responses: [{ response_range: { kvs: [{ value: "dg==" }] } }] },
+      { header: header(), responses: [{ response_txn: { responses: [{ response_put: { prev_kv: {} } }] } }] },
+      { header: header(), responses: {} },
+    ])
+      expect(acceptsTxn(body), JSON.stringify(body)).toBe(false);
+    for (const body of [
+      { created: true },
+      { header: { member_id: "2" }, created: true },
+      { header: { member_id: "2" }, canceled: "true" },
+      { canceled: true },
+      { header: header(), events: [{ type: "PUT" }] },
+      { header: header(), events: [{ kv: { key: 1 } }] },
+      { header: header(), fragment: 1 },
+    ])
+      expect(acceptsWatch(body), JSON.stringify(body)).toBe(false);
+  });
+
+  // Values shaped like answers: each field mostly of its own type, now and then of any other JSON type or absent.
+  const leaf = fc.oneof(
+    fc.string({ maxLength: 3 }),
+    fc.integer(),
+    fc.boolean(),
+    fc.constant(null),
+    fc.constant(undefined),
+    fc.constant([]),
+    fc.constant({}),
+  );
+  const mostly = (own: fc.Arbitrary<unknown>) =>
+    fc.oneof({ arbitrary: own, weight: 6 }, { arbitrary: leaf, weight: 1 });
+  const int64 = mostly(fc.oneof(fc.constant("42"), fc.nat()));
+  const text = mostly(fc.string({ maxLength: 3 }));
+  const flag = mostly(fc.boolean());
+  const object = <T>(shape: { [K in keyof T]: fc.Arbitrary<T[K]> }) =>
+    mostly(fc.record(shape, { requiredKeys: [] }) as fc.Arbitrary<unknown>);
+  const headerLike = object({ revision: int64, cluster_id: int64, member_id: int64, raft_term: int64 });
+  const kvLike = object({
+    key: text,
+    create_revision: int64,
+    mod_revision: int64,
+    version: int64,
+    value: text,
+    lease: int64,
+  });
+  const list = (item: fc.Arbitrary<unknown>) => mostly(fc.array(item, { maxLength: 3 }));
+  const { txn } = fc.letrec((tie) => ({
+    txn: object({ header: headerLike, succeeded: flag, responses: list(tie("op")) }),
+    op: object({
+      response_range: object({ header: headerLike, kvs: list(kvLike), more: flag, count: int64 }),
+      response_put: object({ header: headerLike, prev_kv: kvLike }),
+      response_delete_range: object({ header: headerLike, deleted: int64, prev_kvs: list(kvLike) }),
+      response_txn: fc.oneof({ depthSize: "small" }, leaf, tie("txn")),
+    }),
+  }));
+  const eventLike = object({ type: mostly(fc.constantFrom("DELETE", 1, "PUT")), kv: kvLike, prev_kv: kvLike });
+  const watch = object({
+    header: headerLike,
+    canceled: flag,
+    watch_id: int64,
+    created: flag,
+    compact_revision: int64,
+    cancel_reason: text,
+    fragment: flag,
+    events: list(eventLike),
+  });
+
+  it("the generated values reach both sides: some taken, some left to zod", () => {
+    for (const [arbitrary, accepts] of [
+      [txn, acceptsTxn],
+      [watch, acceptsWatch],
+    ] as const) {
+      const taken = fc.sample(arbitrary, { numRuns: 5_000, seed: 1 }).filter((value) => accepts(value)).length;
+      expect(taken).toBeGreaterThan(500);
+      expect(taken).toBeLessThan(4_950);
+    }
+  });
+
+  it("never takes what zod refuses: txn answers", () => {
+    fc.assert(
+      fc.property(txn, (value) => !acceptsTxn(value) || wire.txnResponse.safeParse(value).success),
+      { numRuns: 20_000 },
+    );
+  });
+
+  it("never takes what zod refuses: watch messages", () => {
+    fc.assert(
+      fc.property(watch, (value) => !acceptsWatch(value) || wire.watchResponse.safeParse(value).success),
+      { numRuns: 20_000 },
+    );
   });
 });

@@ -29,9 +29,33 @@ import type { JoinCall, Joined } from "./standing.js";
  */
 const EMPTY_RUN_TO_GUESS = 2;
 
-/** What the last joins of one mutex found of its line: whether its next join guesses an empty line. */
+/** The value a mutex's join requests are built with once per key, swapped for each acquisition's own secret. */
+const STAND_IN = btoa("0".repeat(32));
+
+type Requests = ReturnType<typeof requests>;
+
+/** Both requests of a join: the put alone into an empty line, and the full join (see the module's comment). */
+function requests(client: EtcdClient, line: { prefix: string; key: string }, value: string, leaseId: string) {
+  const { prefix, key } = line;
+  const put = op.put(key, value, { lease: leaseId });
+  const empty = cmp.version({ prefix }, "==", 0);
+  const holder = op.get({ prefix, ...OLDEST, keysOnly: true });
+  const busy = [put, holder, op.get({ prefix, sort: NEWEST_FIRST, limit: 2, keysOnly: true })] as const;
+  const full = client
+    .txn()
+    .if(empty)
+    .then(put)
+    .else(op.txn([cmp.createRevision(key, "==", 0)], busy, [op.get(key), holder]));
+  return { key, alone: client.txn().if(empty).then(put).prepare(), full: full.prepare() };
+}
+
+/**
+ * What one mutex remembers of its line: what its last joins found (whether its next join guesses an empty line)
+ * and its join's requests for its key, built once (a mutex reuses its keys: see keys.ts).
+ */
 export class JoinHistory {
   #emptyRun = EMPTY_RUN_TO_GUESS;
+  #requests: Requests | undefined;
 
   get guessEmpty(): boolean {
     return this.#emptyRun >= EMPTY_RUN_TO_GUESS;
@@ -39,6 +63,22 @@ export class JoinHistory {
 
   found(empty: boolean): void {
     this.#emptyRun = empty ? this.#emptyRun + 1 : 0;
+  }
+
+  /** The join's requests for `line.key` with `value` (hex text), from those built for the key last time. */
+  requests(client: EtcdClient, line: { prefix: string; key: string }, value: string, leaseId: string): Requests {
+    if (this.#requests?.key !== line.key) this.#requests = requests(client, line, atob(STAND_IN), leaseId);
+    const made = this.#requests;
+    const own = btoa(value);
+    return {
+      key: made.key,
+      get alone() {
+        return made.alone.with(STAND_IN, own);
+      },
+      get full() {
+        return made.full.with(STAND_IN, own);
+      },
+    };
   }
 }
 
@@ -48,16 +88,15 @@ export class JoinHistory {
  * in one request (TxnBatcher).
  */
 export class Join {
-  readonly #client: EtcdClient;
   readonly #prefix: string;
   readonly #key: string;
   readonly #kind: KeyKind;
   /** The value our key is put with: a mutex's secret, a candidate's proclamation. */
   readonly value: string;
-  readonly #put: ReturnType<typeof op.put>;
+  readonly #requests: Requests;
   readonly #history: JoinHistory | undefined;
 
-  /** `history`: the line's, to guess an empty line; without it, always the full join. */
+  /** `history`: the mutex's, to guess an empty line and reuse its requests; without it, always the full join. */
   constructor(
     client: EtcdClient,
     line: { prefix: string; key: string; kind: KeyKind },
@@ -65,42 +104,26 @@ export class Join {
     leaseId: string,
     history?: JoinHistory,
   ) {
-    this.#client = client;
     this.#prefix = line.prefix;
     this.#key = line.key;
     this.#kind = line.kind;
     this.value = value;
-    this.#put = op.put(line.key, value, { lease: leaseId });
+    this.#requests = history?.requests(client, line, value, leaseId) ?? requests(client, line, value, leaseId);
     this.#history = history;
   }
 
   async send(call: JoinCall): Promise<Joined> {
-    const client = this.#client;
     const prefix = this.#prefix;
     const key = this.#key;
     const history = this.#history;
-    const empty = cmp.version({ prefix }, "==", 0);
     if (history?.guessEmpty) {
-      const alone = await client.txn().if(empty).then(this.#put).prepare().commitWithOthers(prefix, call);
+      const alone = await this.#requests.alone.commitWithOthers(prefix, call);
       if (alone.succeeded) return intoEmptyLine(alone.header);
       // Answered "the line is not empty": unlike a send whose answer was lost, it will never land later.
       call.onRefused();
       history.found(false);
     }
-    const holder = op.get({ prefix, ...OLDEST, keysOnly: true });
-    const result = await client
-      .txn()
-      .if(empty)
-      .then(this.#put)
-      .else(
-        op.txn(
-          [cmp.createRevision(key, "==", 0)],
-          [this.#put, holder, op.get({ prefix, sort: NEWEST_FIRST, limit: 2, keysOnly: true })],
-          [op.get(key), holder],
-        ),
-      )
-      .prepare()
-      .commitWithOthers(prefix, call);
+    const result = await this.#requests.full.commitWithOthers(prefix, call);
     const { header } = result;
     history?.found(result.succeeded);
     if (result.succeeded) return intoEmptyLine(header);

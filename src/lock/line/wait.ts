@@ -2,7 +2,7 @@ import type { EtcdClient } from "../../api/client.js";
 import type { ResponseHeader } from "../../api/codec.js";
 import { type EtcdError, isEtcdError } from "../../errors/etcd-error.js";
 import { requestScopedIo } from "../../gateway/isolate.js";
-import { anySignal, delay } from "../../gateway/signals.js";
+import { delay } from "../../gateway/signals.js";
 import { moved } from "./read.js";
 import type { Incarnation, LineReader, Standing } from "./standing.js";
 import { lookAgain } from "./look-again.js";
@@ -102,9 +102,13 @@ async function predecessorGone(
   const idleTimeout = waitIdleTimeout(ahead);
   const waiter = enterLine(client, state.predecessor!.key);
   // Ends the branch that loses once a second one has started. A wait that ends before then (every handoff of a
-  // hot lock) only clears the timer: an abort would build an error for each listener, all for nothing.
+  // hot lock) only clears the timer: an abort would build an error for each listener, all for nothing. Tied to
+  // `signal` by hand: AbortSignal.any's weak references cost a handoff more than the whole wait's own work.
   const over = new AbortController();
-  const both = anySignal(signal, over.signal);
+  const follow = () => over.abort(signal.reason);
+  if (signal.aborted) follow();
+  else signal.addEventListener("abort", follow, { once: true });
+  const both = over.signal;
   const first: { endpoint: string | undefined } = { endpoint: undefined };
   let timer: ReturnType<typeof setTimeout> | undefined;
   let started = false;
@@ -138,6 +142,7 @@ async function predecessorGone(
     return await Promise.race([watched, second]);
   } finally {
     clearTimeout(timer);
+    signal.removeEventListener("abort", follow);
     if (started) over.abort();
     waiter.leave();
   }
