@@ -18,10 +18,9 @@ const MUTEXES_KEPT = 128;
  */
 export class Session extends LeaseSession {
   /**
-   * The mutexes of the names locked lately. A mutex keeps what its last joins found of its line (see
-   * `JoinHistory`), so `mutex(name)` called before each lock (the natural use, and every warm `withLock`) keeps
-   * guessing well. A mutex holds no key: each `lock()` makes its own. The one used least lately goes past the
-   * bound.
+   * The mutexes of the names locked lately, each with what its joins found, its join's requests and its released
+   * keys (JoinHistory, keys.ts), kept for `mutex(name)` before each lock (every warm `withLock`); the one used
+   * least lately goes past the bound.
    */
   readonly #mutexes = new Map<string, Mutex<this>>();
 

@@ -55,19 +55,16 @@ export class Acquisition implements WaitContext {
   readonly #subject: Subject;
   readonly #keys: readonly string[];
   readonly #timeout: number | undefined;
-  /** The caller's abort, the session's loss and the timeout in one: made on first use (see `signal`). */
+  /** The caller's abort, the session's loss and the timeout in one, made on first use; or when the timeout ends. */
   #call: CallSignal | undefined;
-  /** When the client's timeout ends the wait, if it alone bounds it: `signal` starts its timer from here. */
   #deadline: number | undefined;
-  /** The join, once sent: in flight, landed or failed. */
+  /** The join, once sent; its sends handed to fetch and those answered without effect (the rest may land late). */
   #joining: Promise<unknown> | undefined;
-  /** Sends of the join handed to fetch, and those answered without effect: the rest may land late. */
   #sent = 0;
   #refused = 0;
   /** Our key left the line while we waited (see `expired`). */
   #keyGone = false;
   #startedAt = 0;
-  /** Its `etcd-edge:lock` context, when someone traces it. */
   readonly #trace = startingAcquisition();
 
   /** Checks the options, and that the session can still hold anything (else SESSION_CLOSED, SESSION_EXPIRED). */

@@ -17,11 +17,9 @@ import { type Subject, subjectText } from "./subject.js";
 export type { HeldInit, HeldKeyInit } from "./status.js";
 
 /**
- * Something held under a session's lease: a lock, a permit, a read or write lock, several locks, leadership.
- * It owns its keys, which no other acquisition uses (keys.ts), so nothing it does touches another's. It ends
- * when released or when its lease is lost (`signal` aborts, `held` turns false), and it is released with
- * guarded deletes resent until answered: a release whose call failed without an answer goes on in the
- * background while the session lives (Go's `Unlock` leaves the key to a caller that has moved on).
+ * Something held under a session's lease (a lock, a permit, a read or write lock, several locks, leadership), the
+ * owner of its keys, which no other acquisition uses. Released with guarded deletes resent until answered, in the
+ * background once a caller's call failed without an answer (Go's `Unlock` leaves the key to a caller gone).
  */
 export abstract class Held<S extends LeaseSession = LeaseSession> {
   /** The lease its keys are bound to: its session's. */
@@ -34,19 +32,19 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   abstract readonly revision: number;
   readonly #subject: Subject;
   readonly #keys: readonly OwnKey[];
-  /** Its release is guarded by its key's mod revision (a mutex's lock, whose key a ticket rewrites). */
+  /** Guarded by its key's mod revision (a mutex's lock, whose key a ticket rewrites), else its create revision. */
   readonly #byVersion: boolean;
-  /** A ticket of it was handed out: a later change of its key's lease is that ticket's takeover. */
+  /** A ticket of it went out: a later change of its key's lease is that ticket's takeover. */
   #ticketed = false;
   #status: Status = { is: "held" };
   #acquiredAt = 0;
   /** Made on first use of `signal`: most holdings are never asked for one, and aborting costs an Error. */
   #controller: AbortController | undefined;
-  /** Stops following its keys (a timer until it starts: see `begin`). */
+  /** Stops following its keys (a timer until it starts). */
   #unfollow: (() => void) | undefined;
-  /** A send of its join was never answered and may land after it ends: its session sweeps for it then. */
+  /** A send of its join went unanswered and may land after its end: its session sweeps for it then. */
   #lateJoin = false;
-  /** Takes its keys back for another acquisition once its own release deleted them (see keys.ts). */
+  /** Takes its keys back once its own release deleted them (keys.ts). */
   #reuse: ((keys: readonly string[]) => void) | undefined;
   readonly #onSessionEnd = () => this.#sessionEnded();
 
@@ -61,9 +59,8 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   }
 
   /**
-   * @internal Its life starts: its session's end ends it. In a session that renews its lease itself (`"auto"`),
-   * one that lasts FOLLOW_AFTER follows its keys on its line's watch, so an outside delete, overwrite or
-   * revocation ends it within one event; a short one (a warm withLock) opens nothing.
+   * @internal Its life starts; its session's end ends it. In an `"auto"` session, one that lasts FOLLOW_AFTER
+   * follows its keys on its line's watch (an outside change ends it within one event); a short one opens nothing.
    */
   begin(lateJoin = false, reuse?: (keys: readonly string[]) => void): this {
     this.#lateJoin = lateJoin;
@@ -94,11 +91,10 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
 
   /**
    * True while it is held: no release sent, not lost, and its session's lease trusted (within its deadline). In
-   * a session with `keepAlive: "auto"` a holding older than a second also learns within one watch event that
-   * another client deleted or overwrote its key; elsewhere its release finds that out.
+   * an `"auto"` session, a holding older than a second also learns within one watch event that another client
+   * deleted or overwrote its key; elsewhere its release finds that out.
    */
   get held(): boolean {
-    // Reading `alive` notices a deadline passed unrenewed: the session is then lost, and this with it.
     return this.session.alive && this.#status.is === "held";
   }
 
@@ -118,16 +114,15 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   }
 
   /**
-   * @internal The release behind `unlock()` / `release()`, by status: `held` sends it; `releasing` shares the
-   * send in flight or sends again at once; `released` is LOCK_RELEASED (or, once, the success of a release that
-   * finished in the background); `lost` is LOCK_LOST with its reason.
+   * @internal `unlock()` / `release()`: `held` sends it; `releasing` shares the send in flight or sends again;
+   * `released` is LOCK_RELEASED (once, a background release's success); `lost` is LOCK_LOST with its reason.
    */
   protected releaseHeld(options: CallOptions = {}): Promise<void> {
     return traceRelease(this.#subject, this.revision, this.#acquiredAt, () => this.#release(options));
   }
 
   async #release(options: CallOptions): Promise<void> {
-    const status = this.session.revocation === undefined ? this.#checked(options) : await this.#settled(options);
+    const status = await this.#settled(options);
     switch (status.is) {
       case "lost":
         throw status.error;
@@ -144,28 +139,21 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   }
 
   /** Its status once a session's close has settled it; bad options are refused before anything changes. */
-  async #settled(options: CallOptions): Promise<Status> {
-    this.#checked(options);
-    await this.session.revocation?.catch(() => {});
-    return this.#status;
-  }
-
-  #checked(options: CallOptions): Status {
+  #settled(options: CallOptions): Status | Promise<Status> {
     resolveSignal(options.signal);
     resolveTimeout(options.timeout, "timeout");
     resolveTimeout(options.attemptTimeout, "attemptTimeout");
-    return this.#status;
+    const revocation = this.session.revocation;
+    if (revocation === undefined) return this.#status;
+    return revocation.catch(() => {}).then(() => this.#status);
   }
 
   #releasing(): Releasing {
-    const sends = new ReleaseSends(this.session);
     const releasing: Releasing = {
       is: "releasing",
-      sends,
-      sending: undefined,
+      sends: new ReleaseSends(this.session),
       background: false,
       told: true,
-      pending: undefined,
     };
     this.#status = releasing;
     return releasing;
@@ -205,11 +193,8 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   }
 
   /**
-   * @internal The release behind `unlockWith()` / `releaseWith()`: one transaction that runs `ops` and deletes
-   * the keys only while they are still the holding's (its fencing compares), so "work, write, release" is two
-   * round trips. If the compares fail, nothing is written or deleted: LOCK_LOST with the reason. Sent once (it
-   * writes): a lost answer rejects with the error marked `indeterminate`, and the release goes on in the
-   * background as a guarded delete, which an earlier landing makes a success.
+   * @internal `unlockWith()` / `releaseWith()`: `ops` and the deletes in one transaction under the fencing
+   * compares. Sent once (it writes): a lost answer goes on in the background as a guarded delete.
    */
   protected releaseHeldWith<Ops extends AnyOp[]>(ops: Ops, options: CallOptions = {}): Promise<OpResults<Ops>> {
     return traceRelease(this.#subject, this.revision, this.#acquiredAt, () => this.#releaseWith(ops, options));
@@ -251,8 +236,8 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   }
 
   /**
-   * A send of the release failed. Unanswered: its outcome is not known yet, so it goes on in the background (and
-   * `signal` says so). Refused by etcd with no earlier send that may have landed: nothing changed, it holds.
+   * A send of the release failed. Unanswered: it goes on in the background (and `signal` says so). Refused, with no
+   * earlier send that may have landed: nothing changed, it holds.
    */
   #unsent(releasing: Releasing, error: unknown): void {
     if (!unanswered(error)) {
@@ -304,10 +289,7 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     if (loss.leaseGone) this.session.lostLease(heldLost(this.#what, loss.why));
   }
 
-  /**
-   * Resends the release until it is answered, after growing pauses, while the session lives: a lost or closed
-   * session's keys go with its lease, and its signal cuts the pause short, so no timer outlives it.
-   */
+  /** Resends the release until answered, after growing pauses, while the session lives (its keys go with it). */
   #resendInBackground(releasing: Releasing): void {
     if (releasing.background) return;
     releasing.background = true;
@@ -333,9 +315,8 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   }
 
   /**
-   * Its session ended. Closed by its owner: released once the revocation is known (its keys went with the lease),
-   * unless the lease had ended before. Lost (expired, revoked, past its deadline unrenewed): lost, unless a release
-   * was sent within the deadline (the work was done by then) or is in flight (its answer decides).
+   * Its session ended. Closed: released once the revocation is known, unless the lease had ended before. Lost: lost,
+   * unless a release left within the deadline (the work was done by then) or is in flight (its answer decides).
    */
   #sessionEnded(): void {
     const status = this.#status;
@@ -368,7 +349,7 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     this.#end({ is: "lost", error: heldLost(this.#what, loss.why, loss.cause) });
   }
 
-  /** The one transition out of `held` or `releasing`: told to `onEvent`, to `signal`, and to the session. */
+  /** The one transition out of `held` or `releasing`: told to `onEvent`, the channels and `signal`. */
   #end(next: Extract<Status, { is: "released" | "lost" }>): void {
     const was = this.#status.is;
     if (was === "released" || was === "lost") return;

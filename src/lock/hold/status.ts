@@ -30,12 +30,12 @@ export interface Releasing {
   readonly is: "releasing";
   readonly sends: ReleaseSends;
   /** The send in flight, shared by every caller of `unlock()` meanwhile. */
-  sending: Promise<void> | undefined;
+  sending?: Promise<void> | undefined;
   /** Resent in the background after a send went unanswered; `told`: a caller shares the current send. */
   background: boolean;
   told: boolean;
   /** Why `signal` aborted before the outcome was known: a send went unanswered. */
-  pending: EtcdError | undefined;
+  pending?: EtcdError | undefined;
 }
 
 /** What a holding of one key is made of. */

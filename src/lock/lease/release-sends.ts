@@ -1,9 +1,7 @@
 /**
- * The sends of one release (a held key's guarded delete, a lease's revocation), to decide its outcome from what
- * the server shows when an answer was lost and the release was sent again. A repeat finds the key (or lease)
- * already gone: if an earlier send left while the lease was within its deadline, that is success (that send did
- * it and its answer was lost, or the lease ended after it, that is after the work). Only when the first send
- * finds it gone was it lost before the release.
+ * The sends of one release (a held key's guarded delete, a lease's revocation). A resend after a lost answer may
+ * find the key (or lease) gone: if an earlier send left within the lease's deadline, that is success (it did it,
+ * or the lease ended after it, that is after the work); only when the first send finds it gone was it lost.
  */
 export class ReleaseSends {
   readonly #lease: { beforeDeadline(): boolean };

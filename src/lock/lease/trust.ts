@@ -8,10 +8,9 @@ import type { KeepAliveMode, LeaseGrant } from "./lease-grant.js";
 import { Orphans } from "./orphans.js";
 
 /**
- * A lease as its session trusts it: until `sentAt + TTL` of the last renewal, measured on a monotonic clock from
- * when that request was sent, never from its answer; and not once it is lost (expired, revoked, found gone) or
- * its session closed. Everything built on it ends with that trust (`signal`). How the lease is kept (renewal,
- * closing) is LeaseSession's.
+ * A lease as its session trusts it: until `sentAt + TTL` of the last renewal, on a monotonic clock from when that
+ * request was sent, and not once lost (expired, revoked, found gone) or closed; everything built on it ends with
+ * that trust (`signal`). Its keeping (renewal, closing) is LeaseSession's.
  */
 export class TrustedLease {
   /** The session's lease: every key it puts is bound to it, and ends with it. */
@@ -80,9 +79,8 @@ export class TrustedLease {
   }
 
   /**
-   * @internal etcd refused a request of this session for want of its lease (LEASE_NOT_FOUND: expired or
-   * revoked, whatever the deadline says): the session has lost it, and tells everything built on it at once.
-   * Returns the session's reason (SESSION_EXPIRED, or what ended it first).
+   * @internal etcd refused a request for want of the lease (LEASE_NOT_FOUND), whatever the deadline says: lost,
+   * told to everything built on it at once. Returns the session's reason (SESSION_EXPIRED, or what ended it first).
    */
   lostLease(cause: EtcdError): EtcdError {
     this.lose(sessionExpired(this.leaseId, cause));

@@ -7,18 +7,12 @@ import { NEWEST_FIRST, OLDEST } from "./read.js";
 import type { JoinCall, Joined } from "./standing.js";
 
 /**
- * Joining a line: putting our key under `<name>/` so that its create revision is our place.
- *
- * The full join is one transaction. When the line is empty (no key under `prefix`: the common, uncontended
- * case), our key is put and holds, and the answer is the put's revision alone. Go's Mutex always puts its key
- * and reads the holder back (and, behind another holder, reads again for its predecessor); an empty line needs
- * no read, which spares etcd two sorted ranges and us a larger answer. Otherwise: put our key if it does not
- * exist yet (else read it back), and read the holder and the two newest keys (ours and our predecessor),
- * without values. A resent join finds our key there, so it takes the second branch and reads it back.
- *
- * The busy branch costs etcd even when it is not taken (the gateway decodes it, the raft entry carries it), so
- * a join that expects an empty line (see EMPTY_RUN_TO_GUESS) sends the put alone first, and the full join only
- * when that finds someone there. `npm run bench` (sections 1 and 2) measures the lock cycle either way.
+ * Joining a line: putting our key under `<name>/` so that its create revision is our place. The full join is one
+ * transaction: into an empty line (the uncontended case) it is the put alone, answered by its revision (Go's
+ * Mutex reads the holder back, and again for its predecessor). Otherwise it puts our key if absent (else reads
+ * it back: a resent join) and reads the holder and the two newest keys, without values. The busy branch costs
+ * etcd even untaken (decoded, carried in the raft entry), so a join that expects an empty line sends the put
+ * alone first (EMPTY_RUN_TO_GUESS). `npm run bench` (sections 1 and 2) measures the lock cycle either way.
  */
 
 /**

@@ -4,27 +4,17 @@ import { randomBytes } from "../../api/random.js";
 import { describe, invalidArgument, lockNameConflict } from "../../errors/catalogue.js";
 
 /**
- * The keys of a line. Every acquisition puts a key of its own under `<name>/`, never used by another
- * acquisition, bound to its session's lease:
- *
- * | recipe | key |
- * |---|---|
- * | mutex, election, lockAll | `<name>/<leaseHex>_<16 hex>` |
- * | semaphore permit | `<name>/<leaseHex>-<16 hex>` |
- * | read or write lock | `<name>/read/<leaseHex>-<16 hex>`, `<name>/write/<leaseHex>-<16 hex>` |
- *
- * Go's `concurrency`, `etcdctl lock`/`elect` and etcd's v3lock put `<name>/<leaseHex>` (one key per lease) and
- * order contenders by create revision under the prefix, as we do, so they and our mutex exclude one another.
- * The random part (no `/` in it: nested names stay apart) keeps two acquisitions of one lease apart, whatever
- * their origin: two callers of one session, a lease adopted twice, a mutex beside an election, a sender
- * whose ticket was taken over. The lease stays in the key for whoever inspects the line.
+ * The keys of a line (docs/protocol.md, "The line"). Every acquisition puts a key of its own under `<name>/`,
+ * bound to its session's lease: `<leaseHex>_<16 hex>` (mutex, election, lockAll), `<leaseHex>-<16 hex>` (permit),
+ * `read/` or `write/<leaseHex>-<16 hex>`. Go's `concurrency`, `etcdctl` and v3lock put `<leaseHex>` and order
+ * contenders by create revision under the prefix, as we do, so they exclude one another. The random part (no
+ * `/`: nested names stay apart) keeps two acquisitions of one lease apart, whatever their origin.
  *
  * A mutex reuses a key of its own once etcd confirmed its release deleted it, with nothing of it in flight (no
- * ticket out, no join send unanswered): never while another acquisition may use it. etcd keeps a deleted key
- * in its index until a compaction, and every read of a line walks those under its prefix, so a new key per
- * acquisition would slow a hot name down with every handoff until the next compaction (a name taken 60 000
- * times: a third of a fresh name's rate). A join that finds a reused key under another value (a sandbox restored
- * from the same snapshot reused it too) takes a new key instead (`KeyTaken`).
+ * ticket out, no join send unanswered), never while another acquisition may use it: etcd keeps a deleted key in
+ * its index until a compaction, and every read of a line walks those under its prefix, so a new key per
+ * acquisition slows a hot name with every handoff (taken 60 000 times: a third of a fresh name's rate). A join
+ * that finds a reused key under another value (a sandbox restored from one snapshot) takes a new key (`KeyTaken`).
  */
 
 /** A join found its reused key there under another value: not this acquisition's (see the module's comment). */

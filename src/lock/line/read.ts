@@ -6,11 +6,7 @@ import { delay } from "../../gateway/signals.js";
 import { contenders, type KeyKind } from "./keys.js";
 import type { LineReader, Standing } from "./standing.js";
 
-/**
- * Reading the line: the keys under `<name>/`, ordered by create revision. The oldest key holds the lock; each
- * waiter waits for the newest key created before its own (its predecessor).
- */
-
+/** Reading the line: the keys under `<name>/` by create revision; each waiter waits for the newest before its own. */
 export const NEWEST_FIRST = { target: "createRevision", order: "descend" } as const;
 /** Range options that select the line's first key: the holder. */
 export const OLDEST = { sort: { target: "createRevision", order: "ascend" }, limit: 1 } as const;
@@ -31,13 +27,8 @@ export function lineReader(client: EtcdClient, prefix: string, revision: number,
     const { header, kvs } = await untilAnswered(client.range.bind(client), query, { signal });
     contenders(kind, prefix, kvs);
     const present = kvs[0]?.createRevision === revision;
-    return {
-      header,
-      revision,
-      present,
-      predecessor: present ? kvs[1] : undefined,
-      predecessorIsFirst: present && kvs.length === 2,
-    };
+    const predecessorIsFirst = present && kvs.length === 2;
+    return { header, revision, present, predecessor: present ? kvs[1] : undefined, predecessorIsFirst };
   };
 }
 

@@ -1,4 +1,5 @@
 import type { KeyValue, ResponseHeader } from "../../api/codec.js";
+import type { EtcdError } from "../../errors/etcd-error.js";
 
 /**
  * Where a contender stands in its line, as its join or a read showed it: the one shape every recipe's join and
@@ -50,4 +51,16 @@ export interface JoinCall {
 export interface Joined extends Standing {
   created: boolean;
   holder?: KeyValue | undefined;
+}
+
+/** How a contender waits: a watch on the key ahead of it (the default), or polls of the line. */
+export type WaitMode = "watch" | "poll";
+
+/** What a wait needs of its acquisition. */
+export interface WaitContext {
+  readonly signal: AbortSignal;
+  readonly mode: WaitMode;
+  readonly pollInterval: number;
+  /** The error for "our own key is gone": our lease ended while we waited. */
+  expired(): EtcdError;
 }

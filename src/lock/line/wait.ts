@@ -1,10 +1,12 @@
 import type { EtcdClient } from "../../api/client.js";
 import type { ResponseHeader } from "../../api/codec.js";
-import { type EtcdError, isEtcdError } from "../../errors/etcd-error.js";
+import { isEtcdError } from "../../errors/etcd-error.js";
 import { requestScopedIo } from "../../gateway/isolate.js";
 import { delay } from "../../gateway/signals.js";
 import { moved } from "./read.js";
-import type { Incarnation, LineReader, Standing } from "./standing.js";
+import type { Incarnation, LineReader, Standing, WaitContext } from "./standing.js";
+
+export type { WaitContext, WaitMode } from "./standing.js";
 import { lookAgain } from "./look-again.js";
 import { SharedWatch, waitOnShared } from "./shared-watch.js";
 
@@ -21,9 +23,8 @@ import { SharedWatch, waitOnShared } from "./shared-watch.js";
  */
 
 /**
- * How long one stream of a waiter's watch lives before it is renewed (etcd ends it at this age, its successor
- * opened just before); a stream silent a second longer is a dead connection (a paused member, a NAT that
- * dropped the flow), reopened on another endpoint.
+ * How long one stream of a waiter's watch lives (etcd ends it at this age, its successor opened just before); one
+ * silent a second longer is a dead connection (a paused member, a NAT that dropped the flow), reopened elsewhere.
  */
 export const WAIT_IDLE_TIMEOUT = 2_000;
 
@@ -44,23 +45,9 @@ export function waitIdleTimeout(ahead: number | undefined): number {
   return ahead === undefined ? WAIT_IDLE_TIMEOUT : Math.min(30_000, WAIT_IDLE_TIMEOUT + 100 * Math.max(0, ahead - 1));
 }
 
-/** How a contender waits: a watch on the key ahead of it (the default), or polls of the line. */
-export type WaitMode = "watch" | "poll";
-
-/** What a wait needs of its acquisition. */
-export interface WaitContext {
-  readonly signal: AbortSignal;
-  readonly mode: WaitMode;
-  readonly pollInterval: number;
-  /** The error for "our own key is gone": our lease ended while we waited. */
-  expired(): EtcdError;
-}
-
 /**
- * Waits until `read` shows nothing ahead of us, from `start` (the join, or a read). Returns the header of what
- * showed it; SESSION_EXPIRED (`context.expired()`) when our key goes meanwhile. `own`, our key, when each key
- * of this line waits for the next older one (a mutex's, a writer's): what a waiter of this process found first
- * is then followed by the one behind it with no read (see SharedWatch.markFirst).
+ * Waits until `read` shows nothing ahead of us, from `start`; returns the header that showed it, SESSION_EXPIRED
+ * when our key goes. `own`: our key in a line where each key waits for the next older one (SharedWatch.markFirst).
  */
 export async function waitForTurn(
   client: EtcdClient,
@@ -86,10 +73,9 @@ export async function waitForTurn(
 }
 
 /**
- * Waits for the predecessor's key to go and resolves with where we stand then. A waiter alone in its process
- * watches that key alone; one with company shares the line's watch (SharedWatch). Near the front a second watch
- * opens after SECOND_WATCH_AFTER; further back a lone waiter looks again elsewhere (`lookAgain`); whichever ends
- * the wait, the other is stopped.
+ * Waits for the predecessor's key to go and resolves with where we stand then: on a watch of that key alone, or
+ * on the line's watch shared with the client's other waiters (SharedWatch). A second watch or a look elsewhere
+ * starts after SECOND_WATCH_AFTER; whichever ends the wait, the other is stopped.
  */
 async function predecessorGone(
   client: EtcdClient,
@@ -101,9 +87,9 @@ async function predecessorGone(
 ): Promise<Standing> {
   const idleTimeout = waitIdleTimeout(ahead);
   const waiter = enterLine(client, state.predecessor!.key);
-  // Ends the branch that loses once a second one has started. A wait that ends before then (every handoff of a
-  // hot lock) only clears the timer: an abort would build an error for each listener, all for nothing. Tied to
-  // `signal` by hand: AbortSignal.any's weak references cost a handoff more than the whole wait's own work.
+  // Ends the branch that loses once a second one has started; a wait that ends before then (every handoff of a hot
+  // lock) only clears the timer, where an abort would build an error per listener. Tied by hand: AbortSignal.any
+  // costs more.
   const over = new AbortController();
   const follow = () => over.abort(signal.reason);
   if (signal.aborted) follow();

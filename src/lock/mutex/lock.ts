@@ -24,10 +24,7 @@ export class Lock<S extends LeaseSession = LeaseSession> extends HeldKey<S> {
   readonly #modRevision: number;
   readonly #secret: string;
 
-  /**
-   * @internal Made by `mutex.lock()` and `etcd.resumeLock()`. Its release is guarded by its version of the key,
-   * so a superseded handle deletes nothing.
-   */
+  /** @internal Made by `mutex.lock()` and `etcd.resumeLock()`: its release is guarded by its version of the key. */
   constructor(init: LockInit<S>) {
     super(init, { kind: "lock", name: init.name }, init.modRevision);
     this.#modRevision = init.modRevision;
@@ -35,41 +32,35 @@ export class Lock<S extends LeaseSession = LeaseSession> extends HeldKey<S> {
   }
 
   /**
-   * The compare "this handle still holds the lock", for fenced transactions: the key is still the very
-   * version this handle got (same create revision, not rewritten since). So once the lock is taken over
-   * with a ticket, the sender's fenced writes are refused too, not only a later holder's.
+   * The compare "this handle still holds the lock", for fenced transactions: the key is still the very version
+   * this handle got, so after a takeover with a ticket the sender's fenced writes are refused too.
    */
   override ifHeld(): Compare {
     return cmp.modRevision(this.key, "==", this.#modRevision);
   }
 
   /**
-   * Releases the lock with one request (resent after a lost answer). LOCK_RELEASED if it was released
-   * already; LOCK_LOST, with the reason, if the key had gone or changed before the release (the lease ended
-   * under the work, another client deleted or overwrote the key, or the lock was taken over with a ticket), or
-   * if the handle already knew it was lost. If the call fails (TIMEOUT, UNAVAILABLE), the release goes on in
-   * the background while the session lives, so the key goes as soon as etcd answers; `unlock()` again sends at
-   * once, or reports how the background release ended.
+   * Releases the lock with one request (resent after a lost answer). LOCK_RELEASED if released already; LOCK_LOST,
+   * with the reason, if its key had gone or changed (lease ended, deleted or overwritten, taken over with a ticket).
+   * A call that fails unanswered (TIMEOUT, UNAVAILABLE) goes on in the background while the session lives;
+   * `unlock()` again sends at once, or reports how the background release ended.
    */
   unlock(options: CallOptions = {}): Promise<void> {
     return this.releaseHeld(options);
   }
 
   /**
-   * Releases it in the same transaction as `ops`, which run only while this handle still holds it (its fencing
-   * compare): "work, write, release" costs two round trips instead of three. Resolves with the results of
-   * `ops`; it is released then. LOCK_LOST, with the reason, if it was lost: nothing is written and nothing
-   * deleted. LOCK_RELEASED if released already. Sent once: a lost answer rejects with the error marked
-   * `indeterminate` (the writes may have landed) and the release goes on in the background.
+   * Releases it in the same transaction as `ops`, which run only while this handle holds it (its fencing compare):
+   * resolves with their results. LOCK_LOST (nothing written or deleted) if it was lost; LOCK_RELEASED if released.
+   * Sent once: a lost answer rejects `indeterminate` (the writes may have landed), the release going on.
    */
   unlockWith<Ops extends AnyOp[]>(ops: [...Ops], options: CallOptions = {}): Promise<OpResults<Ops>> {
     return this.releaseHeldWith(ops, options);
   }
 
   /**
-   * The ticket `etcd.resumeLock()` takes to continue this lock elsewhere, once. It carries the lock's secret:
-   * treat it as a credential, and stop using this handle once it is sent (after the takeover its fenced
-   * writes and `unlock()` fail).
+   * The ticket `etcd.resumeLock()` takes to continue this lock elsewhere, once. It carries the lock's secret: a
+   * credential. Stop using this handle once it is sent (after the takeover its fenced writes and `unlock()` fail).
    */
   ticket(): LockTicket {
     this.ticketed();

@@ -28,11 +28,10 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
   readonly session: S;
   /** All contenders' keys live under this prefix (`<name>/`). */
   readonly prefix: string;
-  /** What the last joins found, to guess whether the line is empty (see `JoinHistory`). */
+  /** What its joins found of its line, and its join's requests (see `JoinHistory`). */
   readonly #history = new JoinHistory();
-  /** What errors and events call this lock. */
   readonly #subject: Subject;
-  /** Keys of this mutex's releases, confirmed deleted with nothing of them in flight: reused (see keys.ts). */
+  /** Keys its releases deleted, confirmed, with nothing of them in flight: for its next acquisitions (keys.ts). */
   readonly #free: string[] = [];
   readonly #reuse = (keys: readonly string[]): void => {
     if (this.#free.length < FREE_KEYS) this.#free.push(keys[0]!);
@@ -58,9 +57,8 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
 
   async #lock(options: LockOptions, reuse = true): Promise<Lock<S>> {
     const { session, name, prefix } = this;
-    // Our key's value: a secret only the holder reads back, the proof a ticket (`lock.ticket()`) carries (Go's
-    // Mutex and etcdctl ignore it). Fresh for each acquisition, never drawn ahead: a value drawn before a
-    // snapshot (Lambda SnapStart) would be shared by every sandbox restored from it. With a new key, one draw.
+    // Our key's value: a secret only the holder reads back, a ticket's proof (Go ignores it). Drawn now, never
+    // ahead: a value drawn before a snapshot (Lambda SnapStart) would be every restored sandbox's.
     const reused = reuse ? this.#free.pop() : undefined;
     const drawn = randomHex(reused === undefined ? 24 : 16);
     const key = reused ?? newKey(prefix, session.leaseId, "mutex", "", drawn.slice(32));
