@@ -33,7 +33,8 @@ import {
 } from "../support/model.js";
 import { useBackend } from "./backend.js";
 
-const { backend, etcd } = useBackend();
+// A member of its own: the runs compact, which would cut other files' watches from past revisions short.
+const { backend, etcd } = useBackend({ dedicated: true });
 
 /** How many sequences: many on the mock's first dialect, fewer elsewhere; ETCD_EDGE_MODEL_RUNS overrides. */
 function runs(): number {
