@@ -193,7 +193,7 @@ export class KvApplier {
     setList(
       out,
       "kvs",
-      kvs.map((kv) => encodeKv(kv, op.keysOnly)),
+      kvs.map((kv) => encodeKv(kv, op.keysOnly, this.dialect.keysOnlyDropsLease)),
     );
     setBool(out, "more", more);
     setInt(out, "count", count);

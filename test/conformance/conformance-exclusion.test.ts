@@ -4,7 +4,7 @@
 // a cleanup's retries) needs a member killed and restarted: test/etcd/lock-outage.test.ts. Defect 9 (a quiet
 // watch and compaction) is in conformance-watch.
 import { afterAll, describe, expect, it } from "vitest";
-import { type Etcd, type Fetch, isEtcdError, type Lock, op, type Session } from "../../src/index.js";
+import { type Etcd, type Fetch, isEtcdError, type Lock, type Session } from "../../src/index.js";
 import { rejection, sleep, stillPending, until, within } from "../support/async.js";
 import { acquisitionKey, fencedPut, freshNames, keysUnder, recordingFetch, useSessions } from "../support/etcd.js";
 import { answerLosingFetch, switchableFetch } from "../support/outage.js";

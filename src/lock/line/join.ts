@@ -124,7 +124,7 @@ export class Join {
     const [line] = result.responses;
     if (line.succeeded) {
       const [, first, newest] = line.responses;
-      contenders(this.#kind, prefix, first.kvs, newest.kvs);
+      contenders(this.#kind, prefix, true, first.kvs, newest.kvs);
       const revision = header.revision;
       return {
         header,
@@ -143,7 +143,7 @@ export class Join {
     const mine = own.kvs[0];
     if (mine === undefined) throw internal(`key ${key} vanished inside one transaction`);
     if (mine.value !== this.value) throw new KeyTaken();
-    contenders(this.#kind, prefix, first.kvs);
+    contenders(this.#kind, prefix, true, first.kvs);
     const revision = mine.createRevision;
     const owner = first.kvs[0]?.createRevision === revision ? undefined : first.kvs[0];
     return { header, revision, present: true, created: false, holder: owner };

@@ -37,14 +37,16 @@ export function newKey(prefix: string, leaseId: string, kind: KeyKind, sub = "",
  * LOCK_NAME_CONFLICT unless every key seen is a contender of this kind of line, bound to a lease. Any other key
  * (data stored under the lock's name, a lock named `<name>/x`, another recipe's key, a key a plain put cut loose
  * from its lease) sorts into the line like a contender and, with no lease or one that lives on, would block it
- * for good; every key that can reach the head of a line passes here before anyone waits behind it.
+ * for good; every key that can reach the head of a line passes here before anyone waits behind it. etcd 3.7
+ * leaves `lease` out of `keysOnly` results: lists of one such answer tell of leases only if one shows a lease
+ * (ours, when the answer holds it), else only the keys' form is checked.
  */
-export function contenders(kind: KeyKind, prefix: string, ...lists: KeyValue[][]): void {
+export function contenders(kind: KeyKind, prefix: string, keysOnly: boolean, ...lists: KeyValue[][]): void {
+  const leases = !keysOnly || lists.some((kvs) => kvs.some((kv) => kv.lease !== "0"));
   for (const kvs of lists) {
     for (const kv of kvs) {
-      if (kv.lease === "0" || !isKeyOf(kind, prefix, kv.key)) {
-        throw lockNameConflict(prefix.slice(0, -1), kv.key, kv.lease === "0");
-      }
+      const loose = leases && kv.lease === "0";
+      if (loose || !isKeyOf(kind, prefix, kv.key)) throw lockNameConflict(prefix.slice(0, -1), kv.key, loose);
     }
   }
 }

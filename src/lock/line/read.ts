@@ -25,7 +25,7 @@ export function lineReader(client: EtcdClient, prefix: string, revision: number,
   return async ({ signal, avoid }) => {
     const query = { prefix, maxCreateRevision: revision, sort: NEWEST_FIRST, limit: 3, signal, avoid } as const;
     const { header, kvs } = await untilAnswered(client.range.bind(client), query, { signal });
-    contenders(kind, prefix, kvs);
+    contenders(kind, prefix, false, kvs);
     const present = kvs[0]?.createRevision === revision;
     const predecessorIsFirst = present && kvs.length === 2;
     return { header, revision, present, predecessor: present ? kvs[1] : undefined, predecessorIsFirst };

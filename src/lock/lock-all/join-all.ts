@@ -58,7 +58,7 @@ export class JoinAll {
       const revision = header.revision;
       const standings = lines.map((line, i) => {
         const newest = result.responses[lines.length + i] as RangeResult;
-        contenders("mutex", line.prefix, newest.kvs);
+        contenders("mutex", line.prefix, true, newest.kvs);
         const predecessor = newest.kvs.find((kv) => kv.createRevision < revision);
         return { header, revision, present: true, predecessor };
       });

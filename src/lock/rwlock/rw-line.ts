@@ -49,7 +49,7 @@ export class ReaderJoin {
     const { header } = result;
     if (result.succeeded) {
       const [, writer] = result.responses;
-      contenders("rw", line.prefix, writer.kvs);
+      contenders("rw", line.prefix, true, writer.kvs);
       const predecessor = writer.kvs[0];
       return { header, revision: header.revision, present: true, created: true, predecessor, holder: predecessor };
     }
@@ -72,7 +72,7 @@ export function readerLine(client: EtcdClient, line: RWLine, revision: number): 
     // No compares: the `then` branch always runs.
     if (!result.succeeded) throw internal("a transaction without compares took its else branch");
     const [own, writer] = result.responses;
-    contenders("rw", line.prefix, writer.kvs);
+    contenders("rw", line.prefix, true, own.kvs, writer.kvs);
     const present = own.kvs[0]?.createRevision === revision;
     return { header: result.header, revision, present, predecessor: present ? writer.kvs[0] : undefined };
   };

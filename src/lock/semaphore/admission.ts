@@ -86,7 +86,7 @@ async function joinPermits(client: EtcdClient, line: PermitLine, leaseId: string
  */
 export function checkPermits(line: PermitLine, oldest: KeyValue | undefined): void {
   if (oldest === undefined || oldest.key === line.key) return;
-  contenders("permit", line.prefix, [oldest]);
+  contenders("permit", line.prefix, false, [oldest]);
   if (oldest.value !== String(line.permits)) throw permitsMismatch(line.name, line.permits, oldest.key, oldest.value);
 }
 
@@ -115,7 +115,7 @@ export async function countAhead({ client, prefix, revision, signal, upTo }: Cou
     keysOnly: true,
     signal,
   });
-  contenders("permit", prefix, kvs);
+  contenders("permit", prefix, true, kvs);
   const present = kvs[0]?.createRevision === revision;
   return { header, revision, present, ahead: present ? kvs.length - 1 : kvs.length };
 }

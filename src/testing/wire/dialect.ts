@@ -68,6 +68,8 @@ export interface Dialect {
   readonly bearer: boolean;
   /** 3.7 checks a txn's put for its lease before its key, as a plain put always was. */
   readonly txnPutChecksLeaseFirst: boolean;
+  /** 3.7 (3.7.0 to 3.7.3 at least) leaves `lease` out of a `keys_only` range's keys. */
+  readonly keysOnlyDropsLease: boolean;
   /** What the server logs as it panics on a write txn whose apply fails (kv.ts says which txn does that). */
   readonly txnPanic: string;
   readonly rbac: Rbac;
@@ -141,6 +143,7 @@ const d34: Dialect = {
   lockRechecksOwnKey: false,
   bearer: false,
   txnPutChecksLeaseFirst: false,
+  keysOnlyDropsLease: false,
   txnPanic: "unexpected error during txn: etcdserver: key not found",
   rbac: { leaseKeysRead: false, leaseCalls: false, nestedTxns: false },
 };
@@ -182,8 +185,9 @@ const d36: Dialect = {
 };
 
 /**
- * 3.7 keeps 3.6's JSON. A txn's put is checked as a plain put (lease, then key), and no longer checks its key
- * again as it applies, so Go itself panics there.
+ * 3.7 keeps 3.6's JSON (its encoder may put a space after a comma, which no JSON reader sees). A txn's put is
+ * checked as a plain put (lease, then key), and no longer checks its key again as it applies, so Go itself
+ * panics there. A `keys_only` read shows no lease.
  */
 const d37: Dialect = {
   ...d36,
@@ -191,6 +195,7 @@ const d37: Dialect = {
   versions: { etcdserver: "3.7.1", etcdcluster: "3.7.0" },
   statusExtras: { ...d36.statusExtras, storageVersion: "3.7.0" },
   txnPutChecksLeaseFirst: true,
+  keysOnlyDropsLease: true,
   txnPanic: "runtime error: index out of range [0] with length 0",
 };
 

@@ -48,13 +48,14 @@ export interface KvFields {
   readonly lease: bigint;
 }
 
-export function encodeKv(kv: KvFields, keysOnly = false): Out {
+/** `dropsLease`: a `keys_only` read leaves the lease out (the dialect's `keysOnlyDropsLease`). */
+export function encodeKv(kv: KvFields, keysOnly = false, dropsLease = false): Out {
   const out: Out = {};
   if (kv.key !== "") out.key = binToBase64(kv.key);
   setInt(out, "create_revision", kv.createRevision);
   setInt(out, "mod_revision", kv.modRevision);
   setInt(out, "version", kv.version);
   if (!keysOnly && kv.value.length > 0) out.value = encodeBase64(kv.value);
-  setInt(out, "lease", kv.lease);
+  if (!(keysOnly && dropsLease)) setInt(out, "lease", kv.lease);
   return out;
 }
