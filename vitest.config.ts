@@ -50,10 +50,10 @@ export default defineConfig({
       mockProject("3.6"),
       mockProject("3.7"),
       etcdProject("3.4"),
-      etcdProject("3.5", [
-        // The demo starts the etcd on PATH by itself: it tests the demo script, not a server version.
-        "test/etcd/demo.test.ts",
-      ]),
+      // The demo starts the etcd on PATH by itself: it tests the demo script, not a server version.
+      etcdProject("3.5", ["test/etcd/demo.test.ts"]),
+      etcdProject("3.6", ["test/etcd/demo.test.ts"]),
+      etcdProject("3.7", ["test/etcd/demo.test.ts"]),
       {
         test: {
           name: "runtimes",

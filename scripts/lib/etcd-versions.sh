@@ -6,6 +6,9 @@
 #   3.4.23  the system's etcd on PATH (Debian bookworm's etcd-server/etcd-client; see ensure_etcd in env.sh)
 #   3.5.16  Debian trixie's etcd-server/etcd-client, downloaded with apt-get into a private apt state under
 #           .cache/etcd/ and unpacked there with dpkg-deb: no system package, source list or apt state changes.
+#   3.6.x   built with `go build` from etcd's own Go modules at the versions scripts/etcd-go/etcd-<minor>.mod
+#   3.7.x   pins (with go.sum beside it): etcd, etcdctl and the Go peer (etcd's client/v3/concurrency), into
+#           .cache/etcd/<release>/bin, rebuilt only when those pins, the Go sources or the Go toolchain change.
 
 ETCD_34_VERSION=3.4.23
 ETCD_35_VERSION=3.5.16
@@ -128,12 +131,71 @@ ensure_etcd_35() {
   echo "$bin"
 }
 
+# The etcd release a Go-built minor pins ("3.7" -> "3.7.3"), read from its .mod file.
+_etcd_go_release() {
+  sed -n 's|^[[:space:]]*go.etcd.io/etcd/server/v3 v\([0-9.]*\)$|\1|p' "$ETCD_EDGE_ROOT/scripts/etcd-go/etcd-$1.mod"
+}
+
+# What a Go-built member is made from: its pins, the Go sources, and the toolchain. A change to any rebuilds.
+_etcd_go_stamp() {
+  local src="$ETCD_EDGE_ROOT/scripts/etcd-go"
+  {
+    go version
+    cat "$src/go.mod" "$src/etcd-$1.mod" "$src/etcd-$1.sum"
+    find "$src/cmd" -name '*.go' | LC_ALL=C sort | xargs cat
+  } | sha256sum | cut -d' ' -f1
+}
+
+# Builds (once) etcd, etcdctl and the Go peer of minor $1 (3.6 or 3.7) into .cache/etcd/<release>/bin. Exports
+# ETCD_<NN>_BIN_DIR and prints that directory (the only stdout).
+_ensure_etcd_go() {
+  local minor="$1" release stamp
+  local var="ETCD_${minor/./}_BIN_DIR"
+  release="$(_etcd_go_release "$minor")"
+  [ -n "$release" ] || { echo "etcd: scripts/etcd-go/etcd-$minor.mod pins no go.etcd.io/etcd/server/v3" >&2; return 1; }
+  if ! command -v go >/dev/null 2>&1; then
+    echo "etcd: building etcd $release needs Go 1.26 or newer (https://go.dev/dl/) and its module proxy" >&2
+    return 1
+  fi
+  stamp="$(_etcd_go_stamp "$minor")" || return 1
+  local cache="$ETCD_EDGE_ROOT/.cache/etcd"
+  local dir="$cache/$release"
+  if ! [ "$(cat "$dir/stamp" 2>/dev/null)" = "$stamp" ] || ! _etcd_reports "$dir/bin/etcd" "$release"; then
+    echo "etcd: building etcd $release (etcd, etcdctl, the Go peer) from scripts/etcd-go into $dir" >&2
+    mkdir -p "$cache"
+    local partial
+    partial="$(mktemp -d "$cache/.partial-$release-XXXXXX")" || return 1
+    # -mod=readonly: the .mod and .sum are the pins; a build that would change them fails instead.
+    if ! (cd "$ETCD_EDGE_ROOT/scripts/etcd-go" &&
+      go build -mod=readonly -modfile="etcd-$minor.mod" -trimpath -o "$partial/bin/" ./cmd/... >&2); then
+      echo "etcd: go build of etcd $release failed" >&2
+      rm -rf "$partial"
+      return 1
+    fi
+    if ! _etcd_reports "$partial/bin/etcd" "$release"; then
+      echo "etcd: the built etcd reports \"$(_etcd_version_line "$partial/bin/etcd")\", not $release" >&2
+      rm -rf "$partial"
+      return 1
+    fi
+    echo "$stamp" >"$partial/stamp"
+    rm -rf "$dir"
+    mv "$partial" "$dir" || { rm -rf "$partial"; return 1; }
+  fi
+  export "$var=$dir/bin"
+  echo "$dir/bin"
+}
+
+ensure_etcd_36() { _ensure_etcd_go 3.6; }
+ensure_etcd_37() { _ensure_etcd_go 3.7; }
+
 # Every version the tests run against, for scripts/test.sh and .ci/run: fails when any is missing, and exports
-# ETCD_34_BIN_DIR and ETCD_35_BIN_DIR for the test run (test/support/etcd-versions.ts reads them).
+# ETCD_34_BIN_DIR to ETCD_37_BIN_DIR for the test run (test/support/etcd-versions.ts reads them).
 ensure_etcd_versions() {
-  local dir34 dir35
+  local dir34 dir35 dir36 dir37
   dir34="$(ensure_etcd_34)" || return 1
   dir35="$(ensure_etcd_35)" || return 1
-  export ETCD_34_BIN_DIR="$dir34" ETCD_35_BIN_DIR="$dir35"
-  echo "env: etcd 3.4 from $dir34, etcd $ETCD_35_VERSION from $dir35"
+  dir36="$(ensure_etcd_36)" || return 1
+  dir37="$(ensure_etcd_37)" || return 1
+  export ETCD_34_BIN_DIR="$dir34" ETCD_35_BIN_DIR="$dir35" ETCD_36_BIN_DIR="$dir36" ETCD_37_BIN_DIR="$dir37"
+  echo "env: etcd 3.4 from $dir34, $ETCD_35_VERSION from $dir35, 3.6 from $dir36, 3.7 from $dir37"
 }

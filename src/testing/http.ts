@@ -117,7 +117,7 @@ function decodeMessage(
 }
 
 /**
- * Serves one HTTP request the way etcd's gateway does (3.4.23's, 3.5.16's, 3.6.14's or 3.7.1's, per the member).
+ * Serves one HTTP request the way etcd's gateway does (3.4.23's, 3.5.16's, 3.6.16's or 3.7.3's, per the member).
  * Only the URL's path matters. `signal` is the caller's own when there is one: a Request's signal follows the
  * caller's only weakly, and once the Request is garbage-collected an abort would never reach an open watch.
  */

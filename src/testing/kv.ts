@@ -42,19 +42,19 @@ export class KvApplier {
   ) {}
 
   range(op: RangeOp): KvResult {
-    validateOp(op);
+    validateOp(op, this.dialect.checksSortOptions);
     return { body: this.doRange(this.store, op), revision: this.store.revision };
   }
 
   put(op: PutOp, propose: Propose): KvResult {
-    validateOp(op);
+    validateOp(op, this.dialect.checksSortOptions);
     propose();
     this.checkPut(op);
     return this.store.write((w) => ({ body: this.doPut(w, op), revision: w.revision }));
   }
 
   deleteRange(op: DeleteOp, propose: Propose): KvResult {
-    validateOp(op);
+    validateOp(op, this.dialect.checksSortOptions);
     propose();
     return this.store.write((w) => {
       const body = this.doDelete(w, op);
@@ -63,7 +63,7 @@ export class KvApplier {
   }
 
   txn(op: TxnOp, propose: Propose): KvResult {
-    validateOp(op);
+    validateOp(op, this.dialect.checksSortOptions);
     checkIntervals(op.success);
     checkIntervals(op.failure);
     // A read-only txn is served without raft (etcd's isTxnReadonly), so no size check and no request ID.
@@ -92,9 +92,9 @@ export class KvApplier {
   }
 
   /**
-   * etcd's checkRequests on the taken path, before anything is applied: for a write txn the puts (lease,
-   * ignore_*), then for every txn the ranges' revisions (checkRequestRange: a revision below the first one kept,
-   * negative ones included, is compacted).
+   * etcd's checks on the taken path, before anything is applied: until 3.6 (checkRequests) for a write txn the
+   * puts (lease, ignore_*), then for every txn the ranges' revisions (checkRequestRange: a revision below the first
+   * one kept, negative ones included, is compacted); from 3.6 (checkTxn) each put and range in the path's order.
    */
   private checkPath(op: TxnOp, path: boolean[], isWrite: boolean): void {
     const ops: Op[] = [];
@@ -107,7 +107,11 @@ export class KvApplier {
       return rest;
     };
     walk(op, path);
-    for (const o of ops) if (isWrite && o.kind === "put") this.checkPut(o, true);
+    const inOrder = this.dialect.txnChecksInOrder;
+    for (const o of ops) {
+      if (isWrite && o.kind === "put") this.checkPut(o, true);
+      else if (inOrder && o.kind === "range") this.checkRevision(o);
+    }
     // etcd passes the checks above against the pre-txn state, then panics applying an ignore_* put whose key an
     // earlier delete in the same txn removed (a from-key "\0" delete escapes the duplicate-key check).
     const deletes: DeleteOp[] = [];
@@ -118,11 +122,13 @@ export class KvApplier {
         throw new GrpcStatusError(13, `etcd-edge/testing: etcd ${version} panics on this txn (${txnPanic})`);
       }
     }
-    for (const o of ops) {
-      if (o.kind !== "range" || o.revision === 0) continue;
-      if (o.revision > this.store.revision) throw Errors.futureRev();
-      if (o.revision < this.store.compactRevision) throw Errors.compacted();
-    }
+    if (!inOrder) for (const o of ops) if (o.kind === "range") this.checkRevision(o);
+  }
+
+  private checkRevision(op: RangeOp): void {
+    if (op.revision === 0) return;
+    if (op.revision > this.store.revision) throw Errors.futureRev();
+    if (op.revision < this.store.compactRevision) throw Errors.compacted();
   }
 
   /** A plain put's lease is checked before its key; inside a txn its key first, until 3.7 (checkRequestPut). */
@@ -193,7 +199,7 @@ export class KvApplier {
     setList(
       out,
       "kvs",
-      kvs.map((kv) => encodeKv(kv, op.keysOnly, this.dialect.keysOnlyDropsLease)),
+      kvs.map((kv) => encodeKv(kv, op.keysOnly, this.dialect.keysOnlyDropsLease && op.sortTarget !== BY_VALUE)),
     );
     setBool(out, "more", more);
     setInt(out, "count", count);
@@ -304,6 +310,8 @@ function revHeader(revision: number): Out {
 }
 
 type Sorter = (a: KeyValue, b: KeyValue) => number;
+/** RangeRequest.SortTarget VALUE: the one sort that needs values, so 3.7 reads keys_only from the store too. */
+const BY_VALUE = 4;
 const SORTERS: Sorter[] = [
   (a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0),
   (a, b) => a.version - b.version,

@@ -137,10 +137,22 @@ function parseRequestOp(m: Msg): Op {
 /** etcd's --max-txn-ops default. */
 export const MAX_TXN_OPS = 128;
 
-/** The gRPC layer's request checks (v3rpc/key.go), done before anything is applied. */
-export function validateOp(op: Op, maxTxnOps = MAX_TXN_OPS): void {
+/** The sort orders and targets etcd's enums name (NONE..DESCEND, KEY..VALUE). */
+const SORT_ORDERS = 3;
+const SORT_TARGETS = 5;
+
+/**
+ * The gRPC layer's request checks (v3rpc/key.go), done before anything is applied. `sortOptions`: 3.6 refuses
+ * a sort order or target its enums do not name (3.5 reads them as no sort).
+ */
+export function validateOp(op: Op, sortOptions: boolean, maxTxnOps = MAX_TXN_OPS): void {
   switch (op.kind) {
     case "range":
+      if (op.key === "") throw Errors.emptyKey();
+      if (sortOptions && !(named(op.sortOrder, SORT_ORDERS) && named(op.sortTarget, SORT_TARGETS))) {
+        throw Errors.invalidSortOption();
+      }
+      return;
     case "delete":
       if (op.key === "") throw Errors.emptyKey();
       return;
@@ -153,13 +165,15 @@ export function validateOp(op: Op, maxTxnOps = MAX_TXN_OPS): void {
       const opc = Math.max(op.compare.length, op.success.length, op.failure.length);
       if (opc > maxTxnOps) throw Errors.tooManyOps();
       for (const c of op.compare) if (c.key === "") throw Errors.emptyKey();
-      for (const sub of [...op.success, ...op.failure]) validateOp(sub, maxTxnOps - opc);
+      for (const sub of [...op.success, ...op.failure]) validateOp(sub, sortOptions, maxTxnOps - opc);
       return;
     }
     case "empty":
       throw Errors.keyNotFound();
   }
 }
+
+const named = (value: number, count: number) => Number.isInteger(value) && value >= 0 && value < count;
 
 /** A [begin, end) interval over binary keys; a point when end is undefined. */
 interface Interval {

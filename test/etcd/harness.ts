@@ -29,6 +29,16 @@ export function etcdBinDir(): string {
   return etcdBinaries(etcdVersion()).binDir;
 }
 
+/**
+ * The flag that sets how often a member sends progress notifications: `--experimental-` until 3.5, plain from 3.6
+ * (3.7 no longer knows the experimental one).
+ */
+export function progressNotifyFlag(interval: string): string {
+  const version = etcdVersion();
+  const experimental = version === "3.4" || version === "3.5" ? "experimental-" : "";
+  return `--${experimental}watch-progress-notify-interval=${interval}`;
+}
+
 export function startEtcd(opts: EtcdOptions = {}): Promise<members.EtcdMember> {
   return members.startEtcd({ ...opts, binDir: etcdBinDir() });
 }

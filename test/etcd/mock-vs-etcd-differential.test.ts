@@ -17,6 +17,7 @@
 //   refusals of a create (watch_id -1) as a set without repeats: etcd now and then sends one of two alike.
 import fc from "fast-check";
 import { afterAll, beforeAll, expect, inject, it } from "vitest";
+import type { EtcdVersion } from "../../src/testing/index.js";
 import { serveMockEtcd, type MockEtcdServer } from "../../src/testing/server/index.js";
 import { sleep } from "../support/async.js";
 import { startEtcd, type EtcdMember } from "./harness.js";
@@ -822,7 +823,7 @@ interface Lane {
 }
 
 const lanes: Lane[] = [];
-let version: "3.4" | "3.5";
+let version: EtcdVersion;
 
 /** A member of its own (revisions in lockstep, compaction allowed), of the version this project tests, and its mock. */
 async function openLane(seed: number, projectVersion: string): Promise<Lane> {

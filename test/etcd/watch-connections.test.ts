@@ -17,7 +17,7 @@ import {
   useWatches,
 } from "../support/etcd.js";
 import { startTcpProxy, type TcpProxy } from "../support/tcp-proxy.js";
-import { startEtcd, type EtcdMember } from "./harness.js";
+import { progressNotifyFlag, startEtcd, type EtcdMember } from "./harness.js";
 
 const etcd = client();
 
@@ -141,7 +141,7 @@ describe("dedicated member (compaction and progress notifications are member-wid
   let proxy: TcpProxy;
   let direct: Etcd;
   beforeAll(async () => {
-    member = await startEtcd({ extraArgs: ["--experimental-watch-progress-notify-interval=1s"] });
+    member = await startEtcd({ extraArgs: [progressNotifyFlag("1s")] });
     proxy = await startTcpProxy(member.clientUrl);
     direct = client({ endpoints: member.clientUrl });
   });

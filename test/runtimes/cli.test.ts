@@ -26,6 +26,8 @@ const rows: Row[] = [
   { runtime: "node22", etcd: "3.4", ...CLI_INVOCATIONS.node },
   { runtime: "node24", etcd: "3.4", ...CLI_INVOCATIONS.node },
   { runtime: "node24", etcd: "3.5", ...CLI_INVOCATIONS.node },
+  { runtime: "node24", etcd: "3.6", ...CLI_INVOCATIONS.node },
+  { runtime: "node24", etcd: "3.7", ...CLI_INVOCATIONS.node },
   { runtime: "deno", etcd: "3.4", ...CLI_INVOCATIONS.deno },
   { runtime: "bun", etcd: "3.4", ...CLI_INVOCATIONS.bun },
 ];

@@ -1,11 +1,11 @@
 // The packed etcd-edge, imported by name and bundled with esbuild as for Cloudflare, in a module Worker
-// (no nodejs_compat) served by workerd, against real etcd on loopback. Two requests run the scenario in
-// the same isolate, as a deployed Worker would. Then one isolate's client with auth on, shared by its requests.
+// (no nodejs_compat) served by workerd, against real etcd on loopback, each version's. Two requests run the
+// scenario in the same isolate, as a deployed Worker would. Then one isolate's client with auth on, shared by its requests.
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { until } from "../support/async.js";
 import { addUser, enableAuth, startEtcd } from "../support/etcd-members.js";
-import { etcdBinaries } from "../support/etcd-versions.js";
+import { ETCD_VERSIONS, etcdBinaries } from "../support/etcd-versions.js";
 import {
   bundleWorker,
   ensureRuntime,
@@ -24,16 +24,16 @@ import {
 
 const COMPATIBILITY_DATE = "2026-11-01";
 
-describe("workerd", () => {
+describe.each(ETCD_VERSIONS)("workerd on etcd %s", (etcd) => {
   let server: WorkerdServer | undefined;
   let inputs: string[] = [];
 
   beforeAll(async () => {
     const workerd = await ensureRuntime("workerd");
-    const dir = workDir("workerd");
+    const dir = workDir(`workerd-${etcd}`);
     ({ inputs } = await bundleWorker(dir));
     const config = join(dir, "config.capnp");
-    writeText(config, workerdConfig(etcdEndpoint(), COMPATIBILITY_DATE));
+    writeText(config, workerdConfig(etcdEndpoint(etcd), COMPATIBILITY_DATE));
     server = await startWorkerd(workerd, config, dir);
   }, INSTALL_TIMEOUT_MS);
 
@@ -58,7 +58,7 @@ describe("workerd", () => {
       const report = parseReport(body, context);
       expect(report.error, context).toBeUndefined();
       expect(response.status, context).toBe(200);
-      await expectScenario(report, { runtime: "workerd", prefix });
+      await expectScenario(report, { runtime: "workerd", prefix, etcd });
       // Nothing the SDK left behind (a timer, an unread body, a rejected promise) made workerd complain.
       expect(server!.output()).not.toMatch(/uncaught|unhandled|hanging promise|exception/i);
     },

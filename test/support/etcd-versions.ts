@@ -1,16 +1,16 @@
 // The etcd versions the real-etcd projects run against, and where their binaries are. How to get them lives in
-// scripts/lib/etcd-versions.sh: scripts/test.sh exports ETCD_34_BIN_DIR and ETCD_35_BIN_DIR; run without it
-// (vitest directly), 3.4 is the `etcd` on PATH and 3.5 comes from that script, which fetches it into
-// .cache/etcd once. Node-only, no vitest import: vitest's main process and plain Node use it too.
+// scripts/lib/etcd-versions.sh: scripts/test.sh exports ETCD_34_BIN_DIR to ETCD_37_BIN_DIR; run without it
+// (vitest directly), 3.4 is the `etcd` on PATH and the others come from that script, which fetches 3.5 and
+// builds 3.6 and 3.7 (with the Go peer) into .cache/etcd once. Node-only, no vitest import: vitest's main process and plain Node use it too.
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
-export type EtcdVersion = "3.4" | "3.5";
+export type EtcdVersion = "3.4" | "3.5" | "3.6" | "3.7";
 
 /** Every version the `etcd-<version>` projects cover, oldest first. */
-export const ETCD_VERSIONS: readonly EtcdVersion[] = ["3.4", "3.5"];
+export const ETCD_VERSIONS: readonly EtcdVersion[] = ["3.4", "3.5", "3.6", "3.7"];
 
 export function isEtcdVersion(value: string): value is EtcdVersion {
   return (ETCD_VERSIONS as readonly string[]).includes(value);
@@ -20,7 +20,7 @@ export interface EtcdBinaries {
   version: EtcdVersion;
   /** What `etcd --version` reports, e.g. "3.5.16". */
   release: string;
-  /** Directory holding etcd and etcdctl. */
+  /** Directory holding etcd and etcdctl (and, for the versions built from Go, `peer`: Go's concurrency). */
   binDir: string;
 }
 

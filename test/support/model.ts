@@ -101,20 +101,24 @@ export const FOLLOW_WINDOW_MS = 1_000 + 2_500;
  * Returns the violations found (empty when all holds).
  */
 export async function check(raw: Etcd, root: string, handles: readonly Handle[], causes: Causes): Promise<string[]> {
-  const { kvs } = await raw.range({ prefix: root });
+  const { kvs, header } = await raw.range({ prefix: root });
   const byKey = new Map(kvs.map((kv) => [kv.key, kv]));
   const line = (name: string) => kvs.filter((kv) => kv.key.startsWith(`${name}/`));
   const problems: string[] = [];
   const now = performance.now();
   for (const handle of handles) {
-    if (!held(handle)) continue;
+    // A background acquisition may land after the read: etcd's view of it comes with the next step's.
+    if (!held(handle) || handle.revision > header.revision) continue;
     const where = `handle ${handle.id} (${handle.kind} ${handle.names.join(",")}, key ${handle.keys.join(",")})`;
     for (const key of handle.keys) {
       const kv = byKey.get(key);
       const ours = kv !== undefined && kv.createRevision === handle.revision && kv.lease === handle.leaseId;
       if (!ours) {
-        if (causes.of(key, handle.leaseId).length === 0)
-          problems.push(`${where} says held, but its key went without any outside cause`);
+        if (causes.of(key, handle.leaseId).length === 0) {
+          const found = kv === undefined ? "absent" : `created at ${kv.createRevision} on lease ${kv.lease}`;
+          const own = `created at ${handle.revision} on lease ${handle.leaseId}`;
+          problems.push(`${where} says held, but its key went without any outside cause (${found}, not ${own})`);
+        }
         handle.goneSince ??= now;
         const following = handle.session.keepAlive === "auto";
         const since = Math.max(handle.goneSince, handle.acquiredAt + 1_000);

@@ -182,7 +182,7 @@ describe("npx etcd-edge-mock", () => {
         return [version.etcdserver, put.status];
       })().finally(kill);
     });
-    expect(await answered).toEqual(["3.7.1", 200]);
+    expect(await answered).toEqual(["3.7.3", 200]);
     expect(out).toMatch(/etcd 3\.7 gateway on http:\/\/127\.0\.0\.1:\d+ \(wall clock\)/);
     expect(code).toBe(0);
     expect((await runNode([cli, "--etcd-version", "3.8"])).code).toBe(2);

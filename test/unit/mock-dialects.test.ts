@@ -56,10 +56,11 @@ describe.each(LATER)("etcd %s on the wire", (version) => {
 
   it("versions, health and status say which line this is", async () => {
     const mock = createMockEtcd({ version });
-    const release = version === "3.6" ? "3.6.14" : "3.7.1";
+    const release = version === "3.6" ? "3.6.16" : "3.7.3";
     expect(await (await mock.fetch(`${MOCK_ENDPOINT}/version`)).json()).toEqual({
       etcdserver: release,
       etcdcluster: `${version}.0`,
+      storage: `${version}.0`,
     });
     expect(await (await mock.fetch(`${MOCK_ENDPOINT}/health`)).json()).toEqual({ health: "true", reason: "" });
     const { body } = await call(mock, "/v3/maintenance/status", {});
@@ -251,5 +252,69 @@ describe("a txn put checked for its lease before its key (3.7)", () => {
     const mock = createMockEtcd({ version });
     const body = { success: [{ request_put: { key: b64("missing"), ignore_value: true, lease: "99" } }] };
     expect((await call(mock, "/v3/kv/txn", body)).body.message).toBe(message);
+  });
+});
+
+describe("what etcd 3.6.16 and 3.7.3 showed the mock (mock-vs-etcd on real members)", () => {
+  it.each([
+    ["3.5", 200],
+    ["3.6", 400],
+    ["3.7", 400],
+  ] as const)("%s: a sort order or target no enum names → %s", async (version, status) => {
+    const mock = createMockEtcd({ version });
+    for (const sort of [{ sort_order: 7 }, { sort_target: 9 }]) {
+      const answer = await call(mock, "/v3/kv/range", { key: b64("a"), ...sort });
+      expect(answer.status).toBe(status);
+      if (status === 400) expect(answer.body.message).toBe("etcdserver: invalid sort option");
+    }
+  });
+
+  it.each([
+    ["3.6", "etcdserver: key not found"],
+    ["3.7", "etcdserver: requested lease not found"],
+  ] as const)("%s: a txn's checks run in order, a compacted range before a later put's", async (version, put) => {
+    const mock = createMockEtcd({ version });
+    for (const v of ["1", "2", "3"]) await call(mock, "/v3/kv/put", { key: b64("k"), value: b64(v) });
+    await call(mock, "/v3/kv/compaction", { revision: "3" });
+    const range = { request_range: { key: b64("k"), revision: "2" } };
+    const missing = { request_put: { key: b64("missing"), ignore_value: true, lease: "99" } };
+    expect((await call(mock, "/v3/kv/txn", { success: [range, missing] })).body.code).toBe(11);
+    expect((await call(mock, "/v3/kv/txn", { success: [missing, range] })).body.message).toBe(put);
+  });
+
+  it("3.5: a txn's puts are checked before its ranges", async () => {
+    const mock = createMockEtcd({ version: "3.5" });
+    for (const v of ["1", "2", "3"]) await call(mock, "/v3/kv/put", { key: b64("k"), value: b64(v) });
+    await call(mock, "/v3/kv/compaction", { revision: "3" });
+    const range = { request_range: { key: b64("k"), revision: "2" } };
+    const missing = { request_put: { key: b64("missing"), ignore_value: true } };
+    expect((await call(mock, "/v3/kv/txn", { success: [range, missing] })).body.message).toBe(
+      "etcdserver: key not found",
+    );
+  });
+
+  it.each([
+    ["3.6", false],
+    ["3.7", true],
+  ] as const)("%s: a keys_only range not sorted by value leaves leases out: %s", async (version, dropped) => {
+    const mock = createMockEtcd({ version });
+    await call(mock, "/v3/lease/grant", { TTL: 30, ID: "7" });
+    await call(mock, "/v3/kv/put", { key: b64("a"), value: b64("x"), lease: "7" });
+    const read = async (extra: object) =>
+      (await call(mock, "/v3/kv/range", { key: b64("a"), keys_only: true, ...extra })).body.kvs[0].lease;
+    expect(await read({})).toBe(dropped ? undefined : "7");
+    expect(await read({ sort_target: "CREATE", sort_order: "DESCEND" })).toBe(dropped ? undefined : "7");
+    expect(await read({ sort_target: "VALUE" })).toBe("7");
+  });
+
+  it.each([
+    ["3.6", 403, 400],
+    ["3.7", 200, 200],
+  ] as const)("%s: /v3/auth/status with auth on → %s from a reader, %s with no token", async (version, ...statuses) => {
+    const mock = authed(version);
+    const token = await login(mock, "reader", "rpw");
+    const asReader = await call(mock, "/v3/auth/status", {}, token);
+    const anonymous = await call(mock, "/v3/auth/status", {});
+    expect([asReader.status, anonymous.status]).toEqual(statuses);
   });
 });

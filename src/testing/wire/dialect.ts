@@ -30,8 +30,8 @@ export interface Rbac {
  */
 export interface Dialect {
   readonly version: EtcdVersion;
-  /** GET /version. */
-  readonly versions: { etcdserver: string; etcdcluster: string };
+  /** GET /version: 3.6 adds the storage version. */
+  readonly versions: { etcdserver: string; etcdcluster: string; storage?: string };
   /** GET /health: 3.5 adds an empty `reason`. */
   readonly health: Readonly<Record<string, string>>;
   decode(text: Uint8Array, node: JsonNode, type: MessageDesc): Msg;
@@ -66,9 +66,18 @@ export interface Dialect {
   readonly lockRechecksOwnKey: boolean;
   /** `Authorization: Bearer <token>` is read as the token (3.5.32, 3.6.13, 3.7.0); before, as a bad token. */
   readonly bearer: boolean;
+  /** /v3/auth/status with auth on is root's alone in 3.5 and 3.6 (3.7: anyone's). */
+  readonly authStatusNeedsAdmin: boolean;
+  /** 3.6 checks a txn's puts and ranges in one pass in order (3.5: all puts, then all ranges). */
+  readonly txnChecksInOrder: boolean;
+  /** 3.6 refuses a range whose sort order or target its enums do not name ("invalid sort option"). */
+  readonly checksSortOptions: boolean;
   /** 3.7 checks a txn's put for its lease before its key, as a plain put always was. */
   readonly txnPutChecksLeaseFirst: boolean;
-  /** 3.7 (3.7.0 to 3.7.3 at least) leaves `lease` out of a `keys_only` range's keys. */
+  /**
+   * 3.7 (3.7.0 to 3.7.3 at least) answers a `keys_only` range not sorted by value from its index alone, which
+   * has no leases: its keys come without `lease`.
+   */
   readonly keysOnlyDropsLease: boolean;
   /** What the server logs as it panics on a write txn whose apply fails (kv.ts says which txn does that). */
   readonly txnPanic: string;
@@ -142,6 +151,9 @@ const d34: Dialect = {
   keepsTombstoneAtCompactRevision: false,
   lockRechecksOwnKey: false,
   bearer: false,
+  checksSortOptions: false,
+  txnChecksInOrder: false,
+  authStatusNeedsAdmin: true,
   txnPutChecksLeaseFirst: false,
   keysOnlyDropsLease: false,
   txnPanic: "unexpected error during txn: etcdserver: key not found",
@@ -176,11 +188,13 @@ const d35: Dialect = {
 const d36: Dialect = {
   ...d35,
   version: "3.6",
-  versions: { etcdserver: "3.6.14", etcdcluster: "3.6.0" },
+  versions: { etcdserver: "3.6.16", etcdcluster: "3.6.0", storage: "3.6.0" },
   progressWaitsForFutureStarts: true,
   refusesNegativeWatchStart: true,
   statusExtras: { storageVersion: "3.6.0", dbSizeQuota: "2147483648", downgradeInfo: {} },
   bearer: true,
+  checksSortOptions: true,
+  txnChecksInOrder: true,
   rbac: { leaseKeysRead: true, leaseCalls: true, nestedTxns: true },
 };
 
@@ -192,10 +206,11 @@ const d36: Dialect = {
 const d37: Dialect = {
   ...d36,
   version: "3.7",
-  versions: { etcdserver: "3.7.1", etcdcluster: "3.7.0" },
+  versions: { etcdserver: "3.7.3", etcdcluster: "3.7.0", storage: "3.7.0" },
   statusExtras: { ...d36.statusExtras, storageVersion: "3.7.0" },
   txnPutChecksLeaseFirst: true,
   keysOnlyDropsLease: true,
+  authStatusNeedsAdmin: false,
   txnPanic: "runtime error: index out of range [0] with length 0",
 };
 

@@ -55,6 +55,7 @@ const e = (code: number, message: string) => () => new GrpcStatusError(code, `et
 /** Factories rather than shared instances, so a thrown error never carries another request's stack. */
 export const Errors = {
   emptyKey: e(3, "key is not provided"),
+  invalidSortOption: e(3, "invalid sort option"),
   keyNotFound: e(3, "key not found"),
   valueProvided: e(3, "value is provided"),
   leaseProvided: e(3, "lease is provided"),
