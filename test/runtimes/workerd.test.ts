@@ -1,6 +1,7 @@
 // The packed etcd-edge, imported by name and bundled with esbuild as for Cloudflare, in a module Worker
 // (no nodejs_compat) served by workerd, against real etcd on loopback, each version's. Two requests run the
-// scenario in the same isolate, as a deployed Worker would. Then one isolate's client with auth on, shared by its requests.
+// scenario in the same isolate, as a deployed Worker would. Then one isolate's client with auth on, shared by
+// its requests.
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { until } from "../support/async.js";

@@ -1,7 +1,8 @@
 // The etcd versions the real-etcd projects run against, and where their binaries are. How to get them lives in
 // scripts/lib/etcd-versions.sh: scripts/test.sh exports ETCD_34_BIN_DIR to ETCD_37_BIN_DIR; run without it
 // (vitest directly), 3.4 is the `etcd` on PATH and the others come from that script, which fetches 3.5 and
-// builds 3.6 and 3.7 (with the Go peer) into .cache/etcd once. Node-only, no vitest import: vitest's main process and plain Node use it too.
+// builds 3.6 and 3.7 (with the Go peer) into .cache/etcd once. Node-only, no vitest import: vitest's main
+// process and plain Node use it too.
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
