@@ -49,9 +49,10 @@ export default defineConfig({
       mockProject("3.5"),
       mockProject("3.6"),
       mockProject("3.7"),
-      etcdProject("3.4"),
-      // The demo starts the etcd on PATH by itself: it tests the demo script, not a server version.
-      etcdProject("3.5", ["test/etcd/demo.test.ts"]),
+      // The demo starts the etcd on PATH by itself: it tests the demo script, not a server version. The Go peer
+      // (etcd's client/v3/concurrency) is built with the members built from Go, 3.6 and 3.7.
+      etcdProject("3.4", ["test/etcd/go-peer-interop.test.ts"]),
+      etcdProject("3.5", ["test/etcd/demo.test.ts", "test/etcd/go-peer-interop.test.ts"]),
       etcdProject("3.6", ["test/etcd/demo.test.ts"]),
       etcdProject("3.7", ["test/etcd/demo.test.ts"]),
       {

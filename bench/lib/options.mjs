@@ -97,7 +97,10 @@ function usage() {
     "  etcd3; warm withLock, locked write, releasing write (lock.unlockWith), release handed to waitUntil, a",
     "  two-process handoff, etcd3's equivalents; each in RTTs beside its floor (sequential round trips).",
     "8 a holding learns: ms from an outside delete or revocation to a lasting holding's signal (keepAlive auto).",
-    "ETCD_ENDPOINTS=http://host:2379 uses that etcd instead of starting one.",
+    "--etcd 3.4|3.5|3.6|3.7 (BENCH_ETCD, default 3.7): the version of the member started for the run, got as",
+    "  the tests get it; 3.6 and 3.7 come with the Go peer (etcd's client/v3/concurrency) whose rows sit beside",
+    "  the SDK's in sections 1, 3, 4 and 7.",
+    "ETCD_ENDPOINTS=http://host:2379 uses that etcd instead of starting one (ETCD_EDGE_GO_PEER names a Go peer).",
     "Knobs (flag, environment variable):",
     ...lines,
   ].join("\n");

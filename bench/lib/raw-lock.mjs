@@ -1,6 +1,7 @@
 // The raw floor: the requests of an uncontended etcd-edge lock+unlock, written by hand against the gateway
-// with the same fetch, and really taking and releasing a lock. The enqueue transaction puts
-// `<name>/<leaseHex>` bound to the lease, with the mutex's secret as its value (a ticket's proof), if no key
+// with the same fetch, and really taking and releasing a lock. The enqueue transaction puts the mutex's key,
+// `<name>/<leaseHex>_<16 hex>` (reused from one acquisition to the next, as a mutex reuses its key once its
+// release is confirmed), bound to the lease, with the mutex's secret as its value (a ticket's proof), if no key
 // is under `<name>/` (the line is empty), and the lock is then taken at the transaction's revision: the put
 // alone that an etcd-edge mutex sends while its line was empty at its last joins (behind a holder it sends a
 // larger join, which a floor that must take the lock at once has no use for). The release is a delete
@@ -54,9 +55,12 @@ export async function revokeRawLease(send, endpoint, id) {
   await post(send, `${endpoint}/v3/lease/revoke`, JSON.stringify({ ID: id }));
 }
 
-/** A hand-written mutex on `name` for lease `leaseId`: `lock()` resolves to the fencing revision. */
-export function rawMutex(send, endpoint, name, leaseId) {
-  const key = b64(`${name}/${BigInt(leaseId).toString(16)}`);
+/**
+ * A hand-written mutex on `name` for lease `leaseId`: `lock()` resolves to the fencing revision. `random`: the
+ * key's 16 hex digits (fresh ones by default).
+ */
+export function rawMutex(send, endpoint, name, leaseId, random = randomHex()) {
+  const key = b64(`${name}/${BigInt(leaseId).toString(16)}_${random}`);
   const secret = b64(Buffer.from(crypto.getRandomValues(new Uint8Array(16))).toString("hex"));
   const line = { key: b64(`${name}/`), range_end: prefixEnd(`${name}/`) };
   const put = { request_put: { key, value: secret, lease: leaseId } };
@@ -81,6 +85,16 @@ export function rawMutex(send, endpoint, name, leaseId) {
         throw new Error(`raw unlock on ${name} found no key`);
     },
   };
+}
+
+function randomHex() {
+  return Buffer.from(crypto.getRandomValues(new Uint8Array(8))).toString("hex");
+}
+
+/** The 16 hex digits of the key an enqueue body puts (`<name>/<leaseHex>_<16 hex>`). */
+export function keyRandom(enqueueBody) {
+  const key = Buffer.from(JSON.parse(enqueueBody).success[0].request_put.key, "base64").toString();
+  return key.slice(key.lastIndexOf("_") + 1);
 }
 
 /**

@@ -5,6 +5,7 @@
 // etcd-edge the requests each acquisition cost.
 import { Tally } from "../lib/bounded.mjs";
 import { EDGE_LABEL, FETCH_KINDS, FETCH_LABEL } from "../lib/fetches.mjs";
+import { GO_PEER, NO_GO_PEER, runGoPeer } from "../lib/go-peer.mjs";
 import { hotNameEdge, hotNameEtcd3 } from "../lib/hot-name.mjs";
 import { interleaved, numbersOf } from "../lib/rounds.mjs";
 import { fmt, pairedRatio, quantile, ratioText, summarize, withSpread } from "../lib/stats.mjs";
@@ -17,10 +18,17 @@ export async function contended({ endpoint, options, summary, run }) {
       `(${options.tpRounds} rounds × ${options.contendedSeconds} s; ` +
       `every call times out after ${options.lockTimeout} ms)`,
   );
-  const contenders = [...FETCH_KINDS.map((kind) => ({ name: kind, kind })), { name: "etcd3" }];
+  const contenders = [
+    ...FETCH_KINDS.map((kind) => ({ name: kind, kind })),
+    { name: "etcd3" },
+    ...(GO_PEER ? [{ name: "go", go: true }] : []),
+  ];
   const rows = [];
   const latencyRows = [];
   const order = new Map(FETCH_KINDS.map((kind) => [kind, { overtakes: 0, acquired: 0 }]));
+  const goRates = new Map();
+  // Latency at latencyW, and at W = 4 too, where the Go rows are compared as well.
+  const latencyAt = (W) => W === options.latencyW || W === 4;
   for (const W of options.contendedW) {
     const results = await interleaved(contenders, options.tpRounds, (c, round) => {
       const seconds = round < 0 ? options.contendedSeconds / 4 : options.contendedSeconds;
@@ -34,10 +42,33 @@ export async function contended({ endpoint, options, summary, run }) {
         timeout: options.lockTimeout,
         holdMs: options.holdMs,
       };
+      if (c.go) return hotNameGo(spec);
       return c.kind ? hotNameEdge(spec) : hotNameEtcd3(spec);
     });
     const etcd3 = numbersOf(results.get("etcd3"), (r) => r.rate).values;
     for (const c of contenders) {
+      if (c.go) {
+        const d = describeGo(results.get(c.name), etcd3);
+        rows.push([
+          `W=${String(W).padStart(2)}  ${label(c)}`,
+          withSpread(d.rate),
+          ratioText(d.ratio),
+          "",
+          d.failed,
+          "",
+        ]);
+        if (latencyAt(W)) {
+          latencyRows.push([
+            `W=${W}  ${label(c)}`,
+            fmt(d.p50, 2),
+            fmt(d.p99, 2),
+            fmt(d.maxLatency, 1),
+            String(d.latencies),
+          ]);
+        }
+        goRates.set(W, d.rate.values);
+        continue;
+      }
       const d = describe(results.get(c.name), etcd3);
       const costs = c.kind
         ? `txn ${fmt(d.requests.txn, 2)}, range ${fmt(d.requests.range, 2)}, watch ${fmt(d.requests.watch, 2)}`
@@ -50,14 +81,31 @@ export async function contended({ endpoint, options, summary, run }) {
         d.failed,
         costs,
       ]);
-      if (W === options.latencyW) {
-        latencyRows.push([label(c), fmt(d.p50, 2), fmt(d.p99, 2), fmt(d.maxLatency, 1), String(d.latencies)]);
+      if (latencyAt(W)) {
+        latencyRows.push([
+          `W=${W}  ${label(c)}`,
+          fmt(d.p50, 2),
+          fmt(d.p99, 2),
+          fmt(d.maxLatency, 1),
+          String(d.latencies),
+        ]);
       }
       if (!c.kind) continue;
       const seen = order.get(c.kind);
       seen.overtakes += d.overtakes;
       seen.acquired += d.acquired;
       const which = `W=${W}, ${FETCH_LABEL[c.kind]}`;
+      const go = goRates.get(W);
+      if (go && (W === 4 || W === 16)) {
+        const vsGo = pairedRatio(numbersOf(results.get(c.name), (r) => r.rate).values, go);
+        summary.add(
+          4,
+          `hot name ${which}: handoffs/s ÷ Go's Mutex`,
+          `${fmt(vsGo.median, 2)}×`,
+          "≥ 1×",
+          meets(vsGo.median, ">=", 1),
+        );
+      }
       if (W === 4 || W === 16) {
         const pass = meets(d.rate.median, ">=", 400) && meets(d.ratio.median, ">=", 0.4);
         summary.add(
@@ -96,6 +144,7 @@ export async function contended({ endpoint, options, summary, run }) {
       acquired === 0 ? undefined : overtakes === 0,
     );
   }
+  if (!GO_PEER) console.log(`   Go concurrency.Mutex: ${NO_GO_PEER}`);
   printTable(
     ["W  contender", "handoffs/s [min–max]", "÷ etcd3", "FIFO", "failed calls", "requests per acquisition"],
     rows,
@@ -103,16 +152,37 @@ export async function contended({ endpoint, options, summary, run }) {
   );
   if (latencyRows.length > 0) {
     console.log(
-      `\n   handoff latency at W=${options.latencyW} (ms from the holder's unlock() ` +
+      `\n   handoff latency at W=${[...new Set([4, options.latencyW])].join(", ")} (ms from the holder's unlock() ` +
         `call to the next waiter's lock() resolving, all rounds):`,
     );
-    printTable(["contender", "p50", "p99", "max", "handoffs"], latencyRows);
+    printTable(["W  contender", "p50", "p99", "max", "handoffs"], latencyRows);
   }
   console.log("");
 }
 
 function label(c) {
+  if (c.go) return "Go concurrency.Mutex (gRPC)";
   return c.kind ? EDGE_LABEL[c.kind] : "etcd3 lock() retried";
+}
+
+/** Go's Mutex on the hot name: W sessions of one client in the peer's process, timed there. */
+async function hotNameGo({ endpoint, workers, seconds, name, holdMs }) {
+  return runGoPeer("hot", endpoint, name, workers, Math.max(1, Math.round(seconds)), holdMs);
+}
+
+/** The Go peer's runs at one W, pooled: rate and its ratio to etcd3, latency. */
+function describeGo(runs, etcd3) {
+  const { values, error } = numbersOf(runs, (r) => r.rate);
+  const latencies = runs.flatMap((r) => r.latencies ?? []);
+  return {
+    rate: { ...summarize(values), values },
+    ratio: pairedRatio(values, etcd3),
+    failed: error ? (error.message ?? String(error)) : "",
+    p50: quantile(latencies, 0.5),
+    p99: quantile(latencies, 0.99),
+    maxLatency: latencies.length ? Math.max(...latencies) : NaN,
+    latencies: latencies.length,
+  };
 }
 
 /** One contender's runs at one W, pooled: rate and its ratio to etcd3, order, failures, latency, requests. */

@@ -7,6 +7,8 @@ import { Etcd } from "etcd-edge";
 import { Etcd3 } from "etcd3";
 import { bounded, Tally } from "../lib/bounded.mjs";
 import { EDGE_LABEL, FETCH_KINDS, FETCH_LABEL, openFetch } from "../lib/fetches.mjs";
+import { GO_PEER, NO_GO_PEER, runGoPeer } from "../lib/go-peer.mjs";
+import { cpuMicrosOf } from "../lib/cpu-time.mjs";
 import { cpuPerRequest } from "../lib/request-cpu.mjs";
 import { interleaved, numbersOf } from "../lib/rounds.mjs";
 import { fmt, pairedRatio, ratioText, summarize, withSpread } from "../lib/stats.mjs";
@@ -15,6 +17,14 @@ import { printTable } from "../lib/table.mjs";
 import { runWorkers } from "../lib/workers.mjs";
 
 const noop = () => {};
+
+/** Go's Mutex on W distinct names for whole seconds, with the etcd CPU each cycle cost measured around it. */
+async function goDistinct(endpoint, prefix, W, seconds, etcdPid) {
+  const before = cpuMicrosOf(etcdPid);
+  const result = await runGoPeer("distinct", endpoint, prefix, W, Math.max(1, Math.round(seconds)));
+  const used = before === undefined ? NaN : cpuMicrosOf(etcdPid) - before;
+  return { ...result, etcdCpu: used / result.cycles };
+}
 
 export async function distinctNames({ endpoint, etcdPid, options, summary, run }) {
   const widths = options.distinctW;
@@ -48,10 +58,14 @@ export async function distinctNames({ endpoint, etcdPid, options, summary, run }
           cycle: async (w) =>
             (await sessions[kind][w].mutex(`${name}/session-${kind}/${w}`).lock({ timeout })).unlock({ timeout }),
         })),
+        // Go's Mutex, a session per worker of one client, in the peer's process (whole seconds).
+        ...(GO_PEER ? [{ name: "go", go: true }] : []),
       ];
-      const results = await interleaved(contenders, options.tpRounds, (c, round) =>
-        runWorkers(W, round < 0 ? options.seconds / 2 : options.seconds, c.cycle, bound, etcdPid),
-      );
+      const results = await interleaved(contenders, options.tpRounds, (c, round) => {
+        const seconds = round < 0 ? options.seconds / 2 : options.seconds;
+        if (c.go) return goDistinct(endpoint, `${name}/go/${round + 1}`, W, seconds, etcdPid);
+        return runWorkers(W, seconds, c.cycle, bound, etcdPid);
+      });
       for (const kind of FETCH_KINDS) {
         await Promise.all(sessions[kind].map((s) => bounded(s.close({ timeout: 3_000 }), 5_000)));
       }
@@ -63,6 +77,29 @@ export async function distinctNames({ endpoint, etcdPid, options, summary, run }
         const ratio = pairedRatio(values, etcd3);
         const [shape, kind] = contender.name.split("-");
         if (kind) ratios[shape][kind] = [...(ratios[shape][kind] ?? []), { W, ratio: ratio.median }];
+        if (contender.go) {
+          const cpu = (pick) => fmt(summarize(numbersOf(results.get("go"), pick).values).median);
+          rows.push([
+            `W=${String(W).padStart(2)}  Go concurrency.Mutex (gRPC), session`,
+            withSpread(summarize(values)),
+            ratioText(ratio),
+            `${cpu((r) => r.cpuUsPerCycle)} + ${cpu((r) => r.etcdCpu)}`,
+            error ? (error.message ?? "") : "none",
+          ]);
+          continue;
+        }
+        if (shape === "session" && GO_PEER && W === 16) {
+          const vsGo = pairedRatio(values, numbersOf(results.get("go"), (r) => r.rate).values);
+          // Informative: at W = 16 etcd's CPU bounds every client, and a request through the gateway costs etcd
+          // more of it than the same request over gRPC (the CPU column shows by how much).
+          summary.add(
+            3,
+            `distinct names W=16, session, ${FETCH_LABEL[kind]} ÷ Go's Mutex`,
+            `${fmt(vsGo.median, 2)}×`,
+            "etcd-bound",
+            undefined,
+          );
+        }
         const label = kind
           ? `${EDGE_LABEL[kind]}, ${shape === "withLock" ? "withLock" : "session"}`
           : "etcd3 lock().do()";
@@ -80,6 +117,7 @@ export async function distinctNames({ endpoint, etcdPid, options, summary, run }
     grpc.close();
     for (const fetch of Object.values(fetches)) await fetch.close();
   }
+  if (!GO_PEER) console.log(`   Go concurrency.Mutex: ${NO_GO_PEER}`);
   printTable(["W  contender", "cycles/s [min–max]", "÷ etcd3", "CPU µs/cycle: client + etcd", "failed calls"], rows, {
     align: "lrrrl",
   });

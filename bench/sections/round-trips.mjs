@@ -5,6 +5,7 @@
 // after the same imports (both pay the runtime's own first-request setup), and etcd3's first lock().do().
 // Warm: one client reused. Handoff: two processes on one name.
 import { FETCH_KINDS, FETCH_LABEL } from "../lib/fetches.mjs";
+import { GO_PEER, NO_GO_PEER, runGoPeer } from "../lib/go-peer.mjs";
 import { coldLock } from "../lib/cold-lock.mjs";
 import { startDelayRelay } from "../lib/delay-relay.mjs";
 import { openHandoffPair } from "../lib/handoff-pair.mjs";
@@ -79,6 +80,17 @@ async function measureWarm(url, rtt, options, run) {
       contenders.filter((c) => c.handedOff).map((c) => [c.name, c.handedOff.calls > 0]),
     );
     for (const kind of FETCH_KINDS) results.set(`handoff-${kind}`, await measureHandoffs(url, rtt, kind, options, run));
+    if (GO_PEER) {
+      // Go's Mutex through the same relay: Lock + Unlock on one session, each cycle timed in its process; and
+      // handoffs between two sessions of one client, from the unlock call to the next Lock returning.
+      const cycles = await runGoPeer("cycles", url, `${run}/go-cycles`, options.rttRounds + 1).catch((error) => ({
+        error,
+      }));
+      results.set("go-cycles", cycles.error ? [cycles] : cycles.latencies.slice(1).map((ms) => ({ ms })));
+      const seconds = Math.max(2, Math.ceil((options.rttRounds * 4 * Math.max(rtt, 1)) / 1000));
+      const hot = await runGoPeer("hot", url, `${run}/go-handoff`, 2, seconds, 0).catch((error) => ({ error }));
+      results.set("go-handoff", hot.error ? [hot] : hot.latencies.map((ms) => ({ ms })));
+    }
     return { results, handedOff };
   } finally {
     for (const step of cleanup.reverse())
@@ -209,6 +221,12 @@ function printWarm(warm, rtts, summary) {
   for (const kind of FETCH_KINDS)
     rows.push(line(`handoff between two processes, ${FETCH_LABEL[kind]}`, 1, `handoff-${kind}`, "unlock() → lock()"));
   rows.push(blank("  etcd3: no waiting line (its lock fails when held)", 1, "n/a"));
+  if (GO_PEER) {
+    rows.push(line("Go concurrency.Mutex Lock + Unlock (gRPC)", 2, "go-cycles"));
+    rows.push(line("  Go handoff between two sessions of one client", 1, "go-handoff", "Unlock → Lock"));
+  } else {
+    rows.push(blank("Go concurrency.Mutex", 2, NO_GO_PEER));
+  }
   console.log(
     "\n   warm: one client reused (the lease shared across calls); " +
       "handoff: A's unlock() call to B's lock() resolving, B already waiting",

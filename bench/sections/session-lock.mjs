@@ -6,7 +6,8 @@ import { Etcd } from "etcd-edge";
 import { Etcd3 } from "etcd3";
 import { etcd3Mutex } from "../lib/etcd3-lock.mjs";
 import { countingFetch, EDGE_LABEL, FETCH_KINDS, FETCH_LABEL, openFetch } from "../lib/fetches.mjs";
-import { floorMatches, grantRawLease, rawMutex, revokeRawLease, withDeadline } from "../lib/raw-lock.mjs";
+import { GO_PEER, NO_GO_PEER, runGoPeer } from "../lib/go-peer.mjs";
+import { floorMatches, grantRawLease, keyRandom, rawMutex, revokeRawLease, withDeadline } from "../lib/raw-lock.mjs";
 import { interleaved, numbersOf } from "../lib/rounds.mjs";
 import { fmt, pairedRatio, ratioText, summarize, withSpread } from "../lib/stats.mjs";
 import { meets } from "../lib/summary.mjs";
@@ -42,6 +43,11 @@ export async function sessionLock({ endpoint, options, summary, run }) {
     cleanup.push(() => lease.revoke());
     const grpc = etcd3Mutex(client, `${run}/etcd3`, leaseId);
     contenders.push({ name: "etcd3", cycle: async () => grpc.unlock(await grpc.lock()) });
+    // Go's Mutex on a session of its own, timed inside its process (its start is not counted).
+    if (GO_PEER) {
+      const cycles = async () => (await runGoPeer("cycles", endpoint, `${run}/go`, options.cycles)).usPerCycle;
+      contenders.push({ name: "go", measure: cycles });
+    }
 
     await reportFloorMatch(endpoint, run);
     console.log(
@@ -52,7 +58,9 @@ export async function sessionLock({ endpoint, options, summary, run }) {
       "   the floor with a deadline per request adds only what the SDK must give each request (a controller, a " +
         "timer); its ÷ is to the bare floor",
     );
-    const results = await interleaved(contenders, options.rounds, (c) => microsPerCycle(c.cycle, options.cycles));
+    const results = await interleaved(contenders, options.rounds, (c) =>
+      c.measure ? c.measure() : microsPerCycle(c.cycle, options.cycles),
+    );
     const series = (name) => numbersOf(results.get(name)).values;
     const etcd3 = series("etcd3");
     const rows = [];
@@ -94,7 +102,30 @@ export async function sessionLock({ endpoint, options, summary, run }) {
       }
     }
     rows.push(["etcd3 (gRPC), same txns, reused lease", withSpread(summarize(etcd3)), "", "1.00×"]);
+    if (GO_PEER) {
+      const go = series("go");
+      rows.push([
+        "Go concurrency.Mutex (gRPC), own session",
+        withSpread(summarize(go)),
+        "",
+        ratioText(pairedRatio(etcd3, go)),
+      ]);
+      // The gateway's own floor (the same requests by hand) sets how near Go any gateway client can come: the
+      // SDK is held to that floor's ratio, not to Go's.
+      for (const kind of FETCH_KINDS) {
+        const vsGo = pairedRatio(series(`edge-${kind}`), go).median;
+        const floorVsGo = pairedRatio(series(`deadline-${kind}`), go).median;
+        summary.add(
+          1,
+          `session lock µs/cycle ÷ Go's Mutex, ${FETCH_LABEL[kind]} (the gateway floor's ÷ Go)`,
+          `${fmt(vsGo, 2)}× (${fmt(floorVsGo, 2)}×)`,
+          "≤ 1.10 × the floor's",
+          meets(vsGo, "<=", 1.1 * floorVsGo),
+        );
+      }
+    }
     printTable(["contender", "µs/cycle [min–max]", "÷ its floor", "throughput ÷ etcd3"], rows);
+    if (!GO_PEER) console.log(`   Go concurrency.Mutex: ${NO_GO_PEER}`);
     for (const [name, result] of results) {
       const { error } = numbersOf(result);
       if (error) console.log(`   ${name} failed in some rounds: ${error.code ?? ""} ${error.message}`);
@@ -134,7 +165,7 @@ async function reportFloorMatch(endpoint, run) {
     const requests = [...capturing.counts].map(([path, n]) => `${n}× ${path}`).join(", ");
     const check = floorMatches(
       { enqueue: bodies[0], unlock: bodies[1] },
-      rawMutex(undefined, endpoint, name, session.leaseId),
+      rawMutex(undefined, endpoint, name, session.leaseId, keyRandom(bodies[0])),
     );
     const verdict = check.match
       ? "yes"

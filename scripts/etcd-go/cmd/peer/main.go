@@ -7,9 +7,11 @@
 // Commands on stdin, one per line, each answered with one line: `write <key> <value>` (a put fenced by the
 // holding's key: its create revision for a lock, as Go's Mutex offers no more), `unlock` / `resign` (then exit).
 //
-//	peer cycles   <endpoints> <name> <n>                          n lock+unlock on one session
+//	peer cycles   <endpoints> <name> <n>                          n lock+unlock on one session, each timed
 //	peer hot      <endpoints> <name> <workers> <seconds> <holdMs> workers sessions on one name
 //	peer distinct <endpoints> <prefix> <workers> <seconds>        workers sessions, a name each
+//	peer count    <endpoints> <name> <counter> <workers> <seconds> workers sessions on one name, each holding
+//	                                                              adds 1 to the counter key: read, fenced put
 package main
 
 import (
@@ -50,6 +52,8 @@ func main() {
 		hot(cli, args[0], atoi(args[1]), atoi(args[2]), atoi(args[3]))
 	case "distinct":
 		distinct(cli, args[0], atoi(args[1]), atoi(args[2]))
+	case "count":
+		count(cli, args[0], args[1], atoi(args[2]), atoi(args[3]))
 	default:
 		fail("unknown command " + os.Args[1])
 	}
@@ -122,20 +126,23 @@ func cycles(cli *clientv3.Client, name string, n int) {
 	ctx := context.Background()
 	cpu := cpuTime()
 	started := time.Now()
+	each := make([]float64, n)
 	for i := 0; i < n; i++ {
+		cycle := time.Now()
 		if err := mutex.Lock(ctx); err != nil {
 			fail(err.Error())
 		}
 		if err := mutex.Unlock(ctx); err != nil {
 			fail(err.Error())
 		}
+		each[i] = float64(time.Since(cycle).Microseconds()) / 1000
 	}
 	elapsed := time.Since(started)
-	say(map[string]any{"cycles": n, "usPerCycle": float64(elapsed.Microseconds()) / float64(n), "cpuUsPerCycle": float64(cpuTime()-cpu) / float64(n)})
+	say(map[string]any{"cycles": n, "usPerCycle": float64(elapsed.Microseconds()) / float64(n), "cpuUsPerCycle": float64(cpuTime()-cpu) / float64(n), "latencies": each})
 }
 
 // hot runs workers sessions on one name for seconds: each locks, holds holdMs, unlocks, again. A handoff's
-// latency is from one holder's unlock returning to the next holder's lock returning.
+// latency is from one holder's unlock call to the next holder's Lock returning; each is printed (ms).
 func hot(cli *clientv3.Client, name string, workers, seconds, holdMs int) {
 	sessions := make([]*concurrency.Session, workers)
 	for i := range sessions {
@@ -164,12 +171,14 @@ func hot(cli *clientv3.Client, name string, workers, seconds, holdMs int) {
 				}
 				mu.Unlock()
 				time.Sleep(time.Duration(holdMs) * time.Millisecond)
-				if err := mutex.Unlock(ctx); err != nil {
-					return
-				}
+				// As the SDK's bench times a handoff: from the holder's unlock call (no one else can set it
+				// meanwhile: we hold the lock) to the next holder's Lock returning.
 				mu.Lock()
 				lastUnlock = time.Now()
 				mu.Unlock()
+				if err := mutex.Unlock(ctx); err != nil {
+					return
+				}
 			}
 		}(session)
 	}
@@ -180,10 +189,11 @@ func hot(cli *clientv3.Client, name string, workers, seconds, holdMs int) {
 	}
 	sort.Float64s(latencies)
 	n := len(latencies)
-	say(map[string]any{"handoffs": n, "rate": float64(n) / elapsed, "p99": quantile(latencies, 0.99), "p999": quantile(latencies, 0.999), "cpuUsPerHandoff": float64(cpuTime()-cpu) / float64(max(n, 1))})
+	say(map[string]any{"handoffs": n, "rate": float64(n) / elapsed, "p99": quantile(latencies, 0.99), "p999": quantile(latencies, 0.999), "cpuUsPerHandoff": float64(cpuTime()-cpu) / float64(max(n, 1)), "latencies": latencies})
 }
 
 func distinct(cli *clientv3.Client, prefix string, workers, seconds int) {
+	cpu := cpuTime()
 	var total int64
 	var mu sync.Mutex
 	deadline := time.Now().Add(time.Duration(seconds) * time.Second)
@@ -210,7 +220,58 @@ func distinct(cli *clientv3.Client, prefix string, workers, seconds int) {
 		}(w)
 	}
 	wg.Wait()
-	say(map[string]any{"cycles": total, "rate": float64(total) / time.Since(started).Seconds()})
+	say(map[string]any{"cycles": total, "rate": float64(total) / time.Since(started).Seconds(), "cpuUsPerCycle": float64(cpuTime()-cpu) / float64(max(total, 1))})
+}
+
+// count adds 1 to the counter key under the lock, again and again, from workers sessions: a read, then a put
+// fenced by the holder's key. Two holders at once would read one value and lose an increment; the test compares
+// the counter with every side's count of fenced puts that landed.
+func count(cli *clientv3.Client, name, counter string, workers, seconds int) {
+	var total, refused int64
+	var mu sync.Mutex
+	deadline := time.Now().Add(time.Duration(seconds) * time.Second)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			session := newSession(cli, 10)
+			defer session.Close()
+			mutex := concurrency.NewMutex(session, name)
+			ctx := context.Background()
+			for time.Now().Before(deadline) {
+				if err := mutex.Lock(ctx); err != nil {
+					fail(err.Error())
+				}
+				got, err := cli.Get(ctx, counter)
+				if err != nil {
+					fail(err.Error())
+				}
+				n := 0
+				if len(got.Kvs) > 0 {
+					n = atoi(string(got.Kvs[0].Value))
+				}
+				resp, err := cli.Txn(ctx).
+					If(mutex.IsOwner()).
+					Then(clientv3.OpPut(counter, strconv.Itoa(n+1))).Commit()
+				if err != nil {
+					fail(err.Error())
+				}
+				mu.Lock()
+				if resp.Succeeded {
+					total++
+				} else {
+					refused++
+				}
+				mu.Unlock()
+				if err := mutex.Unlock(ctx); err != nil {
+					fail(err.Error())
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	say(map[string]any{"added": total, "refused": refused})
 }
 
 func newSession(cli *clientv3.Client, ttl int) *concurrency.Session {
