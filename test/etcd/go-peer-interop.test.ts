@@ -59,7 +59,7 @@ describe("Go's Mutex and the SDK's on one name", () => {
     expect(await within(10_000, "the peer's exit", go.exited)).toBe(0);
   });
 
-  it("the SDK holds first: Go waits; once the SDK unlocks Go holds, and the SDK's fenced write is refused", async () => {
+  it("the SDK holds first: Go waits; once the SDK unlocks Go holds, the SDK's fenced write refused", async () => {
     const name = uniqueName("go");
     const session = await newSession();
     const lock = await session.mutex(name).lock();
