@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `npm run chaos [-- --duration 450 --seed N --workers K --faults a,b|none]`: a 3-member loopback etcd
+# `npm run chaos [-- --duration 450 --seed N --workers K --faults a,b|none --etcd 3.7]`: a 3-member loopback etcd
 # cluster behind fault proxies, worker processes on the built package, faults on a seeded schedule, then the
 # checks (test/chaos/run.ts). Exit code 0 when every check passes, 1 when one fails, 2 when the run could not
 # be carried out.
@@ -9,6 +9,7 @@ source scripts/lib/env.sh
 
 ensure_node >&2
 ensure_deps >&2
-ensure_etcd >&2
+# Every version: --etcd picks the cluster's, and the linearizability checker is built with the Go-built ones.
+ensure_etcd_versions >&2
 npm run --silent build >/dev/null
 exec node test/chaos/run.ts "$@"

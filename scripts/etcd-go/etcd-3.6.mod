@@ -3,6 +3,7 @@ module etcd-edge.test/etcd-go
 go 1.26.0
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	go.etcd.io/etcd/client/v3 v3.6.16
 	go.etcd.io/etcd/etcdctl/v3 v3.6.16
 	go.etcd.io/etcd/server/v3 v3.6.16

@@ -5,13 +5,14 @@
 //
 // Usage: node test/chaos/run.ts [--duration 450] [--seed N] [--workers 6] [--ttl 8] [--sdk dist]
 //                               [--json report.json] [--free-wait-bound 4550] [--faults kill-leader,silence|none]
-//                               [--no-recipes] [--permits 2|3]
+//                               [--no-recipes] [--permits 2|3] [--etcd 3.4|3.5|3.6|3.7]
 // Exit code: 0 when every check passes, 1 when one fails, 2 when the run itself could not be carried out.
 import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { type EtcdCluster, startCluster } from "../etcd/harness.ts";
+import { type EtcdCluster, etcdVersion, startCluster } from "../etcd/harness.ts";
+import { ETCD_VERSIONS, isEtcdVersion } from "../support/etcd-versions.ts";
 import { type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
 import {
   type GuardedRecord,
@@ -27,6 +28,7 @@ import { putKey, rangePrefix } from "../support/raw-gateway.ts";
 import { sleep, wallNow } from "../support/time.ts";
 import { Monitor } from "./monitor.ts";
 import { seeded } from "./random.ts";
+import { linearizableCheck } from "./linearizable.ts";
 import { recipeChecks } from "./recipe-checks.ts";
 import { figures, formatReport } from "./report.ts";
 import { WorkerPool } from "./workers.ts";
@@ -46,8 +48,14 @@ const { values: args } = parseArgs({
     // The recipe workers run by default; this leaves them out (the mutex alone, as before they existed).
     "no-recipes": { type: "boolean", default: false },
     permits: { type: "string" },
+    // The cluster's etcd version (test/etcd/harness.ts reads it from ETCD_EDGE_ETCD_VERSION; 3.4 by default).
+    etcd: { type: "string" },
   },
 });
+if (args.etcd !== undefined) {
+  if (!isEtcdVersion(args.etcd)) throw new Error(`--etcd takes ${ETCD_VERSIONS.join(", ")}, got ${args.etcd}`);
+  process.env.ETCD_EDGE_ETCD_VERSION = args.etcd;
+}
 
 function positive(name: string, text: string | undefined): number {
   const n = Number(text);
@@ -168,7 +176,7 @@ try {
           `semaphore of ${permits} permits`
       : "recipes: none",
   );
-  log(`run dir ${runDir}`);
+  log(`run dir ${runDir}; etcd ${etcdVersion()}`);
   cluster = await startCluster(3, { electionMs: ELECTION_TIMEOUT_MS });
   proxies = await Promise.all(cluster.members.map((m) => startFaultProxy(m.clientUrl)));
   const { revision } = await rangePrefix(cluster.endpoints, linesPrefix);
@@ -290,7 +298,7 @@ try {
     recipes,
   };
   writeFileSync(join(runDir, "record.json"), JSON.stringify(record));
-  const checks = [...runChecks(record), ...recipeChecks(record)];
+  const checks = [...runChecks(record), ...recipeChecks(record), linearizableCheck(record, runDir)];
   console.log(`\n${formatReport(record, checks, { runDir })}`);
   for (const w of pool.all()) {
     if (w.stderr.length > 0) log(`stderr of ${w.id}:\n  ${w.stderr.join("\n  ")}`);
