@@ -6,7 +6,8 @@ source scripts/lib/env.sh
 
 ensure_node
 ensure_deps
-# etcd 3.4 (the system's) and 3.5 (fetched into .cache/etcd): the etcd-3.4 and etcd-3.5 projects run on them.
+# etcd 3.4 (the system's), 3.5 (fetched into .cache/etcd), 3.6 and 3.7 (built there from etcd's Go modules, with
+# the Go peer and the chaos run's linearizability checker): the etcd-3.x projects run on them.
 ensure_etcd_versions
 
 step() {

@@ -10,8 +10,8 @@ import { DroppedConnection } from "./wire/errors.js";
 /** How `createMockEtcd()` behaves: etcd version, clock, auth, identity, limits. */
 export interface MockEtcdOptions {
   /**
-   * Whose gateway to speak on the wire: etcd "3.4" (3.4.23, the default), "3.5" (3.5.16), "3.6" (3.6.14) or "3.7"
-   * (3.7.1). 3.4 and 3.5 are checked against real members; 3.6 and 3.7 follow etcd's source and published specs.
+   * Whose gateway to speak on the wire: etcd "3.4" (3.4.23, the default), "3.5" (3.5.16), "3.6" (3.6.16) or "3.7"
+   * (3.7.3), each checked against a real member of that version.
    */
   version?: EtcdVersion | undefined;
   /**

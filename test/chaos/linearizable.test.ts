@@ -46,7 +46,7 @@ function record(workers: WorkerEvent[][], landed: string[]): RunRecord {
 }
 
 describe("the counter's history", () => {
-  it("reads and landed writes as timed; a refusal only when the lock was held; an unanswered write if it landed", () => {
+  it("reads and landed writes as timed; a refusal only when held; an unanswered write if it landed", () => {
     const ops = counterHistory(
       record(
         [

@@ -105,7 +105,8 @@ export function linearizableCheck(record: RunRecord, runDir: string): CheckResul
   const ops = counterHistory(record);
   const count = (kind: string, ok?: boolean) =>
     ops.filter((op) => op.kind === kind && (ok === undefined || op.ok === ok)).length;
-  const shape = `${count("read")} reads, ${count("cas", true)} writes landed, ${count("cas", false)} refused while held`;
+  const landed = count("cas", true);
+  const shape = `${count("read")} reads, ${landed} writes landed, ${count("cas", false)} refused while held`;
   const visualization = join(runDir, "porcupine.html");
   try {
     const { result } = checkRegister(ops, visualization);
