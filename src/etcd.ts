@@ -43,9 +43,12 @@ export class Etcd extends EtcdClient {
     return this.#shared.close();
   }
 
-  /** For `await using`: {@link Etcd.close}. */
+  /**
+   * For `await using`: {@link Etcd.close}, never throwing (a lease it could not revoke expires within its TTL),
+   * as a session's disposal: an error of its own must not wrap the one that matters in a SuppressedError.
+   */
   async [Symbol.asyncDispose](): Promise<void> {
-    await this.close();
+    await this.close().catch(() => {});
   }
 
   /**

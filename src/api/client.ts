@@ -1,3 +1,5 @@
+import { refused } from "../errors/catalogue.js";
+import { isEtcdError } from "../errors/etcd-error.js";
 import { Transport, type CallOptions } from "../gateway/transport.js";
 import * as wire from "../gateway/wire.js";
 import type { Bytes } from "./bytes.js";
@@ -70,29 +72,33 @@ export class EtcdClient {
 
   /** Keys of a range or prefix, with limit, revision, sort and filters. */
   async range(query: RangeQuery & CallOptions): Promise<RangeResult> {
-    const result = await this.transport.unary(
-      {
-        path: "/v3/kv/range",
-        body: rangeRequest(this.keyspace, query),
-        schema: wire.rangeResponse,
-        retry: "idempotent",
-      },
-      query,
-    );
+    const result = await this.transport
+      .unary(
+        {
+          path: "/v3/kv/range",
+          body: rangeRequest(this.keyspace, query),
+          schema: wire.rangeResponse,
+          retry: "idempotent",
+        },
+        query,
+      )
+      .catch(denied(`reading ${keysOf(query)}`, `read on ${keysOf(query)}`));
     return decodeRange(this.keyspace, result);
   }
 
   /** Writes `value` at `key`; with `lease`, the key is deleted when the lease ends. */
   async put(key: Bytes, value: Bytes | undefined, options: PutOptions & CallOptions = {}): Promise<PutResult> {
-    const result = await this.transport.unary(
-      {
-        path: "/v3/kv/put",
-        body: putRequest(this.keyspace, key, value, options),
-        schema: wire.putResponse,
-        retry: "write",
-      },
-      options,
-    );
+    const result = await this.transport
+      .unary(
+        {
+          path: "/v3/kv/put",
+          body: putRequest(this.keyspace, key, value, options),
+          schema: wire.putResponse,
+          retry: "write",
+        },
+        options,
+      )
+      .catch(denied(`writing ${keysOf({ key })}`, `write (or readwrite) on ${keysOf({ key })}`));
     return decodePut(this.keyspace, result);
   }
 
@@ -100,15 +106,17 @@ export class EtcdClient {
   async delete(query: Bytes | DeleteQuery, options: DeleteOptions & CallOptions = {}): Promise<DeleteResult> {
     const target =
       typeof query === "string" || query instanceof Uint8Array ? { key: query, ...options } : { ...options, ...query };
-    const result = await this.transport.unary(
-      {
-        path: "/v3/kv/deleterange",
-        body: deleteRequest(this.keyspace, target),
-        schema: wire.deleteRangeResponse,
-        retry: "write",
-      },
-      target,
-    );
+    const result = await this.transport
+      .unary(
+        {
+          path: "/v3/kv/deleterange",
+          body: deleteRequest(this.keyspace, target),
+          schema: wire.deleteRangeResponse,
+          retry: "write",
+        },
+        target,
+      )
+      .catch(denied(`deleting ${keysOf(target)}`, `write (or readwrite) on ${keysOf(target)}`));
     return decodeDelete(this.keyspace, result);
   }
 
@@ -151,4 +159,19 @@ export class EtcdClient {
     checkWatchQuery(this.keyspace, query);
     return { [Symbol.asyncIterator]: () => watch(this.transport, this.keyspace, query) };
   }
+}
+
+/** Rethrows PERMISSION_DENIED naming what was refused and the grant it needs; anything else as it is. */
+function denied(what: string, grant: string): (error: unknown) => never {
+  return (error) => {
+    throw isEtcdError(error, "PERMISSION_DENIED") ? refused(what, grant, error) : error;
+  };
+}
+
+/** How an error names the keys of a call: `key "k"`, `prefix "jobs/"`, `keys from "a"`. */
+function keysOf(range: { key?: Bytes | undefined; prefix?: Bytes | undefined; end?: Bytes | undefined }): string {
+  const text = (bytes: Bytes) => JSON.stringify(typeof bytes === "string" ? bytes : new TextDecoder().decode(bytes));
+  if (range.prefix !== undefined) return `prefix ${text(range.prefix)}`;
+  if (range.end !== undefined) return `keys from ${text(range.key ?? "")}`;
+  return `key ${text(range.key ?? "")}`;
 }

@@ -37,6 +37,8 @@ export interface WatchOptions extends CallOptions {
   onCreated?: ((revision: number, endpoint: string) => void) | undefined;
   /** @internal Open the stream on another endpoint than this one when there is one (a second watch). */
   avoid?: string | undefined;
+  /** @internal Opened by the client on its own (a holding following its keys): no caller's span traces it. */
+  background?: boolean | undefined;
 }
 
 /** What `watch()` takes: the keys to follow (a key, a range or a prefix) and {@link WatchOptions}. */
@@ -101,7 +103,8 @@ export async function* watch(
     successor = undefined;
     return taken;
   };
-  const open = (avoid: string | undefined): Opening => {
+  /** A renewal (a successor, a reopening) is the watch's own doing, traced as background like its renewals. */
+  const open = (avoid: string | undefined, background = true): Opening => {
     const stream = new WatchStream(outer, idle);
     stream.follow();
     const body = { create_request: { ...request, start_revision: next === undefined ? undefined : String(next) } };
@@ -109,6 +112,7 @@ export async function* watch(
       timeout: query.timeout,
       headers: WatchStream.serverTimeout(idle),
       avoid,
+      background,
     });
     opened.catch(() => {});
     return { stream, opened };
@@ -119,7 +123,8 @@ export async function* watch(
       if (outer?.aborted) throw aborted(outer.reason);
       const renewed = takeSuccessor();
       // Only the first opening avoids an endpoint: a reopened stream goes wherever the client's endpoints now point.
-      const { stream, opened: opening } = renewed ?? open(first ? query.avoid : undefined);
+      const { stream, opened: opening } =
+        renewed ?? open(first ? query.avoid : undefined, !first || query.background === true);
       let endpoint: string | undefined;
       let proved = false;
       /** Why the stream ended; undefined when the server ended it at the time asked for. */

@@ -34,7 +34,10 @@ export function describe(value: unknown): string {
 
 // --- calls: time, abort, network -------------------------------------------------------------------------
 
-export function timedOut(timeout: number, details: EtcdErrorDetails = {}): EtcdTimeoutError {
+export function timedOut(
+  timeout: number,
+  details: EtcdErrorDetails & { what?: string | undefined; hint?: string | undefined } = {},
+): EtcdTimeoutError {
   return new EtcdTimeoutError(timeout, details);
 }
 
@@ -97,7 +100,7 @@ export function gatewayCannotDial(error: EtcdServerError): EtcdServerError {
   const { code, message, endpoint, grpcCode, httpStatus } = error;
   const why =
     `etcd's gateway could not connect to its own member (${message}): with --client-cert-auth or ` +
-    "--trusted-ca-file, the server certificate needs the clientAuth extended key usage too (docs/tls.md)";
+    "--trusted-ca-file, the server certificate needs the clientAuth extended key usage too (etcd-edge's docs/tls.md)";
   return serverError(code, why, { cause: error, endpoint, grpcCode, httpStatus });
 }
 
@@ -287,6 +290,25 @@ export function renewalRefused(leaseId: string, cause: unknown): EtcdError {
       "it (since 3.5.28 and 3.6.9): grant this user readwrite on the prefixes of the names it locks",
     { cause },
   );
+}
+
+/**
+ * etcd's RBAC refused `what` (`reading key "k"`, `lock jobs/1`): the error names it and the grant it needs
+ * (`read on key "k"`, `readwrite on prefix "jobs/1/"`), as etcd's own "permission denied" does not.
+ */
+export function refused(what: string, grant: string, cause: EtcdError): EtcdError {
+  const message =
+    `${what} was refused by etcd's RBAC (${cause.message}): this user's roles need ${grant} ` +
+    `(etcdctl role grant-permission; etcd-edge's README, "RBAC: what a lock user needs")`;
+  const details = { cause, endpoint: cause.endpoint };
+  // etcd's own answer stays readable as it was (gRPC code, HTTP status); the words say what to do.
+  return cause instanceof EtcdServerError
+    ? new EtcdServerError("PERMISSION_DENIED", message, {
+        ...details,
+        grpcCode: cause.grpcCode,
+        httpStatus: cause.httpStatus,
+      })
+    : new EtcdError("PERMISSION_DENIED", message, details);
 }
 
 /** The session was closed by its owner (`close()`); `context` says what that cut short or refused. */

@@ -129,9 +129,12 @@ export class EtcdTimeoutError extends EtcdError {
   /** The budget that ran out, in milliseconds. */
   readonly timeout: number;
 
-  /** `details.what`: what timed out, when it was more than one request (a lock's wait, say). */
-  constructor(timeout: number, details: EtcdErrorDetails & { what?: string | undefined } = {}) {
-    super("TIMEOUT", `${details.what ?? "request"} timed out after ${timeout} ms`, details);
+  /** `details.what`: what timed out (a call, a lock's wait); `details.hint`: what to do about it. */
+  constructor(
+    timeout: number,
+    details: EtcdErrorDetails & { what?: string | undefined; hint?: string | undefined } = {},
+  ) {
+    super("TIMEOUT", `${details.what ?? "request"} timed out after ${timeout} ms${details.hint ?? ""}`, details);
     this.timeout = timeout;
   }
 }

@@ -17,7 +17,7 @@ export const PREFIX = "etcd-edge:";
 /** The TracingChannels: `etcd-edge:request`, `etcd-edge:lock`, `etcd-edge:release`, `etcd-edge:withLock`. */
 export type Traced = "request" | "lock" | "release" | "withLock";
 /** The plain channels, for transitions that are not calls. */
-export type Point = "lock.lost" | "session.lost" | "watch.reconnect";
+export type Point = "lock.lost" | "lock.released" | "session.lost" | "watch.reconnect";
 
 /** What an acquisition is of: `lockAll` for several locks at once, `election` for a campaign. */
 export type LockKind = "lock" | "election" | "semaphore" | "read" | "write" | "lockAll";
@@ -35,6 +35,10 @@ export interface RequestContext {
   attempt?: number;
   /** How it ended, once it has. */
   outcome?: Outcome<"ok">;
+  /** The HTTP status of its last answer, once it has ended (absent when none came). */
+  status?: number;
+  /** Made by the client on its own (a session's background renewal), not by a caller's call. */
+  background?: boolean;
   /** What it failed with (set by the tracing channel). */
   error?: unknown;
 }
@@ -45,6 +49,10 @@ export interface LockContext {
   kind: LockKind;
   /** The name asked for; several names joined by ", " for lockAll. */
   name: string;
+  /** Asked not to wait (`tryLock`, `tryAcquire`, `timeout: 0`): a busy answer is its expected outcome. */
+  tryOnly: boolean;
+  /** The lease its key is bound to (its decimal ID), once its acquisition has started. */
+  lease?: string;
   /** The fencing token (its key's create revision), once acquired. */
   token?: number;
   /** How it ended, once it has. */
@@ -94,6 +102,18 @@ export interface LockLostMessage {
   /** Its fencing token: its key's create revision. */
   token: number;
   /** From its acquisition to its loss, in milliseconds. */
+  heldMs: number;
+}
+
+/** `etcd-edge:lock.released`: a holding ended by its release (its keys deleted while its own). */
+export interface LockReleasedMessage {
+  /** What is acquired or held. */
+  kind: LockKind;
+  /** The name it is taken on; several names joined by ", " for lockAll. */
+  name: string;
+  /** Its fencing token: its key's create revision. */
+  token: number;
+  /** From its acquisition to its release, in milliseconds. */
   heldMs: number;
 }
 
@@ -155,7 +175,16 @@ function listening(key: Traced | Point): (TracingChannel & Channel) | undefined 
   if (made === undefined) {
     const dc = diagnostics();
     made = dc && {};
-    for (const name of ["request", "lock", "release", "withLock", "lock.lost", "session.lost", "watch.reconnect"])
+    for (const name of [
+      "request",
+      "lock",
+      "release",
+      "withLock",
+      "lock.lost",
+      "lock.released",
+      "session.lost",
+      "watch.reconnect",
+    ])
       if (dc)
         made![name] = (name.includes(".") ? dc.channel(PREFIX + name) : dc.tracingChannel(PREFIX + name)) as never;
   }
@@ -213,16 +242,21 @@ interface TracedCall {
   readonly tries: number;
   /** Where its latest attempt went. */
   readonly endpoint: string;
+  /** The HTTP status of its latest answer, 0 before one. */
+  readonly status: number;
+  /** Made by the client on its own. */
+  readonly background: boolean;
 }
 
 /** One gateway call, its retries and failovers included. */
 export function traceRequest<T>(call: TracedCall, run: () => Promise<T>): Promise<T> {
   const channel = listening("request");
   if (channel === undefined) return run();
-  const context: RequestContext = { path: call.path };
+  const context: RequestContext = { path: call.path, background: call.background };
   return traced(channel, context, run, "ok", () => {
     context.endpoint = call.endpoint;
     context.attempt = call.tries + 1;
+    if (call.status !== 0) context.status = call.status;
   });
 }
 
@@ -236,12 +270,13 @@ let starting: LockContext | undefined;
 export function traceLock<T>(
   kind: HoldingKind,
   name: string | readonly string[],
+  options: { timeout?: number | undefined },
   run: () => Promise<T>,
   token?: () => number | undefined,
 ): Promise<T> {
   const channel = listening("lock");
   if (channel === undefined) return run();
-  const context: LockContext = { kind: KINDS[kind], name: nameOf(name) };
+  const context: LockContext = { kind: KINDS[kind], name: nameOf(name), tryOnly: options.timeout === 0 };
   // tracePromise calls `run` at once, and `run` builds its Acquisition before its first await.
   starting = context;
   try {
@@ -259,6 +294,11 @@ export function traceLock<T>(
  */
 export function startingAcquisition(): LockContext | undefined {
   return starting;
+}
+
+/** Tells a traced acquisition the lease its key is bound to. */
+export function traceLease(context: LockContext | undefined, lease: string): void {
+  if (context !== undefined) context.lease = lease;
 }
 
 /** Tells a traced acquisition it must wait, with `position` contenders ahead of it when known. */
@@ -291,15 +331,17 @@ export function traceWithLock<T>(kind: HoldingKind, name: string | readonly stri
   return traced(channel, context, run, "ok");
 }
 
-/** A holding acquired at `acquiredAt` (performance.now()) was found lost. */
-export function publishLockLost(subject: { kind: HoldingKind; name: string }, token: number, acquiredAt: number): void {
-  const heldMs = performance.now() - acquiredAt;
-  listening("lock.lost")?.publish({
-    kind: KINDS[subject.kind],
-    name: subject.name,
-    token,
-    heldMs,
-  } satisfies LockLostMessage);
+/** A holding acquired at `acquiredAt` (performance.now()) ended: found lost, or released. */
+export function publishLockEnd(
+  how: "lock.lost" | "lock.released",
+  subject: { kind: HoldingKind; name: string },
+  token: number,
+  acquiredAt: number,
+): void {
+  const channel = listening(how);
+  if (channel === undefined) return;
+  const message = { kind: KINDS[subject.kind], name: subject.name, token, heldMs: performance.now() - acquiredAt };
+  channel.publish(message satisfies LockLostMessage & LockReleasedMessage);
 }
 
 export function publishSessionLost(leaseId: string, code: EtcdErrorCode): void {

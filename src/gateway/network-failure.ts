@@ -11,10 +11,13 @@ export interface NetworkFailure {
 }
 
 const UNSENT = ": nothing was sent";
-const CA = ": give the fetch its CA (docs/tls.md)";
+const PLAIN =
+  ": is this etcd's plain-HTTP port? Use http://, or serve TLS with etcd's --cert-file and --key-file " +
+  "(etcd-edge's docs/tls.md)";
+const CA = ": give the fetch its CA (etcd-edge's docs/tls.md)";
 const CERT =
   ": etcd demands one with --client-cert-auth and whenever --trusted-ca-file is set, signed by that CA, " +
-  "with the clientAuth extended key usage (docs/tls.md)";
+  "with the clientAuth extended key usage (etcd-edge's docs/tls.md)";
 
 /**
  * What a failure is called, tested on `code: message` of each error of the chain, most specific first;
@@ -24,6 +27,13 @@ const CERT =
 const RULES: Array<[test: RegExp, words: string, unsent?: boolean, hint?: string]> = [
   [/\bbad port\b|port \d+ are blocked/i, 'fetch refuses this port, a "bad port" of the Fetch standard', true, UNSENT],
   [/ECONNREFUSED|connection refused/i, "connection refused", true],
+  // Node's and undici's words when a plain-HTTP server (etcd's client port without --cert-file) drops the hello.
+  [
+    /before secure TLS connection was established/i,
+    "the server hung up before any TLS handshake: the endpoint may not speak TLS",
+    true,
+    PLAIN,
+  ],
   [/ENOTFOUND|EAI_AGAIN|EAI_NONAME|dns error/i, "unknown host (DNS)", true],
   [/CONNECT_TIMEOUT|^ETIMEDOUT: connect|Connection timed out/i, "connecting timed out", true],
   [/WRONG_VERSION_NUMBER|TOO_LONG|InvalidContentType/i, "TLS handshake failed: the endpoint may not speak TLS", true],

@@ -18,7 +18,12 @@ export class CallSignal {
   #timedOut = false;
 
   /** Starts the clock and follows `parent`; `dispose()` stops both. */
-  constructor(parent: AbortSignal | undefined, timeout: number | undefined) {
+  constructor(
+    parent: AbortSignal | undefined,
+    timeout: number | undefined,
+    /** What a TIMEOUT names ("tryLock of lock x"); "request" when unsaid. */
+    readonly what?: string,
+  ) {
     resolveSignal(parent);
     this.#parent = parent;
     this.#timeout = timeout;
@@ -46,7 +51,7 @@ export class CallSignal {
 
   /** The error to throw now that the signal has fired; `indeterminate` when a write was sent unanswered. */
   error(endpoint?: string, indeterminate = false): EtcdError {
-    if (this.#timedOut) return timedOut(this.#timeout ?? 0, { endpoint, indeterminate });
+    if (this.#timedOut) return timedOut(this.#timeout ?? 0, { endpoint, indeterminate, what: this.what });
     return aborted(this.#parent?.reason, endpoint, indeterminate);
   }
 
@@ -58,7 +63,7 @@ export class CallSignal {
   /** @internal The time budget ran out. */
   expire(): void {
     this.#timedOut = true;
-    this.#abort(timedOut(this.#timeout ?? 0));
+    this.#abort(timedOut(this.#timeout ?? 0, { what: this.what }));
   }
 
   dispose(): void {

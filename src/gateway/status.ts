@@ -54,6 +54,10 @@ const CODE_BY_MESSAGE: Array<[string, EtcdErrorCode]> = [
   ["no leader", "UNAVAILABLE"],
 ];
 
+/** What etcd's "user name is empty" means: the request carried no token, so the client has no `auth`. */
+const NO_AUTH =
+  ": the cluster has auth enabled and this client sent no token: pass auth: { username, password } to new Etcd()";
+
 /** What etcd's "database space exceeded" means, and what brings the cluster back. */
 const NOSPACE =
   ": the cluster raised its NOSPACE alarm (its backend reached --quota-backend-bytes) and refuses every write " +
@@ -65,6 +69,7 @@ export function statusError(grpcCode: number, message: string, httpStatus: numbe
   let text = message.length > 0 ? message : `gRPC status ${grpcCode}`;
   if (text.includes("required revision has been compacted")) return compacted(text, undefined, endpoint);
   if (text.includes("database space exceeded")) text += NOSPACE;
+  if (text.includes("user name is empty")) text += NO_AUTH;
   const code = CODE_BY_MESSAGE.find(([needle]) => text.includes(needle))?.[1] ?? CODE_BY_GRPC[grpcCode] ?? "UNKNOWN";
   return serverError(code, text, { grpcCode, httpStatus, endpoint });
 }

@@ -30,6 +30,8 @@ export interface CallOptions {
   onRefused?: (() => void) | undefined;
   /** @internal The endpoint not to try first, when there is another (one that may have stalled). */
   avoid?: string | undefined;
+  /** @internal Made by the client on its own (a background renewal): no caller's span traces it. */
+  background?: boolean | undefined;
 }
 
 /** One request/response call. */
@@ -138,9 +140,11 @@ export class Transport {
       headers?: Record<string, string> | undefined;
       /** The endpoint not to try first, when there is another (a second stream beside one that may stall). */
       avoid?: string | undefined;
+      /** Opened by the client on its own (a stream's renewal). */
+      background?: boolean | undefined;
     } = {},
   ): Promise<OpenStream> {
-    const call = new Call(path, "idempotent", false, signal, this.#timeout(options.timeout), {});
+    const call = new Call(path, "idempotent", false, signal, this.#timeout(options.timeout), options);
     call.avoid = options.avoid;
     const text = JSON.stringify(body);
     const opening = async (attempt: Attempt): Promise<OpenStream> => {
@@ -222,7 +226,7 @@ export class Transport {
       const startedAt = this.events.on ? performance.now() : 0;
       try {
         if (call.signal?.aborted) throw aborted(call.signal.reason, endpoint);
-        if (left <= 0) throw timedOut(call.timeout, { endpoint });
+        if (left <= 0) throw timedOut(call.timeout, { endpoint, ...call.what });
         const pending = withToken ? this.#token?.get() : undefined;
         if (pending !== undefined)
           attempt.headers = { ...this.#baseHeaders, authorization: await attempt.bounded(pending) };
@@ -235,6 +239,7 @@ export class Transport {
         placed = false;
         await this.#afterFailure(call, attempt, this.#secrets.redact(thrown), { index, left, attemptOnly, startedAt });
       } finally {
+        if (attempt.status !== undefined) call.status = attempt.status;
         attempt.dispose();
         if (placed) this.#inFlight.leave();
       }
@@ -247,7 +252,7 @@ export class Transport {
     try {
       await this.#inFlight.enter(queued.signal);
     } catch {
-      throw call.signal?.aborted ? aborted(call.signal.reason) : timedOut(call.timeout);
+      throw call.signal?.aborted ? aborted(call.signal.reason) : timedOut(call.timeout, call.what);
     } finally {
       queued.dispose();
     }
@@ -276,7 +281,7 @@ export class Transport {
       // The caller's signal, or the call's whole budget: nothing more is tried.
       const error = signal?.aborted
         ? aborted(signal.reason, endpoint, unknown)
-        : timedOut(call.timeout, { endpoint, indeterminate: unknown });
+        : timedOut(call.timeout, { endpoint, indeterminate: unknown, ...call.what });
       if (this.events.on && attempt.sent) this.#requestEvent(call.path, attempt, call.tries, startedAt, error.code);
       // An endpoint that lets a call time out is no place for the next call either.
       if (error.code === "TIMEOUT") this.#failedOver(index, error.code);
@@ -378,6 +383,9 @@ class Call {
   undecided = false;
   /** The endpoint its first attempt should not use, when there is another. */
   avoid: string | undefined;
+  /** The HTTP status of its latest answer, 0 before one. */
+  status = 0;
+  readonly background: boolean;
 
   constructor(
     readonly path: string,
@@ -387,10 +395,19 @@ class Call {
     readonly signal: AbortSignal | undefined,
     /** Milliseconds, Infinity for none. */
     readonly timeout: number,
-    options: Pick<CallOptions, "attemptTimeout" | "onSent">,
+    options: Pick<CallOptions, "attemptTimeout" | "onSent" | "background">,
   ) {
     this.attemptTimeout = options.attemptTimeout;
     this.onSent = options.onSent;
+    this.background = options.background === true;
+  }
+
+  /** What a TIMEOUT names: the call, and where its budget comes from. */
+  get what(): { what: string; hint: string } {
+    return {
+      what: `the ${this.path} call`,
+      hint: ": that is its whole budget, retries included (the call's `timeout` option, else the client's)",
+    };
   }
 
   /** Milliseconds left of the budget. */

@@ -10,10 +10,12 @@
  * @module etcd-edge/otel
  */
 export { type Instrumentation, type InstrumentOptions, instrument } from "./instrument.js";
+export { SCHEMA_URL } from "./names.js";
 export type {
   LockContext,
   LockKind,
   LockLostMessage,
+  LockReleasedMessage,
   Outcome,
   ReleaseContext,
   RequestContext,

@@ -2,7 +2,7 @@
 // true state, on the mock and on real etcd, in the five cases where they used to lie (issue 21):
 // 1. a lock resumed from its ticket stays held when its sender closes its session;
 // 2. a put to a lock's key (which cuts it loose from its lease) is named at the release, and leaves nothing
-//    that blocks the name;
+//    that blocks the name, also when it comes after the lease's revocation (2b);
 // 3. a handle that knows its lock is lost answers `unlock()` with LOCK_LOST, even while etcd is unreachable;
 // 4. `lock()` on a closed or expired session says so, and that nothing was attempted;
 // 5. the sender's `unlock()` after a ticket takeover says the lock was taken over, not that its lease ended.
@@ -71,6 +71,25 @@ describe("2. a put to a lock's key", () => {
     expect(lock.held).toBe(false);
     expect(lock.signal.aborted).toBe(true);
     expect(lock.signal.reason).toBe(error);
+    expect(await keysOf(name)).toEqual([]);
+    const next = await (await session()).mutex(name).tryLock();
+    expect(next).toBeDefined();
+    await next?.unlock();
+  });
+});
+
+describe("2b. a put to a lock's key after its lease was revoked (found by the model search)", () => {
+  it("is a new key without a lease at the holding's own name: the release deletes it; it blocks nobody", async () => {
+    const name = fresh();
+    const owner = await session();
+    const lock = await owner.mutex(name).lock();
+    await backend.client().lease.revoke(owner.leaseId);
+    await etcd.put(lock.key, "outside");
+
+    const error = await rejection(lock.unlock());
+    expect(error.code).toBe("LOCK_LOST");
+    expect(error.message).toMatch(/lease .* ended \(it expired or was revoked\) while it was held/);
+    // Without a lease nothing would ever end it: every later lock of the name would meet LOCK_NAME_CONFLICT.
     expect(await keysOf(name)).toEqual([]);
     const next = await (await session()).mutex(name).tryLock();
     expect(next).toBeDefined();

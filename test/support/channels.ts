@@ -4,7 +4,7 @@
 import dc from "node:diagnostics_channel";
 
 export const TRACED = ["request", "lock", "release", "withLock"] as const;
-export const POINTS = ["lock.lost", "session.lost", "watch.reconnect"] as const;
+export const POINTS = ["lock.lost", "lock.released", "session.lost", "watch.reconnect"] as const;
 const EVENTS = ["start", "end", "asyncStart", "asyncEnd", "error"] as const;
 
 export interface Seen {

@@ -28,14 +28,19 @@ describe("channels with nobody listening", () => {
       const pending = Promise.resolve({ revision: 1 });
       // The very promise the call made: nothing wrapped it.
       expect(
-        traceLock("lock", "x", () => {
+        traceLock("lock", "x", {}, () => {
           // No context was made for an Acquisition to find.
           expect(startingAcquisition()).toBeUndefined();
           return pending;
         }),
       ).toBe(pending);
       const answer = Promise.resolve("answer");
-      expect(traceRequest({ path: "/v3/kv/range", tries: 0, endpoint: "http://e" }, () => answer)).toBe(answer);
+      expect(
+        traceRequest(
+          { path: "/v3/kv/range", tries: 0, endpoint: "http://e", status: 0, background: false },
+          () => answer,
+        ),
+      ).toBe(answer);
       const done = Promise.resolve();
       expect(traceRelease({ kind: "lock", name: "x" }, 1, 0, () => done)).toBe(done);
       expect(traceWithLock("lock", ["a", "b"], () => answer)).toBe(answer);
@@ -50,9 +55,10 @@ describe("channels with nobody listening", () => {
     try {
       const channels = await freshChannels();
       const pending = Promise.resolve({ revision: 7 });
-      expect(channels.traceLock("lock", "x", () => pending)).toBe(pending);
+      expect(channels.traceLock("lock", "x", {}, () => pending)).toBe(pending);
       channels.publishSessionLost("1", "SESSION_EXPIRED");
-      channels.publishLockLost({ kind: "lock", name: "x" }, 7, 0);
+      channels.publishLockEnd("lock.lost", { kind: "lock", name: "x" }, 7, 0);
+      channels.publishLockEnd("lock.released", { kind: "lock", name: "x" }, 7, 0);
       channels.publishWatchReconnect(undefined, "UNAVAILABLE");
       expect(channels.diagnostics()).toBeUndefined();
       expect(log.seen).toEqual([]);
@@ -69,7 +75,7 @@ describe("channels with a subscriber", () => {
     try {
       const { traceLock, traceWaiting, startingAcquisition } = await freshChannels();
       const holding = { revision: 42, toJSON: () => ({ secret: "s3cr3t" }) };
-      const got = await traceLock("permit", "sem", async () => {
+      const got = await traceLock("permit", "sem", { timeout: 0 }, async () => {
         const context = startingAcquisition();
         await Promise.resolve();
         traceWaiting(context, 3);
@@ -80,6 +86,7 @@ describe("channels with a subscriber", () => {
       expect(log.seen.at(-1)!.message).toEqual({
         kind: "semaphore",
         name: "sem",
+        tryOnly: true,
         waited: true,
         position: 3,
         outcome: "acquired",

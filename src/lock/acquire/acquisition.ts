@@ -1,6 +1,13 @@
-import { describe, invalidArgument, sessionClosed, sessionExpired, waitTimedOut } from "../../errors/catalogue.js";
+import {
+  describe,
+  invalidArgument,
+  refused,
+  sessionClosed,
+  sessionExpired,
+  waitTimedOut,
+} from "../../errors/catalogue.js";
 import { type EtcdError, isEtcdError, unanswered } from "../../errors/etcd-error.js";
-import { startingAcquisition, traceWaiting } from "../../events/channels.js";
+import { startingAcquisition, traceLease, traceWaiting } from "../../events/channels.js";
 import { resolveTimeout } from "../../gateway/config.js";
 import { anySignal, CallSignal, delay, untilAborted } from "../../gateway/signals.js";
 import type { Held } from "../hold/held.js";
@@ -76,6 +83,7 @@ export class Acquisition implements WaitContext {
     this.#session = session;
     this.#subject = subject;
     this.#keys = keys;
+    traceLease(this.#trace, session.leaseId);
     // Without a timeout of its own a wait is bounded by the client's `timeout`, as every call is; a campaign
     // waits until elected, as a standby does.
     const bound = subject.kind === "leadership" ? undefined : session.client.transport.config.timeout;
@@ -207,6 +215,10 @@ export class Acquisition implements WaitContext {
     }
     const call = this.#call;
     if (call?.aborted) return call.timedOut ? waitTimedOut(what, this.#timeout ?? 0, thrown) : call.error();
+    if (isEtcdError(thrown, "PERMISSION_DENIED")) {
+      const prefixes = [...new Set(this.#keys.map((key) => JSON.stringify(key.slice(0, key.lastIndexOf("/") + 1))))];
+      return refused(what, `readwrite on prefix ${prefixes.join(" and ")}`, thrown);
+    }
     return thrown;
   }
 }

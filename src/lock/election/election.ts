@@ -74,6 +74,7 @@ export class Election<S extends LeaseSession = LeaseSession> {
     return traceLock(
       "leadership",
       this.name,
+      options,
       () => this.#run(value, options),
       () => this.revision,
     );

@@ -23,9 +23,9 @@ export interface OwnKey {
 /**
  * Why a holding's key(s) were gone or changed, from one read of them (and one of the lease when a key is gone):
  * the handle must say why it lost its lock, not guess. Its lease ended, another client deleted a key, a plain
- * put rewrote one (cutting it loose from its lease), or a ticket moved it to another holder. A key of the
- * holding's own incarnation that a put cut loose from its lease would block its line for good (no lease ends
- * it): it is deleted here, guarded by the version that was read.
+ * put rewrote one (cutting it loose from its lease), or a ticket moved it to another holder. A key at the
+ * holding's key name that has no lease (its own incarnation cut loose by a put, or remade by a put after it went)
+ * would block its line for good (no lease ends it): it is deleted here, guarded by the version that was read.
  */
 export async function explainLoss(
   client: EtcdClient,
@@ -41,6 +41,9 @@ export async function explainLoss(
   for (const [i, { key, revision, modRevision }] of keys.entries()) {
     const kv = read.responses[i]?.kvs[0];
     if (kv === undefined || kv.createRevision !== revision) {
+      // Remade at our key's name without a lease (a plain put after it went): no acquisition but ours uses this
+      // name, and no lease would ever end it, so it would block the line for good.
+      if (kv?.lease === "0") await deleteUnchanged(client, key, kv.modRevision, call);
       const gone = await client.lease.timeToLive(leaseId, call).then(
         () => false,
         (error: unknown) => (isEtcdError(error, "LEASE_NOT_FOUND") ? true : Promise.reject(error)),
@@ -57,11 +60,7 @@ export async function explainLoss(
     if (kv.lease === leaseId && (!options.byVersion || kv.modRevision === modRevision)) continue;
     if (kv.lease === "0" || kv.lease === leaseId) {
       // Still our incarnation, rewritten by someone: ours to delete, and without a lease it would never go.
-      await client
-        .txn()
-        .if(cmp.modRevision(key, "==", kv.modRevision))
-        .then(op.delete(key))
-        .commit({ ...call, idempotent: true });
+      await deleteUnchanged(client, key, kv.modRevision, call);
       const how = kv.lease === "0" ? "a put without its lease, which would have kept it forever" : "another write";
       return { why: `its key ${key} was overwritten by ${how} (the key was deleted, so it blocks nobody)` };
     }
@@ -70,4 +69,13 @@ export async function explainLoss(
       : { why: `its key ${key} was overwritten by a write with another lease (${kv.lease})` };
   }
   return { why: "its keys had changed when it was released" };
+}
+
+/** Deletes `key` unless it changed since the read that saw it at `modRevision`. */
+async function deleteUnchanged(client: EtcdClient, key: string, modRevision: number, call: CallOptions): Promise<void> {
+  await client
+    .txn()
+    .if(cmp.modRevision(key, "==", modRevision))
+    .then(op.delete(key))
+    .commit({ ...call, idempotent: true });
 }

@@ -119,6 +119,7 @@ class FollowedLine {
         const stream = this.#client.watch({
           prefix: this.#prefix,
           signal,
+          background: true,
           onCreated: () => {
             this.#created = true;
             void this.#check([...this.#followers.values()].flatMap((set) => [...set]));

@@ -2,7 +2,7 @@ import type { LeaseId, ResponseHeader } from "../../api/codec.js";
 import { type AnyOp, cmp, type Compare, type OpResults, op, type TxnResult } from "../../api/txn.js";
 import { heldLost, heldReleased } from "../../errors/catalogue.js";
 import { type EtcdError, unanswered } from "../../errors/etcd-error.js";
-import { publishLockLost, traceRelease } from "../../events/channels.js";
+import { publishLockEnd, traceRelease } from "../../events/channels.js";
 import { resolveSignal, resolveTimeout } from "../../gateway/config.js";
 import { requestScopedIo } from "../../gateway/isolate.js";
 import { backgroundTimer, delay } from "../../gateway/signals.js";
@@ -36,6 +36,8 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   readonly #byVersion: boolean;
   /** A ticket of it went out: a later change of its key's lease is that ticket's takeover. */
   #ticketed = false;
+  /** Its caller asked for its release (`unlock()`, valid options): disposal neither sends nor tells it again. */
+  #asked = false;
   #status: Status = { is: "held" };
   #acquiredAt = 0;
   /** Made on first use of `signal`: most holdings are never asked for one, and aborting costs an Error. */
@@ -103,9 +105,14 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     return this.session.renew(options);
   }
 
-  /** For `await using`: releases it unless that already happened (LOCK_LOST if it was lost). */
+  /**
+   * For `await using`: releases it, unless its release was already asked for (`unlock()`, whatever it answered)
+   * or it was released otherwise (its session's close). Throws what that release throws: LOCK_LOST if it was
+   * lost before (the work under it was not protected to its end), or why the release could not be sent.
+   */
   async [Symbol.asyncDispose](): Promise<void> {
-    if (this.#status.is !== "released") await this.releaseHeld();
+    if (this.#asked || this.#status.is === "released") return;
+    await this.releaseHeld();
   }
 
   /** @internal A ticket of it was handed out (see `Lock.ticket`). */
@@ -123,6 +130,7 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
 
   async #release(options: CallOptions): Promise<void> {
     const status = await this.#settled(options);
+    this.#asked = true;
     switch (status.is) {
       case "lost":
         throw status.error;
@@ -202,6 +210,7 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
 
   async #releaseWith<Ops extends AnyOp[]>(ops: Ops, options: CallOptions): Promise<OpResults<Ops>> {
     const status = await this.#settled(options);
+    this.#asked = true;
     if (status.is === "lost") throw status.error;
     if (status.is !== "held") throw this.#ended() ?? heldReleased(this.#what, "its release was already sent");
     const releasing = this.#releasing();
@@ -356,7 +365,7 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     this.#status = next;
     this.#unfollow?.();
     this.#unfollow = undefined;
-    if (next.is === "lost") publishLockLost(this.#subject, this.revision, this.#acquiredAt);
+    publishLockEnd(next.is === "lost" ? "lock.lost" : "lock.released", this.#subject, this.revision, this.#acquiredAt);
     const events = this.session.client.transport.events;
     if (events.on) {
       const { kind, name } = this.#subject;

@@ -11,7 +11,7 @@ export interface Kept {
   readonly ttl: number;
   readonly alive: boolean;
   remaining(): number;
-  renew(options: { timeout: number; attemptTimeout: number }): Promise<number>;
+  renew(options: { timeout: number; attemptTimeout: number; background: true }): Promise<number>;
 }
 
 /**
@@ -29,7 +29,8 @@ export function renewEvery(lease: Kept): () => void {
       // each endpoint gets a share of it, so a silent member cannot use it all up.
       const left = lease.remaining();
       const endpoints = Math.max(2, lease.client.config.endpoints.length);
-      lease.renew({ timeout: Math.max(1, left), attemptTimeout: Math.max(250, left / endpoints) }).then(
+      const attemptTimeout = Math.max(250, left / endpoints);
+      lease.renew({ timeout: Math.max(1, left), attemptTimeout, background: true }).then(
         () => stopped || schedule(dueIn()),
         (error: unknown) => {
           const events = lease.client.transport.events;

@@ -115,9 +115,13 @@ export class LeaseSession extends TrustedLease {
     }
   }
 
-  /** For `await using`: closes the session. */
+  /**
+   * For `await using`: closes the session, and never throws. A revocation that fails (etcd unreachable) leaves
+   * the lease to expire within its TTL, as `close()` would say; thrown here, it would wrap the error that
+   * matters (a lock's LOCK_LOST, the body's own) in a SuppressedError. Call `close()` to learn the outcome.
+   */
   async [Symbol.asyncDispose](): Promise<void> {
-    await this.close();
+    await this.close().catch(() => {});
   }
 
   #throwIfDead(): void {

@@ -31,7 +31,7 @@ export async function lockAll<S extends LeaseSession>(
   options: LockOptions = {},
 ): Promise<MultiLock<S>> {
   const checked = namesArg(names);
-  return traceLock("locks", checked, () => takeAll(session, checked, options));
+  return traceLock("locks", checked, options, () => takeAll(session, checked, options));
 }
 
 async function takeAll<S extends LeaseSession>(

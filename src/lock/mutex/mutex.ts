@@ -52,7 +52,7 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
    * the cleanup). Two calls, of one session or not, are two contenders.
    */
   lock(options: LockOptions = {}): Promise<Lock<S>> {
-    return traceLock("lock", this.name, () => this.#lock(options));
+    return traceLock("lock", this.name, options, () => this.#lock(options));
   }
 
   async #lock(options: LockOptions, reuse = true): Promise<Lock<S>> {
@@ -93,7 +93,8 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
   async tryLock(options: CallOptions = {}): Promise<Lock<S> | undefined> {
     // `timeout: 0` means "do not wait" to lock(); the caller's timeout bounds the one request instead.
     const timeout = resolveTimeout(options.timeout, "timeout");
-    const limit = timeout === undefined ? undefined : new CallSignal(options.signal, timeout);
+    const limit =
+      timeout === undefined ? undefined : new CallSignal(options.signal, timeout, `tryLock of lock ${this.name}`);
     try {
       return await this.lock({ signal: limit?.signal ?? options.signal, timeout: 0 });
     } catch (error) {

@@ -41,7 +41,7 @@ export async function resumeLock<S extends LeaseSession>(
   open: (grant: LeaseGrant) => S,
 ): Promise<Lock<S>> {
   const checked = checkTicket(ticket);
-  return traceLock("lock", checked.name, () => resume(client, checked, options, open));
+  return traceLock("lock", checked.name, options, () => resume(client, checked, options, open));
 }
 
 async function resume<S extends LeaseSession>(

@@ -61,7 +61,7 @@ export class RWLock<S extends LeaseSession = LeaseSession> {
    * On abort, timeout or session loss the key is deleted. `timeout: 0` throws LOCKED instead of waiting.
    */
   readLock(options: LockOptions = {}): Promise<ReadLock<S>> {
-    return traceLock("read", this.name, () => this.#readLock(options));
+    return traceLock("read", this.name, options, () => this.#readLock(options));
   }
 
   async #readLock(options: LockOptions): Promise<ReadLock<S>> {
@@ -87,7 +87,7 @@ export class RWLock<S extends LeaseSession = LeaseSession> {
    * LOCKED instead of waiting.
    */
   writeLock(options: LockOptions = {}): Promise<WriteLock<S>> {
-    return traceLock("write", this.name, () => this.#writeLock(options));
+    return traceLock("write", this.name, options, () => this.#writeLock(options));
   }
 
   async #writeLock(options: LockOptions): Promise<WriteLock<S>> {

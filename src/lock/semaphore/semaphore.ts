@@ -74,7 +74,7 @@ export class Semaphore<S extends LeaseSession = LeaseSession> {
    * the line uses another number of permits.
    */
   acquire(options: LockOptions = {}): Promise<Permit<S>> {
-    return traceLock("permit", this.name, () => this.#acquire(options));
+    return traceLock("permit", this.name, options, () => this.#acquire(options));
   }
 
   async #acquire(options: LockOptions): Promise<Permit<S>> {
