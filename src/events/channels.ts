@@ -51,7 +51,7 @@ export interface LockContext {
   name: string;
   /** Asked not to wait (`tryLock`, `tryAcquire`, `timeout: 0`): a busy answer is its expected outcome. */
   tryOnly: boolean;
-  /** The lease its key is bound to (its decimal ID), once its acquisition has started. */
+  /** The lease its key is bound to (its decimal ID), once acquired. */
   lease?: string;
   /** The fencing token (its key's create revision), once acquired. */
   token?: number;
@@ -264,15 +264,15 @@ export function traceRequest<T>(call: TracedCall, run: () => Promise<T>): Promis
 let starting: LockContext | undefined;
 
 /**
- * One acquisition: `run` is the recipe's method body. The token is the holding's `revision`, or `token()`'s
- * for a recipe that resolves to nothing (a campaign).
+ * One acquisition: `run` is the recipe's method body. Its token and lease are the holding's `revision` and
+ * `leaseId`, or `holding()`'s for a recipe that resolves to nothing (a campaign).
  */
 export function traceLock<T>(
   kind: HoldingKind,
   name: string | readonly string[],
   options: { timeout?: number | undefined },
   run: () => Promise<T>,
-  token?: () => number | undefined,
+  holding?: () => { revision?: number | undefined; leaseId?: string },
 ): Promise<T> {
   const channel = listening("lock");
   if (channel === undefined) return run();
@@ -281,7 +281,10 @@ export function traceLock<T>(
   starting = context;
   try {
     return traced(channel, context, run, "acquired", (_, held) => {
-      if (context.outcome === "acquired") context.token = token?.() ?? (held as { revision?: number }).revision;
+      if (context.outcome !== "acquired") return;
+      const got = holding?.() ?? (held as { revision?: number; leaseId?: string } | undefined);
+      context.token = got?.revision;
+      context.lease = got?.leaseId;
     });
   } finally {
     starting = undefined;
@@ -294,11 +297,6 @@ export function traceLock<T>(
  */
 export function startingAcquisition(): LockContext | undefined {
   return starting;
-}
-
-/** Tells a traced acquisition the lease its key is bound to. */
-export function traceLease(context: LockContext | undefined, lease: string): void {
-  if (context !== undefined) context.lease = lease;
 }
 
 /** Tells a traced acquisition it must wait, with `position` contenders ahead of it when known. */

@@ -1,17 +1,10 @@
-import {
-  describe,
-  invalidArgument,
-  refused,
-  sessionClosed,
-  sessionExpired,
-  waitTimedOut,
-} from "../../errors/catalogue.js";
+import { describe, invalidArgument, sessionClosed, sessionExpired, waitTimedOut } from "../../errors/catalogue.js";
 import { type EtcdError, isEtcdError, unanswered } from "../../errors/etcd-error.js";
-import { startingAcquisition, traceLease, traceWaiting } from "../../events/channels.js";
+import { startingAcquisition, traceWaiting } from "../../events/channels.js";
 import { resolveTimeout } from "../../gateway/config.js";
 import { anySignal, CallSignal, delay, untilAborted } from "../../gateway/signals.js";
 import type { Held } from "../hold/held.js";
-import { type Subject, subjectText } from "../hold/subject.js";
+import { refusedHere, type Subject, subjectText } from "../hold/subject.js";
 import type { LeaseSession } from "../lease/lease-session.js";
 import { KeyTaken } from "../line/keys.js";
 import type { JoinCall } from "../line/standing.js";
@@ -22,8 +15,8 @@ import type { LockOptions } from "./options.js";
 export type { LockOptions, WaitOptions } from "./options.js";
 
 /** Below this a waiter's polls become a request flood; above it a released lock goes unnoticed too long. */
-export const MIN_POLL_INTERVAL = 50;
-export const MAX_POLL_INTERVAL = 60_000;
+const MIN_POLL_INTERVAL = 50;
+const MAX_POLL_INTERVAL = 60_000;
 
 /** The wait mode, poll interval and time budget of a wait, checked before anything is sent. */
 export function waitSettings(options: LockOptions): { mode: WaitMode; pollInterval: number; tryOnly: boolean } {
@@ -83,7 +76,6 @@ export class Acquisition implements WaitContext {
     this.#session = session;
     this.#subject = subject;
     this.#keys = keys;
-    traceLease(this.#trace, session.leaseId);
     // Without a timeout of its own a wait is bounded by the client's `timeout`, as every call is; a campaign
     // waits until elected, as a standby does.
     const bound = subject.kind === "leadership" ? undefined : session.client.transport.config.timeout;
@@ -215,10 +207,7 @@ export class Acquisition implements WaitContext {
     }
     const call = this.#call;
     if (call?.aborted) return call.timedOut ? waitTimedOut(what, this.#timeout ?? 0, thrown) : call.error();
-    if (isEtcdError(thrown, "PERMISSION_DENIED")) {
-      const prefixes = [...new Set(this.#keys.map((key) => JSON.stringify(key.slice(0, key.lastIndexOf("/") + 1))))];
-      return refused(what, `readwrite on prefix ${prefixes.join(" and ")}`, thrown);
-    }
+    if (isEtcdError(thrown, "PERMISSION_DENIED")) return refusedHere(this.#subject, this.#keys, thrown);
     return thrown;
   }
 }

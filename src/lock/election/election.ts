@@ -76,7 +76,7 @@ export class Election<S extends LeaseSession = LeaseSession> {
       this.name,
       options,
       () => this.#run(value, options),
-      () => this.revision,
+      () => ({ revision: this.revision, leaseId: this.session.leaseId }),
     );
   }
 

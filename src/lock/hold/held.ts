@@ -105,14 +105,9 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     return this.session.renew(options);
   }
 
-  /**
-   * For `await using`: releases it, unless its release was already asked for (`unlock()`, whatever it answered)
-   * or it was released otherwise (its session's close). Throws what that release throws: LOCK_LOST if it was
-   * lost before (the work under it was not protected to its end), or why the release could not be sent.
-   */
+  /** For `await using`: releases it unless `unlock()` was called (whatever it answered) or it was released. */
   async [Symbol.asyncDispose](): Promise<void> {
-    if (this.#asked || this.#status.is === "released") return;
-    await this.releaseHeld();
+    if (!this.#asked && this.#status.is !== "released") await this.releaseHeld();
   }
 
   /** @internal A ticket of it was handed out (see `Lock.ticket`). */

@@ -1,3 +1,5 @@
+import { refused } from "../../errors/catalogue.js";
+import type { EtcdError } from "../../errors/etcd-error.js";
 import type { HoldingKind } from "../../events/events.js";
 
 /** What an acquisition is for, as errors and events name it. */
@@ -23,4 +25,10 @@ export function subjectText({ kind, name }: Subject): string {
     case "leadership":
       return `leadership of ${name}`;
   }
+}
+
+/** etcd's RBAC refused an acquisition's keys: the grant it needs is readwrite on each name's prefix. */
+export function refusedHere(subject: Subject, keys: readonly string[], cause: EtcdError): EtcdError {
+  const prefixes = new Set(keys.map((key) => JSON.stringify(key.slice(0, key.lastIndexOf("/") + 1))));
+  return refused(subjectText(subject), `readwrite on prefix ${[...prefixes].join(" and ")}`, cause);
 }

@@ -10,11 +10,10 @@ import { describe, invalidArgument, lockNameConflict } from "../../errors/catalo
  * contenders by create revision under the prefix, as we do, so they exclude one another. The random part (no
  * `/`: nested names stay apart) keeps two acquisitions of one lease apart, whatever their origin.
  *
- * A mutex reuses a key of its own once etcd confirmed its release deleted it, with nothing of it in flight (no
- * ticket out, no join send unanswered), never while another acquisition may use it: etcd keeps a deleted key in
- * its index until a compaction, and every read of a line walks those under its prefix, so a new key per
- * acquisition slows a hot name with every handoff (taken 60 000 times: a third of a fresh name's rate). A join
- * that finds a reused key under another value (a sandbox restored from one snapshot) takes a new key (`KeyTaken`).
+ * A mutex reuses a key of its own once etcd confirmed its release deleted it and nothing of it is in flight (no
+ * ticket out, no join unanswered): etcd keeps deleted keys in its index until a compaction and every read of a
+ * line walks them, so a new key per acquisition slows a hot name at every handoff. A join that finds a reused key
+ * under another value (a sandbox restored from one snapshot) takes a new key (`KeyTaken`).
  */
 
 /** A join found its reused key there under another value: not this acquisition's (see the module's comment). */

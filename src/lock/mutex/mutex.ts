@@ -93,15 +93,14 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
   async tryLock(options: CallOptions = {}): Promise<Lock<S> | undefined> {
     // `timeout: 0` means "do not wait" to lock(); the caller's timeout bounds the one request instead.
     const timeout = resolveTimeout(options.timeout, "timeout");
-    const limit =
-      timeout === undefined ? undefined : new CallSignal(options.signal, timeout, `tryLock of lock ${this.name}`);
+    const limit = new CallSignal(options.signal, timeout, `tryLock of lock ${this.name}`);
     try {
-      return await this.lock({ signal: limit?.signal ?? options.signal, timeout: 0 });
+      return await this.lock({ signal: limit.signal, timeout: 0 });
     } catch (error) {
       if (isEtcdError(error, "LOCKED")) return undefined;
-      throw limit?.timedOut ? limit.error() : error;
+      throw limit.timedOut ? limit.error() : error;
     } finally {
-      limit?.dispose();
+      limit.dispose();
     }
   }
 }
