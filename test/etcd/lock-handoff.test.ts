@@ -125,11 +125,14 @@ describe("a hot lock in one process", () => {
     let slow = 0;
     let most = 0;
     const order: number[] = [];
+    /** When each lock() call ran: a line with no call under way for the shared stream's linger closes it. */
+    const calls: Array<[from: number, to: number]> = [];
     await Promise.all(
       sessions.map(async (session) => {
         for (let i = 0; i < 15; i++) {
           const calledAt = performance.now();
           const lock = await session.mutex(name).lock({ timeout: 10_000 });
+          calls.push([calledAt, performance.now()]);
           if (performance.now() - calledAt > SECOND_WATCH_AFTER) slow++;
           most = Math.max(most, ++holders);
           order.push(lock.revision);
@@ -154,7 +157,9 @@ describe("a hot lock in one process", () => {
       .filter((call) => call.path === "/v3/watch" && String(call.body).includes("NOPUT"));
     const renewals = watches.filter((call) => String(call.body).includes("start_revision")).length;
     expect(watches.length - renewals).toBeGreaterThanOrEqual(1);
-    expect(watches.length - renewals).toBeLessThanOrEqual(2 + slow);
+    // On a loaded machine the line can go without any lock() call under way for longer than the shared stream
+    // lingers (every session between its unlock and its next call): the next waiter then opens it again.
+    expect(watches.length - renewals).toBeLessThanOrEqual(2 + slow + lulls(calls, 200));
     expect(renewals).toBeLessThanOrEqual(Math.floor(elapsed / (WAIT_IDLE_TIMEOUT - renewAhead(WAIT_IDLE_TIMEOUT))) + 1);
     // A waiter knows the key ahead of it was first when a waiter of this client found it first: its delete
     // alone makes it first. Before, each waiter two or more places back read the line once per handoff, on
@@ -244,3 +249,14 @@ describe("poll mode", () => {
     expect(latencies.reduce((a, b) => a + b, 0) / latencies.length).toBeGreaterThan(200);
   });
 });
+
+/** Gaps longer than `ms` in which none of `calls` ([from, to] each) was under way. */
+function lulls(calls: ReadonlyArray<readonly [number, number]>, ms: number): number {
+  let count = 0;
+  let until = Number.NEGATIVE_INFINITY;
+  for (const [from, to] of [...calls].sort((a, b) => a[0] - b[0])) {
+    if (until !== Number.NEGATIVE_INFINITY && from - until > ms) count++;
+    until = Math.max(until, to);
+  }
+  return count;
+}
