@@ -57,15 +57,7 @@ export async function contended({ endpoint, options, summary, run }) {
           d.failed,
           "",
         ]);
-        if (latencyAt(W)) {
-          latencyRows.push([
-            `W=${W}  ${label(c)}`,
-            fmt(d.p50, 2),
-            fmt(d.p99, 2),
-            fmt(d.maxLatency, 1),
-            String(d.latencies),
-          ]);
-        }
+        if (latencyAt(W)) latencyRows.push(latencyRow(W, c, d));
         goRates.set(W, d.rate.values);
         continue;
       }
@@ -81,15 +73,7 @@ export async function contended({ endpoint, options, summary, run }) {
         d.failed,
         costs,
       ]);
-      if (latencyAt(W)) {
-        latencyRows.push([
-          `W=${W}  ${label(c)}`,
-          fmt(d.p50, 2),
-          fmt(d.p99, 2),
-          fmt(d.maxLatency, 1),
-          String(d.latencies),
-        ]);
-      }
+      if (latencyAt(W)) latencyRows.push(latencyRow(W, c, d));
       if (!c.kind) continue;
       const seen = order.get(c.kind);
       seen.overtakes += d.overtakes;
@@ -158,6 +142,11 @@ export async function contended({ endpoint, options, summary, run }) {
     printTable(["W  contender", "p50", "p99", "max", "handoffs"], latencyRows);
   }
   console.log("");
+}
+
+/** One contender's row of the handoff latency table at W. */
+function latencyRow(W, c, d) {
+  return [`W=${W}  ${label(c)}`, fmt(d.p50, 2), fmt(d.p99, 2), fmt(d.maxLatency, 1), String(d.latencies)];
 }
 
 function label(c) {

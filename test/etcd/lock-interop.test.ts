@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { op, type Session } from "../../src/index.js";
 import { etcdBinDir } from "./harness.js";
+import { onLines } from "../support/processes.js";
 import { sleep, stillPending, until, within } from "../support/async.js";
 import { acquisitionKey, client, keysUnder, leaseHex, sharedEndpoint, uniqueName } from "../support/etcd.js";
 
@@ -43,14 +44,8 @@ function etcdctlLock(name: string, ...command: string[]): Etcdctl {
   });
   children.add(child);
   const lines: Etcdctl["lines"] = [];
-  let buffered = "";
   let errText = "";
-  child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
-    buffered += chunk;
-    const parts = buffered.split("\n");
-    buffered = parts.pop()!;
-    for (const text of parts) if (text.length > 0) lines.push({ text, at: performance.now() });
-  });
+  onLines(child.stdout!, (text) => lines.push({ text, at: performance.now() }));
   child.stderr!.setEncoding("utf8").on("data", (chunk: string) => (errText += chunk));
   const exited = new Promise<{ code: number | null; at: number }>((resolve) =>
     child.once("exit", (code) => resolve({ code, at: performance.now() })),

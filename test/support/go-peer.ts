@@ -5,6 +5,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
+import { onLines } from "./processes.ts";
 
 /** One JSON line the peer wrote, with when the test saw it. */
 export interface PeerLine {
@@ -40,15 +41,14 @@ export function startGoPeer(binDir: string, command: string, endpoint: string, .
   const child = spawn(goPeerPath(binDir), [command, endpoint, ...args], { stdio: ["pipe", "pipe", "pipe"] });
   const lines: PeerLine[] = [];
   const waiters = new Set<() => void>();
-  let buffered = "";
   let errText = "";
-  child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
-    buffered += chunk;
-    const parts = buffered.split("\n");
-    buffered = parts.pop()!;
-    for (const text of parts) if (text.length > 0) lines.push({ ...JSON.parse(text), at: performance.now() });
-    for (const wake of waiters) wake();
-  });
+  onLines(
+    child.stdout!,
+    (text) => lines.push({ ...JSON.parse(text), at: performance.now() }),
+    () => {
+      for (const wake of waiters) wake();
+    },
+  );
   child.stderr!.setEncoding("utf8").on("data", (chunk: string) => (errText += chunk));
   const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
   void exited.then(() => {

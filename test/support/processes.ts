@@ -2,9 +2,22 @@
 // setpriv exists, and on exit otherwise). No vitest import: the runtimes project's global setup uses it too.
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
+import type { Readable } from "node:stream";
 
 const SETPRIV = "/usr/bin/setpriv";
 const hasSetpriv = existsSync(SETPRIV);
+
+/** Calls `line` with each non-empty line `stream` writes (text, as it arrives), then `chunk` once per chunk. */
+export function onLines(stream: Readable, line: (text: string) => void, chunk?: () => void): void {
+  let buffered = "";
+  stream.setEncoding("utf8").on("data", (data: string) => {
+    buffered += data;
+    const parts = buffered.split("\n");
+    buffered = parts.pop()!;
+    for (const text of parts) if (text.length > 0) line(text);
+    chunk?.();
+  });
+}
 
 /**
  * `command` and its arguments, run through `setpriv --pdeathsig KILL` where setpriv exists: a SIGKILLed test
