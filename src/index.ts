@@ -38,7 +38,7 @@ export type { KeepAliveMode, SessionOptions } from "./lock/lease/lease-grant.js"
 export { Session } from "./lock/session.js";
 export { Mutex } from "./lock/mutex/mutex.js";
 export type { LockOptions, WaitOptions } from "./lock/acquire/acquisition.js";
-export type { WaitMode } from "./lock/line/wait.js";
+export type { WaitMode } from "./lock/line/standing.js";
 export { Lock } from "./lock/mutex/lock.js";
 export type { LockTicket } from "./lock/mutex/lock.js";
 export type { ResumeOptions } from "./lock/mutex/resume.js";

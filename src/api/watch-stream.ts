@@ -24,6 +24,8 @@ export class WatchStream {
   readonly #onOuterAbort = () => this.#controller.abort(this.#outer?.reason);
   readonly #openedAt = performance.now();
   #watchdog: ReturnType<typeof setTimeout> | undefined;
+  /** When the last message came; undefined while the consumer handles one. */
+  #heardAt: number | undefined;
   #silent = false;
   #retired = false;
 
@@ -47,17 +49,27 @@ export class WatchStream {
 
   /** A message arrived (or the consumer is done with the last one): the silence starts over. */
   heard(): void {
-    this.pause();
-    this.#watchdog = backgroundTimer(() => {
-      this.#silent = true;
-      this.#controller.abort();
-    }, this.#deadAfter);
+    this.#heardAt = performance.now();
+    if (this.#watchdog === undefined && !this.signal.aborted) this.#arm(this.#deadAfter);
   }
 
   /** While the consumer handles a batch, its slowness is not the server's silence. */
   pause(): void {
-    if (this.#watchdog !== undefined) clearTimeout(this.#watchdog);
-    this.#watchdog = undefined;
+    this.#heardAt = undefined;
+  }
+
+  /**
+   * One timer per silence rather than one per message (a hot line's stream carries a message per handoff): when
+   * it fires it measures the silence since the last message, and sleeps again for what is left of the limit.
+   */
+  #arm(ms: number): void {
+    this.#watchdog = backgroundTimer(() => {
+      this.#watchdog = undefined;
+      const silence = this.#heardAt === undefined ? 0 : performance.now() - this.#heardAt;
+      if (silence < this.#deadAfter) return this.#arm(this.#deadAfter - silence);
+      this.#silent = true;
+      this.#controller.abort();
+    }, ms);
   }
 
   /** Closes the connection for a successor that takes over (see `retired`). */
@@ -82,7 +94,8 @@ export class WatchStream {
   }
 
   close(): void {
-    this.pause();
+    clearTimeout(this.#watchdog);
+    this.#watchdog = undefined;
     this.#outer?.removeEventListener("abort", this.#onOuterAbort);
     this.#controller.abort();
   }

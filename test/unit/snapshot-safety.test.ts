@@ -1,7 +1,7 @@
 // Snapshot-safe identities (Lambda SnapStart and any runtime restored from a snapshot): nothing random that
 // names a holder or proves a ticket is drawn at module load or when a client is made, so nothing drawn before a
-// snapshot can be shared by the sandboxes restored from it; and each acquisition and each session draws its
-// own, so no two share one.
+// snapshot can be shared by the sandboxes restored from it; each session draws its lease ID at its grant, and
+// acquisitions take their secrets from a pool filled at the process's first acquisition, so no two share one.
 import { createRequire } from "node:module";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { mockClient } from "../support/mock.js";
@@ -13,7 +13,7 @@ afterEach(() => {
   vi.restoreAllMocks();
 });
 
-describe("randomness is drawn when used, never ahead", () => {
+describe("randomness is drawn when used, never at module load", () => {
   it("importing the SDK and making a client draws nothing", async () => {
     const web = vi.spyOn(globalThis.crypto, "getRandomValues");
     const node = vi.spyOn(nodeCrypto, "randomFillSync");
@@ -29,7 +29,32 @@ describe("randomness is drawn when used, never ahead", () => {
     void etcd;
   });
 
-  it("every acquisition of a mutex draws a fresh secret, and every session a fresh lease ID", async () => {
+  it("lease IDs are drawn at each grant; acquisitions share a pool filled at the first of them", async () => {
+    const node = vi.spyOn(nodeCrypto, "randomFillSync");
+    const web = vi.spyOn(globalThis.crypto, "getRandomValues");
+    vi.resetModules();
+    const { Etcd } = await import("../../src/index.js");
+    const { createMockEtcd } = await import("../../src/testing/index.js");
+    const mock = createMockEtcd();
+    const etcd = new Etcd({ endpoints: "http://etcd.test:2379", fetch: (url, init) => mock.fetch(url, init) });
+    const draws = () => node.mock.calls.length + web.mock.calls.length;
+    const session = await etcd.session({ keepAlive: "manual" });
+    expect(draws()).toBe(1);
+    const mutex = session.mutex("job");
+    const secrets = new Set<string>();
+    for (let i = 0; i < 20; i++) {
+      const lock = await mutex.lock();
+      secrets.add(lock.ticket().secret);
+      await lock.unlock();
+    }
+    // Twenty acquisitions of 16 bytes each: the first fills a pool of 512, the rest draw from it.
+    expect(draws()).toBe(2);
+    expect(secrets.size).toBe(20);
+    await session.close();
+    await etcd.close();
+  });
+
+  it("every acquisition of a mutex has a fresh secret, and every session a fresh lease ID", async () => {
     const { etcd } = mockClient();
     const [a, b] = await Promise.all([etcd.session({ keepAlive: "manual" }), etcd.session({ keepAlive: "manual" })]);
     expect(a.leaseId).not.toBe(b.leaseId);

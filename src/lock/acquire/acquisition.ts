@@ -7,9 +7,8 @@ import type { Held } from "../hold/held.js";
 import { refusedHere, type Subject, subjectText } from "../hold/subject.js";
 import type { LeaseSession } from "../lease/lease-session.js";
 import { KeyTaken } from "../line/keys.js";
-import type { JoinCall } from "../line/standing.js";
+import type { JoinCall, WaitContext, WaitMode } from "../line/standing.js";
 import { untilAnswered } from "../line/read.js";
-import type { WaitContext, WaitMode } from "../line/wait.js";
 import type { LockOptions } from "./options.js";
 
 export type { LockOptions, WaitOptions } from "./options.js";

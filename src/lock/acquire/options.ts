@@ -1,4 +1,4 @@
-import type { WaitMode } from "../line/wait.js";
+import type { WaitMode } from "../line/standing.js";
 
 /** How a contender waits for its turn. */
 export interface WaitOptions {

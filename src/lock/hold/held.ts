@@ -9,6 +9,7 @@ import { backgroundTimer, delay } from "../../gateway/signals.js";
 import type { CallOptions } from "../../gateway/transport.js";
 import type { LeaseSession } from "../lease/lease-session.js";
 import { ReleaseSends, resendPause } from "../lease/release-sends.js";
+import { releasedHere } from "../line/wait.js";
 import { explainLoss, type Loss, type OwnKey } from "./explain.js";
 import { FOLLOW_AFTER, follow } from "./follow.js";
 import type { HeldInit, HeldKeyInit, Releasing, Status } from "./status.js";
@@ -176,7 +177,7 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   }
 
   async #sendOnce(releasing: Releasing, options: CallOptions): Promise<void> {
-    let deleted: boolean;
+    let deleted: ResponseHeader | undefined;
     try {
       deleted = await this.#delete({ ...options, onSent: releasing.sends.sent });
     } catch (error) {
@@ -222,15 +223,17 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     }
     if (result.succeeded) {
       // The writes landed while the keys were the holding's: protected to the end, whatever ended it meanwhile.
-      this.#released(true);
+      this.#released(result.header);
       return result.responses.slice(0, ops.length) as OpResults<Ops>;
     }
     if (this.#status === releasing) this.#lose(await this.#explain(options));
     throw this.#ended();
   }
 
-  /** Released; `deleted` by this very send, with nothing of it in flight: its keys may serve another acquisition. */
-  #released(deleted: boolean): void {
+  /** Released; `deleted` by this very send (its header): its keys may serve another acquisition, its waiters wake. */
+  #released(deleted: ResponseHeader | undefined): void {
+    // This client's waiters behind its keys wake on the answer, which may come before the watch's event.
+    if (deleted) for (const own of this.#keys) releasedHere(this.session.client, own.key, deleted);
     const was = this.#status;
     this.#end({ is: "released", why: "it was released", untold: false });
     const reuse = this.#reuse;
@@ -262,8 +265,8 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     );
   }
 
-  /** The guarded delete, one request; true if the keys were there. One key goes with others of the same turn. */
-  async #delete(options: CallOptions): Promise<boolean> {
+  /** The guarded delete, one request; its header if the keys were there. One key goes with others of the turn. */
+  async #delete(options: CallOptions): Promise<ResponseHeader | undefined> {
     const keys = this.#keys;
     const release = this.session.client
       .txn()
@@ -272,7 +275,7 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
       .prepare();
     const call = { ...options, idempotent: true } as const;
     const result = keys.length === 1 ? await release.commitWithOthers(keys[0]!.key, call) : await release.commit(call);
-    return result.succeeded;
+    return result.succeeded ? result.header : undefined;
   }
 
   /** Why its keys were gone or changed; "gone" when even that cannot be read. */

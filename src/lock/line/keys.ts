@@ -1,6 +1,6 @@
 import type { KeyValue } from "../../api/codec.js";
 import { wellFormedText } from "../../api/bytes.js";
-import { randomBytes } from "../../api/random.js";
+import { randomHex } from "../../api/random.js";
 import { describe, invalidArgument, lockNameConflict } from "../../errors/catalogue.js";
 
 /**
@@ -69,11 +69,4 @@ export function nameArg(name: unknown, what: string): string {
 /** A lease ID (decimal) in lowercase hex, as Go's `concurrency` package names a contender's key. */
 export function leaseHex(leaseId: string): string {
   return BigInt(leaseId).toString(16);
-}
-
-/** `bytes` fresh random bytes as lowercase hex (see `randomBytes`). */
-export function randomHex(bytes: number): string {
-  let hex = "";
-  for (const byte of randomBytes(bytes)) hex += byte.toString(16).padStart(2, "0");
-  return hex;
 }

@@ -191,27 +191,37 @@ export class SharedWatch {
       for (const event of batch.events) {
         const key = event.kv.key;
         const revision = event.kv.modRevision;
-        // The first key leaves the line here, unless the mark is a later incarnation's (a read can run ahead
-        // of the stream).
-        const first =
-          this.#first?.key === key && this.#first.createRevision < revision ? this.#first.createRevision : 0;
-        if (first !== 0) this.#first = undefined;
+        const first = this.deleted(key, revision, batch.header);
         this.#remember({ key, revision, header: batch.header, firstRevision: first });
-        const waiting = this.#subscribers.get(key);
-        if (waiting === undefined) continue;
-        for (const subscriber of waiting) {
-          // A waiter whose read already showed a later incarnation of the key waits for that one's delete.
-          if (subscriber.read >= revision) continue;
-          waiting.delete(subscriber);
-          subscriber.deleted({ header: batch.header, wasFirst: first !== 0 && first === subscriber.createRevision });
-        }
-        if (waiting.size === 0) this.#subscribers.delete(key);
       }
       // One revision per batch: a waiter that subscribes from now on finds this batch in #recent.
       if (batch.events.length > 0) this.#seen = Math.max(this.#seen, batch.events[0]!.kv.modRevision);
       if (this.#subscribers.size === 0) this.#idle();
     }
     throw unavailable("the line's watch ended");
+  }
+
+  /**
+   * `key` was deleted at `revision` (`header`): its waiters whose read showed it wake. Told by the stream, or
+   * first by a release of this client, whose answer comes before the stream's event: a delete etcd answered is
+   * as certain as its event, and the event then finds nobody left to wake. Returns the create revision of the
+   * incarnation deleted here if it was marked first, else 0.
+   */
+  deleted(key: string, revision: number, header: ResponseHeader): number {
+    // The first key leaves the line here, unless the mark is a later incarnation's (a read can run ahead of the
+    // stream).
+    const first = this.#first?.key === key && this.#first.createRevision < revision ? this.#first.createRevision : 0;
+    if (first !== 0) this.#first = undefined;
+    const waiting = this.#subscribers.get(key);
+    if (waiting === undefined) return first;
+    for (const subscriber of waiting) {
+      // A waiter whose read already showed a later incarnation of the key waits for that one's delete.
+      if (subscriber.read >= revision) continue;
+      waiting.delete(subscriber);
+      subscriber.deleted({ header, wasFirst: first !== 0 && first === subscriber.createRevision });
+    }
+    if (waiting.size === 0) this.#subscribers.delete(key);
+    return first;
   }
 
   #remember(gone: RecentDelete): void {

@@ -6,7 +6,6 @@ import { delay } from "../../gateway/signals.js";
 import { moved } from "./read.js";
 import type { Incarnation, LineReader, Standing, WaitContext } from "./standing.js";
 
-export type { WaitContext, WaitMode } from "./standing.js";
 import { lookAgain } from "./look-again.js";
 import { SharedWatch, waitOnShared } from "./shared-watch.js";
 
@@ -191,6 +190,12 @@ async function ownWatch(
     signal.removeEventListener("abort", stop);
     watching.abort();
   }
+}
+
+/** This client deleted `key` at `header`'s revision (a release's answer): its waiters behind that key wake now. */
+export function releasedHere(client: EtcdClient, key: string, header: ResponseHeader): void {
+  const line = linesByClient.get(client)?.get(key.slice(0, key.lastIndexOf("/") + 1));
+  line?.watch?.deleted(key, header.revision, header);
 }
 
 /** A client's waiters in one line, and the line's shared watch while one is open. */

@@ -8,7 +8,8 @@ import { Acquisition, type LockOptions } from "../acquire/acquisition.js";
 import type { Subject } from "../hold/subject.js";
 import type { LeaseSession } from "../lease/lease-session.js";
 import { Join, JoinHistory } from "../line/join.js";
-import { KeyTaken, nameArg, newKey, randomHex } from "../line/keys.js";
+import { randomHex } from "../../api/random.js";
+import { KeyTaken, nameArg, newKey } from "../line/keys.js";
 import { lineReader } from "../line/read.js";
 import { waitForTurn } from "../line/wait.js";
 import { Lock } from "./lock.js";
@@ -57,8 +58,7 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
 
   async #lock(options: LockOptions, reuse = true): Promise<Lock<S>> {
     const { session, name, prefix } = this;
-    // Our key's value: a secret only the holder reads back, a ticket's proof (Go ignores it). Drawn now, never
-    // ahead: a value drawn before a snapshot (Lambda SnapStart) would be every restored sandbox's.
+    // Our key's value: a secret only the holder reads back, a ticket's proof (Go ignores it); see `randomHex`.
     const reused = reuse ? this.#free.pop() : undefined;
     const drawn = randomHex(reused === undefined ? 24 : 16);
     const key = reused ?? newKey(prefix, session.leaseId, "mutex", "", drawn.slice(32));

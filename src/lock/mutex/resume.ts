@@ -11,7 +11,8 @@ import { Acquisition } from "../acquire/acquisition.js";
 import { type KeepAliveMode, keepAliveArg, type LeaseGrant, openLease } from "../lease/lease-grant.js";
 import type { LeaseSession } from "../lease/lease-session.js";
 import { resendPause } from "../lease/release-sends.js";
-import { isKeyOf, nameArg, randomHex } from "../line/keys.js";
+import { randomHex } from "../../api/random.js";
+import { isKeyOf, nameArg } from "../line/keys.js";
 import { Lock, type LockTicket } from "./lock.js";
 
 /** Options of `etcd.resumeLock()`. */

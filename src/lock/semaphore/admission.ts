@@ -7,7 +7,8 @@ import { delay } from "../../gateway/signals.js";
 import type { JoinCall, Standing } from "../line/standing.js";
 import { contenders } from "../line/keys.js";
 import { NEWEST_FIRST, OLDEST, untilAnswered } from "../line/read.js";
-import { WAIT_IDLE_TIMEOUT, type WaitContext } from "../line/wait.js";
+import type { WaitContext } from "../line/standing.js";
+import { WAIT_IDLE_TIMEOUT } from "../line/wait.js";
 
 /**
  * Admission to a semaphore: join its line, count the keys ahead, wait until fewer than `permits` are.
