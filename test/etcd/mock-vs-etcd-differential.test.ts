@@ -150,6 +150,9 @@ function leaders(lines: Json[]): string {
     .join(" ");
 }
 
+/** How far from its twin etcd may list a lease (see sameLeases). */
+const MAX_SHIFT = 2;
+
 class Differential {
   /** Lease IDs etcd picked, real ↔ mock, in the order they appeared. */
   private readonly leases: Record<Side, string>[] = [];
@@ -172,8 +175,8 @@ class Differential {
    * stopped short (see observerBehind).
    */
   readonly stalled: string[] = [];
-  /** Pairs of leases listed in the other order than the mock's (see sameLeases). */
-  readonly swapped = new Set<string>();
+  /** Leases etcd listed away from the mock's place for them (see sameLeases). */
+  readonly displaced = new Set<string>();
   /** Watch streams where etcd never answered the body's last create (see withoutLastCreate). */
   readonly unanswered: string[] = [];
 
@@ -328,26 +331,38 @@ class Differential {
   }
 
   /**
-   * etcd lists leases by expiry, read on its own clock (`leasesByExpiry`); the mock by its deadlines. Two
-   * leases whose expiries fall within the two sides' timing apart (one granted or renewed about a TTL's
-   * difference after the other) may come in either order, so two neighbours, both known already, may swap.
-   * Each such pair is counted (at most 2 per run); everything else compares in order.
+   * etcd lists leases by expiry, read on its own clock (`leasesByExpiry`); the mock by its deadlines. Leases whose
+   * expiries fall within the two sides' timing apart (granted or renewed about a TTL's difference apart) may come
+   * in another order: two neighbours swapped, or three rotated (met in CI on 3.7). So a lease both sides know
+   * already may sit up to MAX_SHIFT places from its twin; each such lease is counted, the rest compare in order.
    */
   private sameLeases(real: Json[], mock: Json[], path: string, loose: Set<string>): void {
     const idOf = (l: Json | undefined) => (l as { ID?: string } | undefined)?.ID ?? "";
     // Mapped already, or an ID both sides share (one the test chose).
     const known = (l: Json) => this.toMock.has(idOf(l)) || mock.some((m) => idOf(m) === idOf(l));
-    for (let i = 0; i < real.length; i++) {
+    const taken = new Set<number>();
+    const twin = (r: Json, at: number): boolean => {
       try {
-        this.eq(real[i]!, mock[i]!, `${path}[${i}]`, loose);
+        this.eq(r, mock[at]!, `${path}[${at}]`, loose);
+        taken.add(at);
+        return true;
       } catch (err) {
-        const [a, b] = [real[i]!, real[i + 1]];
-        if (!(err instanceof Mismatch) || b === undefined || !known(a) || !known(b)) throw err;
-        this.eq(a, mock[i + 1]!, `${path}[${i}]`, loose);
-        this.eq(b, mock[i]!, `${path}[${i + 1}]`, loose);
-        this.swapped.add([a, b].map(idOf).sort().join(" and "));
-        i++;
+        if (!(err instanceof Mismatch)) throw err;
+        return false;
       }
+    };
+    for (let i = 0; i < real.length; i++) {
+      const r = real[i]!;
+      if (!taken.has(i) && (twin(r, i) || !known(r))) {
+        if (!taken.has(i)) this.eq(r, mock[i]!, `${path}[${i}]`, loose);
+        continue;
+      }
+      let found = false;
+      for (let at = Math.max(0, i - MAX_SHIFT); at <= Math.min(mock.length - 1, i + MAX_SHIFT) && !found; at++) {
+        found = at !== i && !taken.has(at) && known(r) && twin(r, at);
+      }
+      if (!found) throw new Mismatch(`${path}[${i}]: lease ${idOf(r)} has no twin within ${MAX_SHIFT} places`);
+      this.displaced.add(idOf(r));
     }
   }
 
@@ -911,11 +926,12 @@ it(`random requests over HTTP: ` +
   if (unanswered.length > 0)
     console.warn(`etcd left ${unanswered.length} last create(s) unanswered:\n  ${unanswered.join("\n  ")}`);
   expect(unanswered.length).toBeLessThanOrEqual(2);
-  const swapped = diffs.flatMap((d) => [...d.swapped]);
-  if (swapped.length > 0)
+  const displaced = diffs.flatMap((d) => [...d.displaced]);
+  if (displaced.length > 0)
     console.warn(
-      `etcd listed ${swapped.length} pair(s) of leases ` +
-        `in the other order (expiries within the sides' timing): ${swapped.join("; ")}`,
+      `etcd listed ${displaced.length} lease(s) away from the mock's place ` +
+        `(expiries within the sides' timing): ${displaced.join(", ")}`,
     );
-  expect(swapped.length).toBeLessThanOrEqual(2);
+  // A swap moves two leases, a rotation three: a few such groups per run at most.
+  expect(displaced.length).toBeLessThanOrEqual(6);
 }, 900_000);
