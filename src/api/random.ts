@@ -1,6 +1,7 @@
 /**
- * Fresh random bytes from the runtime's CSPRNG, for lease IDs. Drawn at each call, never ahead: a value drawn at
- * module load would be shared by every sandbox restored from one snapshot (Lambda SnapStart).
+ * Fresh random bytes from the runtime's CSPRNG, for lease IDs and `randomHex`'s pool. Drawn at each call, never
+ * ahead: a value drawn at module load would be shared by every sandbox restored from one snapshot (Lambda
+ * SnapStart).
  *
  * Where the runtime has `node:crypto` (Node, Bun, Deno, workerd with `nodejs_compat`), its `randomFillSync`
  * draws them: Node builds its Web Crypto object on the first touch of `globalThis.crypto` (algorithms, key

@@ -353,13 +353,15 @@ class Differential {
     };
     for (let i = 0; i < real.length; i++) {
       const r = real[i]!;
-      if (!taken.has(i) && (twin(r, i) || !known(r))) {
-        if (!taken.has(i)) this.eq(r, mock[i]!, `${path}[${i}]`, loose);
-        continue;
+      if (!taken.has(i) && twin(r, i)) continue;
+      // Only a lease both sides know may sit elsewhere: any other reports its mismatch in place.
+      if (!known(r)) {
+        this.eq(r, mock[i]!, `${path}[${i}]`, loose);
+        throw new Mismatch(`${path}[${i}]: lease ${idOf(r)} is out of place`);
       }
       let found = false;
       for (let at = Math.max(0, i - MAX_SHIFT); at <= Math.min(mock.length - 1, i + MAX_SHIFT) && !found; at++) {
-        found = at !== i && !taken.has(at) && known(r) && twin(r, at);
+        found = at !== i && !taken.has(at) && twin(r, at);
       }
       if (!found) throw new Mismatch(`${path}[${i}]: lease ${idOf(r)} has no twin within ${MAX_SHIFT} places`);
       this.displaced.add(idOf(r));

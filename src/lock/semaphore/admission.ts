@@ -4,10 +4,9 @@ import { cmp, op } from "../../api/txn.js";
 import { internal, permitsMismatch } from "../../errors/catalogue.js";
 import { isEtcdError } from "../../errors/etcd-error.js";
 import { delay } from "../../gateway/signals.js";
-import type { JoinCall, Standing } from "../line/standing.js";
+import type { JoinCall, Standing, WaitContext } from "../line/standing.js";
 import { contenders } from "../line/keys.js";
 import { NEWEST_FIRST, OLDEST, untilAnswered } from "../line/read.js";
-import type { WaitContext } from "../line/standing.js";
 import { WAIT_IDLE_TIMEOUT } from "../line/wait.js";
 
 /**
