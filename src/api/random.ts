@@ -1,7 +1,8 @@
 /**
- * Fresh random bytes from the runtime's CSPRNG, for lease IDs and `randomHex`'s pool. Drawn at each call, never
- * ahead: a value drawn at module load would be shared by every sandbox restored from one snapshot (Lambda
- * SnapStart).
+ * Fresh random bytes from the runtime's CSPRNG, for lease IDs and what identifies an acquisition (its key and its
+ * secret). Drawn at each call, never ahead: bytes drawn before a snapshot (Lambda SnapStart) would be drawn again
+ * by every sandbox restored from it, where the platform's CSPRNG is reseeded at each restore. Two sandboxes would
+ * then make the same key with the same secret, and both hold (issue 37: a pool of draws did that).
  *
  * Where the runtime has `node:crypto` (Node, Bun, Deno, workerd with `nodejs_compat`), its `randomFillSync`
  * draws them: Node builds its Web Crypto object on the first touch of `globalThis.crypto` (algorithms, key
@@ -14,25 +15,14 @@ export function randomBytes(length: number): Uint8Array {
   return source ? source.randomFillSync(bytes) : globalThis.crypto.getRandomValues(bytes);
 }
 
-/**
- * `bytes` random bytes as lowercase hex, for the keys and secrets of acquisitions. A call into the CSPRNG costs
- * more than the rest of a lock's work before its request when the process is busy, so acquisitions share draws:
- * a pool of POOL_BYTES, filled from `randomBytes` when it runs out. Filled at the first acquisition, never at
- * module load: a sandbox that takes no lock before its snapshot (as the README asks) fills it after the restore.
- */
+/** `bytes` fresh random bytes as lowercase hex (see `randomBytes`). */
 export function randomHex(bytes: number): string {
-  if (pool === undefined || used + bytes > pool.length) {
-    pool = randomBytes(POOL_BYTES);
-    used = 0;
-  }
+  const drawn = randomBytes(bytes);
   let hex = "";
-  for (const end = used + bytes; used < end; used++) hex += HEX[pool[used]!];
+  for (let i = 0; i < bytes; i++) hex += HEX[drawn[i]!];
   return hex;
 }
 
-const POOL_BYTES = 512;
-let pool: Uint8Array | undefined;
-let used = 0;
 const HEX = Array.from({ length: 256 }, (_, byte) => byte.toString(16).padStart(2, "0"));
 
 interface NodeCrypto {

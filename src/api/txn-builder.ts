@@ -39,15 +39,6 @@ export class PreparedTxn<Then extends readonly AnyOp[] = [], Else extends readon
   }
 
   /**
-   * @internal This transaction with every `from` in its request replaced by `to`: for a request built once whose
-   * one change between sends is a value (a join's key's value, built with a stand-in).
-   */
-  with(from: string, to: string): PreparedTxn<Then, Else> {
-    const json = this.#json.replaceAll(from, to);
-    return new PreparedTxn(this.#transport, this.#keyspace, json, this.#then, this.#else, this.#batcher, this.#writes);
-  }
-
-  /**
    * Sends the transaction. It is resent after a failure only when it has no writes, or when the caller
    * says `idempotent: true` because its compares make a repeat a no-op (a delete guarded by the key's
    * create revision, say).

@@ -55,11 +55,29 @@ export class Compare {
       throw invalidArgument(`compare operator must be one of ==, !=, <, >; got ${describe(operator)}`);
   }
 
-  /** @internal */
+  /** @internal Encoded once per keyspace: a compare is immutable, and a lock's are sent again and again. */
   toWire(keyspace: Keyspace): Record<string, unknown> {
-    return { ...keyspace.range(this.target), target: this.field, result: RESULT[this.operator], ...this.operand };
+    return wired(this, keyspace, () => ({
+      ...keyspace.range(this.target),
+      target: this.field,
+      result: RESULT[this.operator],
+      ...this.operand,
+    }));
   }
 }
+
+/**
+ * The request form of a compare or an operation in `keyspace`, made on its first use there and kept: a request
+ * built again from the same compares and operations (a lock's join or release, each time) encodes only what is
+ * new in it. Keyed by keyspace, so a compare shared by clients of two namespaces encodes for each.
+ */
+function wired(item: object, keyspace: Keyspace, encode: () => Record<string, unknown>): Record<string, unknown> {
+  let made = encodings.get(item);
+  if (made?.keyspace !== keyspace) encodings.set(item, (made = { keyspace, wire: encode() }));
+  return made.wire;
+}
+
+const encodings = new WeakMap<object, { keyspace: Keyspace; wire: Record<string, unknown> }>();
 
 /** Conditions for `txn().if(...)`. */
 export const cmp = {
@@ -93,9 +111,9 @@ export class Op<R> {
     private readonly decodeResponse: (keyspace: Keyspace, wire: WireResponseOp) => R,
   ) {}
 
-  /** @internal */
+  /** @internal Encoded once per keyspace, as a compare is. */
   toWire(keyspace: Keyspace): Record<string, unknown> {
-    return this.encode(keyspace);
+    return wired(this, keyspace, () => this.encode(keyspace));
   }
 
   /** @internal */

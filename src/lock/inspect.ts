@@ -51,7 +51,7 @@ const LINE_ORDER = { sort: { target: "createRevision", order: "ascend" } } as co
 export async function inspectLock(client: EtcdClient, name: string, options: CallOptions = {}): Promise<LockInfo> {
   nameArg(name, "a lock");
   const { kvs, header } = await client.range({ prefix: `${name}/`, ...LINE_ORDER, ...options });
-  contenders("mutex", `${name}/`, false, kvs);
+  contenders("mutex", `${name}/`, kvs);
   const [first, ...rest] = kvs.map(entry);
   if (first === undefined) return { holder: undefined, waiters: [], header };
   const ttl = await client.lease.timeToLive(first.leaseId, options).then(
@@ -77,7 +77,7 @@ export async function inspectSemaphore(
   const { kvs, header } = await client.range({ prefix: `${name}/`, ...LINE_ORDER, ...options });
   const oldest = kvs[0];
   if (oldest === undefined) return { permits: undefined, holders: [], waiters: [], header };
-  contenders("permit", `${name}/`, false, kvs);
+  contenders("permit", `${name}/`, kvs);
   const count = /^[1-9][0-9]*$/;
   const stranger = kvs.find((kv) => kv.value !== oldest.value || !count.test(kv.value));
   if (stranger !== undefined) {

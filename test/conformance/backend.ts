@@ -12,7 +12,7 @@ import { afterAll, beforeAll, inject } from "vitest";
 import type { Etcd, EtcdOptions, Fetch } from "../../src/index.js";
 import type { AuthOptions, EtcdVersion, MockEtcd } from "../../src/testing/index.js";
 import { sleep } from "../support/async.js";
-import { client, sharedEndpoint } from "../support/etcd.js";
+import { client, clientOptions, sharedEndpoint } from "../support/etcd.js";
 
 export type BackendName = "mock" | "etcd";
 
@@ -31,6 +31,8 @@ export interface Backend {
   readonly namespace: string;
   /** A client. On the shared member every client of one backend shares a namespace unique to it. */
   client(options?: Partial<EtcdOptions>): Etcd;
+  /** The options `client()` makes its client with (for a client of another copy of the SDK's modules). */
+  options(options?: Partial<EtcdOptions>): EtcdOptions;
   /** Lets time pass: virtual and instant on the mock (leases expire at once), a real sleep on etcd. */
   advance(ms: number): Promise<void>;
   close(): Promise<void>;
@@ -110,6 +112,7 @@ async function openMock(options: BackendOptions): Promise<Backend> {
     mock,
     namespace: "",
     client: (o = {}) => client({ endpoints: [MOCK_ENDPOINT], fetch, ...o }),
+    options: (o = {}) => clientOptions({ endpoints: [MOCK_ENDPOINT], fetch, ...o }),
     advance: async (ms) => {
       mock.advance(ms);
       // Let watch deliveries (queued as microtasks) and their consumers run.
@@ -132,6 +135,7 @@ async function openEtcd(options: BackendOptions): Promise<Backend> {
       mock: undefined,
       namespace,
       client: (o = {}) => client({ endpoints: [endpoint], namespace, ...o }),
+      options: (o = {}) => clientOptions({ endpoints: [endpoint], namespace, ...o }),
       advance: sleep,
       close: async () => {
         // Leave the shared member as we found it.
@@ -167,6 +171,7 @@ async function openEtcd(options: BackendOptions): Promise<Backend> {
     mock: undefined,
     namespace: "",
     client: (o = {}) => client({ endpoints: [member.clientUrl], ...o }),
+    options: (o = {}) => clientOptions({ endpoints: [member.clientUrl], ...o }),
     advance: sleep,
     close: () => member.stop(),
   };

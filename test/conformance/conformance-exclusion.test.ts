@@ -370,6 +370,44 @@ describe("12. the smaller ones", () => {
   });
 });
 
+describe("13. a late join's sweep and a ticket (issue 37, finding 2)", () => {
+  // A lock whose join was resent (its first answer lost after it landed) is swept for at each renewal once its
+  // holding ends. Handed on with a ticket, its key is the resumed lock's: the sweep must leave it. On 4e52409 the
+  // sender's next renewal deleted it with an unguarded delete; the resumed handle said held and another session
+  // took the lock.
+  it("leaves the resumed lock's key: it stays held, fenced and alone", async () => {
+    const name = fresh();
+    const fetch = answerLosingFetch(backend.fetch, (path, body) => path === "/v3/kv/txn" && body.includes("request_put"));
+    const sender = await session(backend.client({ fetch }));
+    const lock = await sender.mutex(name).lock();
+    expect(fetch.lost).toBe(1);
+    const taken = await resume(lock);
+    expect((await rejection(lock.unlock())).message).toContain("taken over with its ticket");
+    await sender.renew();
+    await sleep(300);
+    await sender.renew();
+    await sleep(300);
+    expect(await keysOf(name)).toEqual([taken.key]);
+    expect(taken.held).toBe(true);
+    expect(await fencedPut(etcd, taken, `${name}-data`)).toBe(true);
+    expect(await (await session()).mutex(name).tryLock()).toBeUndefined();
+    await taken.unlock();
+    expect(await keysOf(name)).toEqual([]);
+  });
+
+  it("still deletes a copy of its own join that lands after the holding ended", async () => {
+    const name = fresh();
+    const fetch = answerLosingFetch(backend.fetch, (path, body) => path === "/v3/kv/txn" && body.includes("request_put"));
+    const sender = await session(backend.client({ fetch }));
+    const lock = await sender.mutex(name).lock();
+    await lock.unlock();
+    // What a held-up copy of the join would make: the key again, on the sender's lease, with the join's value.
+    await etcd.put(lock.key, lock.ticket().secret, { lease: sender.leaseId });
+    await sender.renew();
+    await until("the late copy is swept", 5_000, async () => (await keysOf(name)).length === 0);
+  });
+});
+
 describe("a key per acquisition", () => {
   it("is `<name>/<leaseHex>_<16 hex>`, its own in use; a mutex reuses one once its release deleted it", async () => {
     const name = fresh();

@@ -93,6 +93,92 @@ describe("a holding that has lasted a second, in an auto session", () => {
   });
 });
 
+describe("an overwrite that keeps the holder's lease (issue 37, finding 5)", () => {
+  // A write of another client to a holding's key, bound to the holding's own lease: the key keeps its create
+  // revision and its lease, so only its version tells. Every holding learns it as a mutex's lock does; on
+  // 4e52409 a leader, a permit and a read or write lock went on saying held, and their release was clean.
+  const lasting = async () => {
+    const session = await newSession({ keepAlive: "auto" });
+    const name = fresh();
+    return { session, name };
+  };
+  const kinds: Array<[string, () => Promise<{ key: string; held: () => boolean; signal: () => AbortSignal }>]> = [
+    [
+      "a lock",
+      async () => {
+        const { session, name } = await lasting();
+        const lock = await session.mutex(name).lock();
+        return { key: lock.key, held: () => lock.held, signal: () => lock.signal };
+      },
+    ],
+    [
+      "a leader",
+      async () => {
+        const { session, name } = await lasting();
+        const election = session.election(name);
+        await election.campaign("mine");
+        return { key: election.key!, held: () => election.isLeader, signal: () => new AbortController().signal };
+      },
+    ],
+    [
+      "a permit",
+      async () => {
+        const { session, name } = await lasting();
+        const permit = await session.semaphore(name, { permits: 2 }).acquire();
+        return { key: permit.key, held: () => permit.held, signal: () => permit.signal };
+      },
+    ],
+    [
+      "a read lock",
+      async () => {
+        const { session, name } = await lasting();
+        const lock = await session.rwlock(name).readLock();
+        return { key: lock.key, held: () => lock.held, signal: () => lock.signal };
+      },
+    ],
+    [
+      "a write lock",
+      async () => {
+        const { session, name } = await lasting();
+        const lock = await session.rwlock(name).writeLock();
+        return { key: lock.key, held: () => lock.held, signal: () => lock.signal };
+      },
+    ],
+    [
+      "lockAll's locks",
+      async () => {
+        const { session, name } = await lasting();
+        const locks = await session.lockAll([name, `${name}-b`]);
+        return { key: locks.keys[1]!, held: () => locks.held, signal: () => locks.signal };
+      },
+    ],
+  ];
+
+  it.each(kinds)("%s learns it at once, and the key is deleted so it blocks nobody", async (kind, take) => {
+    const holding = await take();
+    await sleep(1_300);
+    const { kvs } = await etcd.range({ key: holding.key });
+    await etcd.put(holding.key, "someone else's", { lease: kvs[0]!.lease });
+    await until("held turns false", AT_ONCE_MS, () => !holding.held());
+    if (kind !== "a leader") expect((holding.signal().reason as Error).message).toContain("overwritten");
+    await until("the overwritten key is gone", AT_ONCE_MS, async () => (await etcd.get(holding.key)) === undefined);
+  });
+
+  it("a leader's proclamations, however many and however quick, are its own", async () => {
+    const session = await newSession({ keepAlive: "auto" });
+    const election = session.election(fresh());
+    await election.campaign("v0");
+    await sleep(1_300);
+    for (let i = 1; i <= 20; i++) await election.proclaim(`v${i}`);
+    await sleep(300);
+    expect(election.isLeader).toBe(true);
+    expect((await election.leader())?.value).toBe("v20");
+    const written = await etcd.txn().if(election.ifLeader()).then(op.put(`${election.prefix}-data`, "x")).commit();
+    expect(written.succeeded).toBe(true);
+    await election.resign();
+  });
+});
+
 describe("a short holding", () => {
   it("opens no watch: lock and unlock are two requests", async () => {
     const fetch = recordingFetch(backend.fetch);

@@ -211,6 +211,68 @@ describe("5. the sender of a ticket after the takeover", () => {
   });
 });
 
+describe("6. two releases of one handle at once (issue 37, finding 6)", () => {
+  // A `finally` and an abort listener both release: one request, one outcome for both. On 4e52409 the second
+  // call sent a delete of its own, found the key gone and said LOCK_LOST, "deleted by another client".
+  it.each([
+    ["unlock() and unlock()", async (lock: { unlock(): Promise<void> }) => [lock.unlock(), lock.unlock()]],
+    [
+      "unlock() and await using's disposal",
+      async (lock: { unlock(): Promise<void>; [Symbol.asyncDispose](): Promise<void> }) => [
+        lock.unlock(),
+        lock[Symbol.asyncDispose](),
+      ],
+    ],
+  ])("%s: both resolve, nothing says the lock was lost", async (_, both) => {
+    for (let round = 0; round < 5; round++) {
+      const name = fresh();
+      const lock = await (await session()).mutex(name).lock();
+      const results = await Promise.allSettled(await both(lock));
+      expect(results.map((r) => r.status)).toEqual(["fulfilled", "fulfilled"]);
+      expect(lock.held).toBe(false);
+      expect((lock.signal.reason as { code?: string }).code).toBe("LOCK_RELEASED");
+      expect(await keysOf(name)).toEqual([]);
+      // Asked again later: released already, as for any handle released once.
+      expect((await rejection(lock.unlock())).code).toBe("LOCK_RELEASED");
+    }
+  });
+
+  it("every holding: a permit, a read and a write lock, lockAll, leadership", async () => {
+    const name = fresh();
+    const s = await session();
+    const holdings: Array<() => Promise<Array<Promise<void>>>> = [
+      async () => {
+        const p = await s.semaphore(name, { permits: 2 }).acquire();
+        return [p.release(), p.release()];
+      },
+      async () => {
+        const r = await s.rwlock(`${name}-rw`).readLock();
+        return [r.unlock(), r.unlock()];
+      },
+      async () => {
+        const w = await s.rwlock(`${name}-rw`).writeLock();
+        return [w.unlock(), w.unlock()];
+      },
+      async () => {
+        const m = await s.lockAll([`${name}-a`, `${name}-b`]);
+        return [m.unlock(), m.unlock()];
+      },
+      async () => {
+        const e = s.election(`${name}-e`);
+        await e.campaign("me");
+        return [e.resign(), e.resign()];
+      },
+    ];
+    for (const both of holdings) {
+      const results = await Promise.allSettled(await both());
+      expect(results.map((r) => (r.status === "rejected" ? String(r.reason) : r.status))).toEqual([
+        "fulfilled",
+        "fulfilled",
+      ]);
+    }
+  });
+});
+
 describe("a wait without a timeout of its own", () => {
   it("is bounded by the client's timeout, and says it was the wait that timed out", async () => {
     const name = fresh();

@@ -6,6 +6,7 @@ import { describe, expect, it } from "vitest";
 import { type Etcd, EtcdError, type Fetch, type Lock, op, type Session } from "../../src/index.js";
 import { rejection, stillPending, until, within } from "../support/async.js";
 import { freshNames, untilLineLength, recordingFetch, useSessions } from "../support/etcd.js";
+import { heldWatches } from "../support/outage.js";
 import { useBackend } from "./backend.js";
 
 const { backend, etcd } = useBackend();
@@ -47,12 +48,13 @@ describe("mutex", () => {
 
   it(
     "joins an empty line with the put alone, answered by its revision; " +
-      "behind a holder, the full join reads the holder and the newest keys without values",
+      "behind a holder, the full join reads the holder and the newest keys whole, leases included",
     async () => {
       const name = fresh();
       interface WireKv {
         key: string;
         value?: string;
+        lease?: string;
       }
       interface WireTxn {
         header: { revision: string };
@@ -106,9 +108,10 @@ describe("mutex", () => {
         new RegExp(`^${backend.namespace}${name}/${waiterSession.leaseHex}_[0-9a-f]{16}$`),
       );
       expect(keys(newest)[1]).toBe(`${backend.namespace}${held.key}`);
+      // Whole: each key's lease says it is a contender (etcd 3.7 leaves leases out of keys-only answers).
       expect(
-        [...(owner!.response_range!.kvs ?? []), ...(newest!.response_range!.kvs ?? [])].map((kv) => kv.value),
-      ).toEqual([undefined, undefined, undefined]);
+        [...(owner!.response_range!.kvs ?? []), ...(newest!.response_range!.kvs ?? [])].map((kv) => kv.lease),
+      ).toEqual([held.leaseId, waiterSession.leaseId, held.leaseId]);
       await held.unlock();
       await (await within(5_000, "the waiter", waiting)).unlock();
 
@@ -174,6 +177,86 @@ describe("mutex", () => {
 // the waiter rightly reads the line once more, so exact request counts need a quiet member.
 /** A new mutex joining a busy line: the put alone (it guesses an empty line), refused, then the full join. */
 const JOIN_OF_NEW_MUTEX_BEHIND_HOLDER = ["/v3/kv/txn", "/v3/kv/txn"];
+
+describe("a join's requests are built for its own name (issue 37, finding 8)", () => {
+  // 4e52409 built a mutex's join once per key with a stand-in value and swapped the value in as text: a name whose
+  // line's end (`<name>0`, the prefix's range end) encodes as the stand-in's base64 had its range rewritten, and the
+  // lock met an unrelated key as a stranger (LOCK_NAME_CONFLICT). Here: zeros aligned so that the line's end,
+  // namespace included, ends in the 32 zeros of that base64.
+  it("a name of zeros whose line ends where a stand-in value would: locked, unrelated keys untouched", async () => {
+    const ns = backend.namespace.length;
+    let zeros = 31;
+    while ((ns + zeros + 1 - 32) % 3 !== 0) zeros++;
+    const name = "0".repeat(zeros);
+    await etcd.put(`${name}1`, "unrelated");
+    const s = await session();
+    for (let i = 0; i < 3; i++) {
+      const lock = await s.mutex(name).lock({ timeout: 2_000 });
+      expect(lock.key.startsWith(`${name}/`)).toBe(true);
+      const { kvs } = await etcd.range({ prefix: `${name}/` });
+      expect(kvs.map((kv) => kv.key)).toEqual([lock.key]);
+      await lock.unlock();
+    }
+    expect((await etcd.get(`${name}1`))?.value).toBe("unrelated");
+    await etcd.delete(`${name}1`);
+  });
+});
+
+describe("one client's waiters on the line's shared stream (issue 37, finding 1)", () => {
+  // Two waiters of one client share the line's stream; each still waits for its own predecessor. On 4e52409 a
+  // mutant that took any predecessor's delete seen there for "I am first" (the `wasFirst` condition dropped), or
+  // that made a release's own wake-up a no-op (`releasedHere`), passed every mock-backed suite.
+  it("a waiter whose predecessor was a waiter that gave up reads the line, and waits on behind the holder", async () => {
+    const name = fresh();
+    const client = backend.client();
+    const holder = await (await session(30, client)).mutex(name).lock();
+    const giveUp = new AbortController();
+    const middle = (await session(30, client)).mutex(name).lock({ signal: giveUp.signal, timeout: 10_000 });
+    await untilLineLength(etcd, name, 2);
+    const last = (await session(30, client)).mutex(name).lock({ timeout: 10_000 });
+    await untilLineLength(etcd, name, 3);
+    giveUp.abort();
+    expect((await rejection(middle)).code).toBe("ABORTED");
+    expect(await stillPending(last, 500)).toBe(true);
+    expect(holder.held).toBe(true);
+    await holder.unlock();
+    const next = await within(5_000, "the last waiter's lock", last);
+    expect(next.revision).toBeGreaterThan(holder.revision);
+    await next.unlock();
+  });
+
+  it("a release wakes the client's waiter behind it on its own answer, with every watch stream held back", async () => {
+    const watches = heldWatches(backend.fetch);
+    const client = backend.client({ fetch: watches.fetch });
+    const name = fresh();
+    const [a, b, c] = await Promise.all([0, 1, 2].map(() => session(30, client)));
+    const first = await a!.mutex(name).lock();
+    // b waits alone on a watch of its own; c, the client's second waiter, opens the line's shared watch.
+    const second = b!.mutex(name).lock({ timeout: 10_000 });
+    await untilLineLength(etcd, name, 2);
+    let third: Lock | undefined;
+    const thirdCall = c!
+      .mutex(name)
+      .lock({ timeout: 10_000 })
+      .then((lock) => (third = lock));
+    await untilLineLength(etcd, name, 3);
+    await first.unlock();
+    const bLock = await second;
+    // From here no watch delivers anything: c can learn that b is gone only from b's release.
+    watches.hold();
+    await bLock.unlock();
+    try {
+      await until("c holds with every watch held", 5_000, () => third !== undefined);
+    } finally {
+      watches.resume();
+    }
+    await thirdCall;
+    expect(third!.held).toBe(true);
+    expect((await etcd.range({ prefix: `${name}/` })).kvs.map((kv) => kv.key)).toEqual([third!.key]);
+    expect(third!.revision).toBeGreaterThan(bLock.revision);
+    await third!.unlock();
+  });
+});
 
 describe("handoff cost", () => {
   const quiet = useBackend({ dedicated: true });

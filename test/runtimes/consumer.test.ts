@@ -70,6 +70,48 @@ describe("the packed package in a user's project", () => {
     expect(result.code).toBe(0);
   }, 150_000);
 
+  it("declares as values exactly what it exports at run time; the type-only bases are types (issue 37, finding 7)", async () => {
+    // 4e52409 declared Held, HeldKey and LeaseSession as classes in dist/index.d.ts, though the source exports them
+    // as types: `x instanceof Held` compiled under --strict and failed at load.
+    const entry = join(dir, "node_modules", "etcd-edge", "dist");
+    const script = join(work, "exports.mjs");
+    writeFileSync(script, `console.log(JSON.stringify(Object.keys(await import("etcd-edge")).sort()));`);
+    const loaded = await runProcess(process.execPath, [script], { cwd: dir, timeoutMs: 60_000 });
+    const runtime = JSON.parse(loaded.stdout) as string[];
+    const { readFileSync } = await import("node:fs");
+    for (const file of ["index"]) {
+      const types = readFileSync(join(entry, `${file}.d.ts`), "utf8");
+      const values = [...types.matchAll(/^export \{([^}]*)\};$/gm)].flatMap((m) =>
+        m[1]!.split(",").map((name) => name.trim().split(/\s+as\s+/).pop()!),
+      );
+      expect(values.sort()).toEqual(runtime);
+    }
+    writeFileSync(
+      join(work, "bases.ts"),
+      `import { Held, HeldKey, LeaseSession, Lock } from "etcd-edge";
+export const typed = (x: unknown, lock: Lock, base: Held, key: HeldKey, lease: LeaseSession) =>
+  [lock.held, base.held, key.revision, lease.ttl, x instanceof Held, x instanceof LeaseSession];
+`,
+    );
+    writeFileSync(
+      join(work, "tsconfig.bases.json"),
+      JSON.stringify({
+        compilerOptions: { target: "ES2022", module: "NodeNext", moduleResolution: "NodeNext", strict: true },
+        files: ["bases.ts"],
+      }),
+    );
+    const tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc");
+    const result = await runProcess(process.execPath, [tsc, "--noEmit", "-p", join(work, "tsconfig.bases.json")], {
+      cwd: work,
+      timeoutMs: 120_000,
+    });
+    // Used as types they compile; as values they are refused where they are written, not at load.
+    const errors = (result.stdout + result.stderr).trim().split("\n");
+    expect(errors).toHaveLength(2);
+    expect(errors[0]).toMatch(/bases\.ts\(3,\d+\): error TS(1361|2693): 'Held' (cannot be used as a value|only refers to a type)/);
+    expect(errors[1]).toMatch(/bases\.ts\(3,\d+\): error TS(1361|2693): 'LeaseSession' (cannot be used as a value|only refers to a type)/);
+  }, 150_000);
+
   it("etcd-edge/testing loads and runs without msw", async () => {
     const script = join(work, "no-msw.mjs");
     writeFileSync(

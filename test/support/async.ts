@@ -1,6 +1,6 @@
 // Bounded waiting for tests: every wait here ends by itself. `sleep` is time.ts's (a module plain Node loads too),
 // offered here beside the other waits.
-import { EtcdError } from "../../src/index.js";
+import { type EtcdError, isEtcdError } from "../../src/index.js";
 import { sleep } from "./time.js";
 
 export { sleep };
@@ -51,7 +51,7 @@ export async function rejection(failing: Promise<unknown> | (() => unknown)): Pr
   try {
     await (typeof failing === "function" ? failing() : failing);
   } catch (error) {
-    if (error instanceof EtcdError) return error;
+    if (isEtcdError(error)) return error;
     throw new Error(`expected an EtcdError, got ${String(error)}`, { cause: error });
   }
   throw new Error("expected a rejection, but the promise resolved");

@@ -37,7 +37,12 @@ export function sharedEndpoint(): string {
  * timeout that bounds every call even on a loaded machine.
  */
 export function client(options: Partial<EtcdOptions> = {}): Etcd {
-  return new Etcd({ timeout: 10_000, ...options, endpoints: options.endpoints ?? sharedEndpoint() });
+  return new Etcd(clientOptions(options));
+}
+
+/** The options `client()` makes its client with: for a client of another copy of the SDK (a restored sandbox). */
+export function clientOptions(options: Partial<EtcdOptions> = {}): EtcdOptions {
+  return { timeout: 10_000, ...options, endpoints: options.endpoints ?? sharedEndpoint() };
 }
 
 /**

@@ -32,3 +32,34 @@ export function answerLosingFetch(
   fetch.lost = 0;
   return fetch;
 }
+
+/**
+ * A fetch whose watch streams deliver nothing between `hold()` and `resume()`; other requests pass untouched: a
+ * stream stalled in a proxy or a paused member, while unary answers still come.
+ */
+export function heldWatches(inner: Fetch): { fetch: Fetch; hold(): void; resume(): void } {
+  let gate = Promise.resolve();
+  let open = () => {};
+  const fetch: Fetch = async (url, init) => {
+    const response = await inner(url, init);
+    if (!url.endsWith("/v3/watch") || response.body === null) return response;
+    const reader = (response.body as ReadableStream<Uint8Array>).getReader();
+    const body = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        const { done, value } = await reader.read();
+        await gate;
+        if (done) controller.close();
+        else controller.enqueue(value);
+      },
+      cancel: (reason) => reader.cancel(reason),
+    });
+    return new Response(body, { status: response.status, headers: (response as { headers?: HeadersInit }).headers });
+  };
+  return {
+    fetch,
+    hold: () => {
+      gate = new Promise((resolve) => (open = resolve));
+    },
+    resume: () => open(),
+  };
+}

@@ -85,18 +85,19 @@ function circles(graph: ReadonlyMap<string, readonly string[]>): string[] {
 }
 
 /**
- * Inside src/lock/: the line's requests at the bottom, then the lease, the holdings, one acquisition, the
- * recipes (which never import each other), and the few files that tie them together.
+ * Inside src/lock/: resending until answered at the bottom, then the line's requests, the lease, the holdings,
+ * one acquisition, the recipes (which never import each other), and the few files that tie them together.
  */
 const RECIPES = ["mutex", "election", "semaphore", "rwlock", "lock-all"] as const;
 const LOCK_ALLOWED: Record<string, readonly string[]> = {
-  line: [],
-  lease: ["line"],
-  hold: ["line", "lease"],
-  acquire: ["line", "lease", "hold"],
-  ...Object.fromEntries(RECIPES.map((recipe) => [recipe, ["line", "lease", "hold", "acquire"]])),
+  resend: [],
+  line: ["resend"],
+  lease: ["resend", "line"],
+  hold: ["resend", "line", "lease"],
+  acquire: ["resend", "line", "lease", "hold"],
+  ...Object.fromEntries(RECIPES.map((recipe) => [recipe, ["resend", "line", "lease", "hold", "acquire"]])),
   // Loose files in src/lock/ (the Session's factories, withLock, inspect): above every folder.
-  loose: ["line", "lease", "hold", "acquire", ...RECIPES],
+  loose: ["resend", "line", "lease", "hold", "acquire", ...RECIPES],
 };
 const LOCK = join(SRC, "lock");
 /** At most this many files directly in src/lock/: the rest live in folders that name their concept. */

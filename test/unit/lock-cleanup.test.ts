@@ -47,8 +47,9 @@ describe("a join that lands after its acquisition is over", () => {
             late = () => forward(input, { ...init, signal: undefined } as never);
             throw connectionReset();
           }
-          // The sweep's delete (a plain delete: the key is no one else's) is held up on its way, as the join was.
-          const sweep = !init.body.includes('"compare"') && init.body.includes("request_delete_range");
+          // The sweep's delete (guarded: the key as its join made it, on the session's lease with the join's value)
+          // is held up on its way, as the join was.
+          const sweep = init.body.includes('"LEASE"') && init.body.includes("request_delete_range");
           if (sweepDelete === undefined && input.endsWith("/v3/kv/txn") && sweep) {
             return new Promise<Response>((resolve) => {
               sweepDelete = async () =>

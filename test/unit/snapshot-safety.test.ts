@@ -1,7 +1,8 @@
 // Snapshot-safe identities (Lambda SnapStart and any runtime restored from a snapshot): nothing random that
 // names a holder or proves a ticket is drawn at module load or when a client is made, so nothing drawn before a
-// snapshot can be shared by the sandboxes restored from it; each session draws its lease ID at its grant, and
-// acquisitions take their secrets from a pool filled at the process's first acquisition, so no two share one.
+// snapshot can be shared by the sandboxes restored from it; each session draws its lease ID at its grant, and each
+// acquisition its key and secret when it starts, never from draws made ahead (a pool filled before a snapshot
+// handed two restored sandboxes the same key and secret: test/conformance/conformance-restore.test.ts).
 import { createRequire } from "node:module";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { mockClient } from "../support/mock.js";
@@ -29,7 +30,7 @@ describe("randomness is drawn when used, never at module load", () => {
     void etcd;
   });
 
-  it("lease IDs are drawn at each grant; acquisitions share a pool filled at the first of them", async () => {
+  it("lease IDs are drawn at each grant, and each acquisition's key and secret when it starts", async () => {
     const node = vi.spyOn(nodeCrypto, "randomFillSync");
     const web = vi.spyOn(globalThis.crypto, "getRandomValues");
     vi.resetModules();
@@ -47,8 +48,8 @@ describe("randomness is drawn when used, never at module load", () => {
       secrets.add(lock.ticket().secret);
       await lock.unlock();
     }
-    // Twenty acquisitions of 16 bytes each: the first fills a pool of 512, the rest draw from it.
-    expect(draws()).toBe(2);
+    // One draw each: its secret, with its key's random part while the mutex has no key of its own to reuse.
+    expect(draws()).toBe(21);
     expect(secrets.size).toBe(20);
     await session.close();
     await etcd.close();

@@ -6,9 +6,10 @@ import { anySignal, CallSignal, delay, untilAborted } from "../../gateway/signal
 import type { Held } from "../hold/held.js";
 import { refusedHere, type Subject, subjectText } from "../hold/subject.js";
 import type { LeaseSession } from "../lease/lease-session.js";
+import type { Put } from "../lease/orphans.js";
 import { KeyTaken } from "../line/keys.js";
 import type { JoinCall, WaitContext, WaitMode } from "../line/standing.js";
-import { untilAnswered } from "../line/read.js";
+import { untilAnswered } from "../resend/until-answered.js";
 import type { LockOptions } from "./options.js";
 
 export type { LockOptions, WaitOptions } from "./options.js";
@@ -52,7 +53,8 @@ export class Acquisition implements WaitContext {
   readonly pollInterval: number;
   readonly #session: LeaseSession;
   readonly #subject: Subject;
-  readonly #keys: readonly string[];
+  /** Its keys, each with the value its join puts: what is deleted if it fails, or swept if a join lands late. */
+  readonly #puts: readonly Put[];
   readonly #timeout: number | undefined;
   /** The caller's abort, the session's loss and the timeout in one, made on first use; or when the timeout ends. */
   #call: CallSignal | undefined;
@@ -67,20 +69,20 @@ export class Acquisition implements WaitContext {
   readonly #trace = startingAcquisition();
 
   /** Checks the options, and that the session can still hold anything (else SESSION_CLOSED, SESSION_EXPIRED). */
-  constructor(session: LeaseSession, options: LockOptions, subject: Subject, keys: readonly string[]) {
+  constructor(session: LeaseSession, options: LockOptions, subject: Subject, puts: readonly Put[]) {
     const settings = waitSettings(options);
     this.tryOnly = settings.tryOnly;
     this.mode = settings.mode;
     this.pollInterval = settings.pollInterval;
     this.#session = session;
     this.#subject = subject;
-    this.#keys = keys;
+    this.#puts = puts;
     // Without a timeout of its own a wait is bounded by the client's `timeout`, as every call is; a campaign
     // waits until elected, as a standby does.
     const bound = subject.kind === "leadership" ? undefined : session.client.transport.config.timeout;
     this.#timeout = this.tryOnly ? undefined : (options.timeout ?? bound);
     if (session.closed) throw sessionClosed(session.leaseId, `${subjectText(subject)} was not attempted`);
-    if (!session.alive) {
+    if (!session.trusted()) {
       throw sessionExpired(session.leaseId, session.signal.reason, `${subjectText(subject)} was not attempted`);
     }
     // A signal of its own at once only when the caller brings a limit; bounded by the client's timeout alone, it
@@ -125,7 +127,7 @@ export class Acquisition implements WaitContext {
       onRefused: this.#onRefused,
       idempotent: true,
     };
-    const sent = this.tryOnly ? join.send(call) : untilAnswered(join.send.bind(join), call, this);
+    const sent = this.tryOnly ? join.send(call) : untilAnswered(join.send.bind(join, call), this);
     this.#joining = sent;
     return this.#call === undefined ? sent : untilAborted(sent, this.#call.signal);
   }
@@ -151,14 +153,14 @@ export class Acquisition implements WaitContext {
   hold<H extends Held>(holding: H, reuse?: (keys: readonly string[]) => void): H {
     const session = this.#session;
     this.#joining = undefined;
-    if (!session.alive) throw this.expired();
+    if (!session.trusted()) throw this.expired();
     const events = session.client.transport.events;
     if (events.on) {
       const waitedMs = performance.now() - this.#startedAt;
       events.emit({ type: "lock.acquired", ...this.#subject, revision: holding.revision, waitedMs });
     }
     // A send of the join never answered may land after the holding's release: its session sweeps for it then.
-    return holding.begin(this.#sent > this.#refused + 1, reuse);
+    return holding.begin(this.#sent > this.#refused + 1 ? this.#puts : undefined, reuse);
   }
 
   /**
@@ -171,7 +173,7 @@ export class Acquisition implements WaitContext {
     // A reused key found under another value: nothing of ours is there to delete.
     if (thrown instanceof KeyTaken) return thrown;
     // Our key left the line: one renewal asks etcd, and a lease found gone ends the session for all on it.
-    if (this.#keyGone && session.alive) await withinGrace(session.renew().catch(() => {}));
+    if (this.#keyGone && session.trusted()) await withinGrace(session.renew().catch(() => {}));
     const error = this.#why(thrown);
     const joining = this.#joining;
     this.#joining = undefined;
@@ -182,7 +184,7 @@ export class Acquisition implements WaitContext {
       (failure: unknown) => (unanswered(failure) ? 0 : 1),
     );
     const cleanup = answered.then((last) =>
-      session.orphans.leave(this.#keys, joining, this.#sent > this.#refused + last),
+      session.orphans.leave(this.#puts, joining, this.#sent > this.#refused + last),
     );
     await withinGrace(cleanup);
     return error;
@@ -206,7 +208,13 @@ export class Acquisition implements WaitContext {
     }
     const call = this.#call;
     if (call?.aborted) return call.timedOut ? waitTimedOut(what, this.#timeout ?? 0, thrown) : call.error();
-    if (isEtcdError(thrown, "PERMISSION_DENIED")) return refusedHere(this.#subject, this.#keys, thrown);
+    if (isEtcdError(thrown, "PERMISSION_DENIED")) {
+      return refusedHere(
+        this.#subject,
+        this.#puts.map((put) => put.key),
+        thrown,
+      );
+    }
     return thrown;
   }
 }

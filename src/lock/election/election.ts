@@ -1,5 +1,5 @@
 import { type Bytes, toBytes, toText, wellFormedText } from "../../api/bytes.js";
-import { type Compare, op } from "../../api/txn.js";
+import type { Compare } from "../../api/txn.js";
 import { campaignWithdrawn, invalidArgument, notLeader } from "../../errors/catalogue.js";
 import { isEtcdError } from "../../errors/etcd-error.js";
 import { traceLock } from "../../events/channels.js";
@@ -10,7 +10,7 @@ import type { LeaseSession } from "../lease/lease-session.js";
 import { Join } from "../line/join.js";
 import { nameArg, newKey } from "../line/keys.js";
 import { lineReader, OLDEST } from "../line/read.js";
-import { waitForTurn } from "../line/wait.js";
+import { waitInLine } from "../line/wait.js";
 import { Leadership } from "./leadership.js";
 import { type Leader, observe, toLeader } from "./observe.js";
 
@@ -92,20 +92,15 @@ export class Election<S extends LeaseSession = LeaseSession> {
     const key = newKey(prefix, session.leaseId, "mutex");
     const withdraw = new AbortController();
     const signal = anySignal(options.signal, withdraw.signal);
-    const acquisition = new Acquisition(session, { ...options, signal }, { kind: "leadership", name }, [key]);
+    const subject = { kind: "leadership", name } as const;
+    const acquisition = new Acquisition(session, { ...options, signal }, subject, [{ key, value: text }]);
     let over!: () => void;
     this.#campaign = { withdraw, over: new Promise<void>((resolve) => (over = resolve)) };
     try {
-      const line = { prefix, key, kind: "mutex" } as const;
-      const joined = await acquisition.join(new Join(client, line, text, session.leaseId));
-      let header = joined.header;
-      if (joined.holder !== undefined) {
-        if (acquisition.tryOnly) throw notLeader(name);
-        acquisition.waiting(joined.ahead);
-        const read = lineReader(client, prefix, joined.revision, "mutex");
-        const start = joined.created ? joined : await read({ signal: acquisition.signal });
-        header = await waitForTurn(client, read, start, acquisition, { key, createRevision: joined.revision });
-      }
+      const joined = await acquisition.join(new Join(client, { prefix, key, kind: "mutex" }, text, session.leaseId));
+      const read = lineReader(client, prefix, joined.revision, "mutex");
+      const own = { key, createRevision: joined.revision };
+      const header = await waitInLine(client, acquisition, joined, read, () => notLeader(name), own);
       const leadership = new Leadership({ session, name, key, revision: joined.revision, header });
       this.#leadership = acquisition.hold(leadership);
     } catch (error) {
@@ -121,16 +116,11 @@ export class Election<S extends LeaseSession = LeaseSession> {
   /** Publishes a new value as the leader, without losing leadership. NOT_LEADER if we are not it. */
   async proclaim(value: Bytes, options: CallOptions = {}): Promise<void> {
     const leadership = this.#leadership;
-    const condition = this.ifLeader();
-    const result = await this.session.client
-      .txn()
-      .if(condition)
-      .then(op.put(leadership!.key, value, { lease: this.session.leaseId }))
-      .commit(options);
-    if (!result.succeeded) {
-      // Our key is gone: its release finds out why, and leaves no key behind.
-      this.#leadership = undefined;
-      leadership!.resign().catch(() => {});
+    if (leadership === undefined) throw notLeader(this.name);
+    if (!(await leadership.proclaim(value, options))) {
+      // Our key is gone or not ours: its release finds out why, and leaves no key behind.
+      if (this.#leadership === leadership) this.#leadership = undefined;
+      leadership.resign().catch(() => {});
       throw notLeader(this.name);
     }
   }

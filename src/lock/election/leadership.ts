@@ -1,3 +1,4 @@
+import type { Bytes } from "../../api/bytes.js";
 import type { CallOptions } from "../../gateway/transport.js";
 import { HeldKey, type HeldKeyInit } from "../hold/held.js";
 import type { LeaseSession } from "../lease/lease-session.js";
@@ -10,6 +11,11 @@ export class Leadership<S extends LeaseSession = LeaseSession> extends HeldKey<S
   /** @internal Made by `election.campaign()`. */
   constructor(init: HeldKeyInit<S>) {
     super(init, { kind: "leadership", name: init.name });
+  }
+
+  /** Writes a new proclamation to the leader key while it is still ours; false when it was not. */
+  proclaim(value: Bytes, options: CallOptions): Promise<boolean> {
+    return this.rewrite(value, options);
   }
 
   /** Deletes the leader key (one request, resent after a lost answer). */

@@ -16,12 +16,13 @@ export interface OwnKey {
   key: string;
   /** Its create revision: the holding's fencing token. */
   revision: number;
-  /** Its mod revision as the holding had it: the join's, or a ticket's takeover's. */
+  /** Its mod revision as the holding has it: the join's, a ticket's takeover's, or its leader's last proclamation's. */
   modRevision: number;
 }
 
 /**
- * Why a holding's key(s) were gone or changed, from one read of them (and one of the lease when a key is gone):
+ * Why a holding's key(s) were gone or changed (undefined: they were not), from one read of them (and one of the
+ * lease when a key is gone):
  * the handle must say why it lost its lock, not guess. Its lease ended, another client deleted a key, a plain
  * put rewrote one (cutting it loose from its lease), or a ticket moved it to another holder. A key at the
  * holding's key name that has no lease (its own incarnation cut loose by a put, or remade by a put after it went)
@@ -31,8 +32,8 @@ export async function explainLoss(
   client: EtcdClient,
   leaseId: string,
   keys: readonly OwnKey[],
-  options: CallOptions & { ticketed?: boolean | undefined; byVersion: boolean },
-): Promise<Loss> {
+  options: CallOptions & { ticketed?: boolean | undefined },
+): Promise<Loss | undefined> {
   const call = { signal: options.signal, timeout: options.timeout };
   const read = await client
     .txn()
@@ -56,8 +57,8 @@ export async function explainLoss(
         ? { why: `its key ${key} was deleted by another client while it was held` }
         : { why: `its key ${key} was deleted while it was held, and made again by another client` };
     }
-    // Intact (a holding guarded by create revision may rewrite its own key: a leader's proclamation).
-    if (kv.lease === leaseId && (!options.byVersion || kv.modRevision === modRevision)) continue;
+    // Intact: the very version the holding has.
+    if (kv.lease === leaseId && kv.modRevision === modRevision) continue;
     if (kv.lease === "0" || kv.lease === leaseId) {
       // Still our incarnation, rewritten by someone: ours to delete, and without a lease it would never go.
       await deleteUnchanged(client, key, kv.modRevision, call);
@@ -68,7 +69,7 @@ export async function explainLoss(
       ? { why: `it was taken over with its ticket (etcd.resumeLock): key ${key} is bound to lease ${kv.lease} now` }
       : { why: `its key ${key} was overwritten by a write with another lease (${kv.lease})` };
   }
-  return { why: "its keys had changed when it was released" };
+  return undefined;
 }
 
 /** Deletes `key` unless it changed since the read that saw it at `modRevision`. */

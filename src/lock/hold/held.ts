@@ -1,15 +1,18 @@
 import type { LeaseId, ResponseHeader } from "../../api/codec.js";
+import type { Bytes } from "../../api/bytes.js";
 import { type AnyOp, cmp, type Compare, type OpResults, op, type TxnResult } from "../../api/txn.js";
 import { heldLost, heldReleased } from "../../errors/catalogue.js";
 import { type EtcdError, unanswered } from "../../errors/etcd-error.js";
 import { publishLockEnd, traceRelease } from "../../events/channels.js";
 import { resolveSignal, resolveTimeout } from "../../gateway/config.js";
 import { requestScopedIo } from "../../gateway/isolate.js";
-import { backgroundTimer, delay } from "../../gateway/signals.js";
+import { backgroundTimer } from "../../gateway/signals.js";
 import type { CallOptions } from "../../gateway/transport.js";
 import type { LeaseSession } from "../lease/lease-session.js";
-import { ReleaseSends, resendPause } from "../lease/release-sends.js";
-import { releasedHere } from "../line/wait.js";
+import type { Put } from "../lease/orphans.js";
+import { ReleaseSends } from "../lease/release-sends.js";
+import { releasedHere } from "../line/line-watch.js";
+import { untilAnswered } from "../resend/until-answered.js";
 import { explainLoss, type Loss, type OwnKey } from "./explain.js";
 import { FOLLOW_AFTER, follow } from "./follow.js";
 import type { HeldInit, HeldKeyInit, Releasing, Status } from "./status.js";
@@ -19,8 +22,10 @@ export type { HeldInit, HeldKeyInit } from "./status.js";
 
 /**
  * Something held under a session's lease (a lock, a permit, a read or write lock, several locks, leadership), the
- * owner of its keys, which no other acquisition uses. Released with guarded deletes resent until answered, in the
- * background once a caller's call failed without an answer (Go's `Unlock` leaves the key to a caller gone).
+ * owner of its keys, which no other acquisition uses. Each key is held at one version (its mod revision): its
+ * release is a delete guarded by it, resent until answered, in the background once a caller's call failed
+ * without an answer (Go's `Unlock` leaves the key to a caller gone). A key written by anyone else, whatever the
+ * lease it is written with, is no longer this holding's.
  */
 export abstract class Held<S extends LeaseSession = LeaseSession> {
   /** The lease its keys are bound to: its session's. */
@@ -32,9 +37,8 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   /** The fencing token: the create revision of its key(s). */
   abstract readonly revision: number;
   readonly #subject: Subject;
+  /** Its keys, each at the version it holds: a leader's proclamation moves it on (`rewrite`). */
   readonly #keys: readonly OwnKey[];
-  /** Guarded by its key's mod revision (a mutex's lock, whose key a ticket rewrites), else its create revision. */
-  readonly #byVersion: boolean;
   /** A ticket of it went out: a later change of its key's lease is that ticket's takeover. */
   #ticketed = false;
   /** Its caller asked for its release (`unlock()`, valid options): disposal neither sends nor tells it again. */
@@ -45,27 +49,28 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   #controller: AbortController | undefined;
   /** Stops following its keys (a timer until it starts). */
   #unfollow: (() => void) | undefined;
-  /** A send of its join went unanswered and may land after its end: its session sweeps for it then. */
-  #lateJoin = false;
+  /** Its keys as its join put them, when a send of that join went unanswered: swept for once it ends. */
+  #lateJoin: readonly Put[] | undefined;
   /** Takes its keys back once its own release deleted them (keys.ts). */
   #reuse: ((keys: readonly string[]) => void) | undefined;
+  /** A rewrite of its key in flight: what follows its key waits for it before it judges a change. */
+  #rewriting: Promise<unknown> | undefined;
   readonly #onSessionEnd = () => this.#sessionEnded();
 
   /** @internal Sends nothing and subscribes to nothing: its acquisition starts it (`begin`). */
-  constructor(init: HeldInit<S>, subject: Subject, keys: readonly OwnKey[], byVersion: boolean) {
+  constructor(init: HeldInit<S>, subject: Subject, keys: readonly OwnKey[]) {
     this.session = init.session;
     this.leaseId = init.session.leaseId;
     this.header = init.header;
     this.#subject = subject;
     this.#keys = keys;
-    this.#byVersion = byVersion;
   }
 
   /**
    * @internal Its life starts; its session's end ends it. In an `"auto"` session, one that lasts FOLLOW_AFTER
    * follows its keys on its line's watch (an outside change ends it within one event); a short one opens nothing.
    */
-  begin(lateJoin = false, reuse?: (keys: readonly string[]) => void): this {
+  begin(lateJoin?: readonly Put[], reuse?: (keys: readonly string[]) => void): this {
     this.#lateJoin = lateJoin;
     this.#reuse = reuse;
     this.#acquiredAt = performance.now();
@@ -74,7 +79,7 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     else session.signal.addEventListener("abort", this.#onSessionEnd);
     if (session.keepAlive === "auto" && this.#status.is === "held" && !requestScopedIo()) {
       const timer = backgroundTimer(() => {
-        this.#unfollow = follow(session, this.#keys, this.#byVersion, () => void this.#gone());
+        this.#unfollow = follow(session, this.#keys, () => void this.#gone());
       }, FOLLOW_AFTER);
       this.#unfollow = () => clearTimeout(timer);
     }
@@ -117,16 +122,39 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   }
 
   /**
+   * @internal Writes `value` to its one key, keeping its lease, only while the key is the version it holds (a
+   * leader's proclamation); the key's new version is the one it holds from then on. False when it was not.
+   */
+  protected async rewrite(value: Bytes, options: CallOptions): Promise<boolean> {
+    const own = this.#keys[0]!;
+    const writing = this.session.client
+      .txn()
+      .if(cmp.modRevision(own.key, "==", own.modRevision))
+      .then(op.put(own.key, value, { lease: this.leaseId }))
+      .commit(options);
+    this.#rewriting = writing;
+    try {
+      const result = await writing;
+      if (result.succeeded) own.modRevision = result.header.revision;
+      return result.succeeded;
+    } finally {
+      if (this.#rewriting === writing) this.#rewriting = undefined;
+    }
+  }
+
+  /**
    * @internal `unlock()` / `release()`: `held` sends it; `releasing` shares the send in flight or sends again;
    * `released` is LOCK_RELEASED (once, a background release's success); `lost` is LOCK_LOST with its reason.
+   * Several calls at once share one send and its outcome.
    */
   protected releaseHeld(options: CallOptions = {}): Promise<void> {
     return traceRelease(this.#subject, this.revision, this.#acquiredAt, () => this.#release(options));
   }
 
   async #release(options: CallOptions): Promise<void> {
-    const status = await this.#settled(options);
-    this.#asked = true;
+    await this.#settled(options);
+    // Read after the last await, never before it: calls at once see one `releasing` and share its send.
+    const status = this.#status;
     switch (status.is) {
       case "lost":
         throw status.error;
@@ -142,14 +170,19 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     }
   }
 
-  /** Its status once a session's close has settled it; bad options are refused before anything changes. */
-  #settled(options: CallOptions): Status | Promise<Status> {
+  /**
+   * What a release does before it looks at the status: bad options refused before anything changes; then it is
+   * asked for, its lease's deadline checked (a frozen process's holding is lost without a request), and a
+   * session's close settled.
+   */
+  async #settled(options: CallOptions): Promise<void> {
     resolveSignal(options.signal);
     resolveTimeout(options.timeout, "timeout");
     resolveTimeout(options.attemptTimeout, "attemptTimeout");
+    this.#asked = true;
+    this.session.trusted();
     const revocation = this.session.revocation;
-    if (revocation === undefined) return this.#status;
-    return revocation.catch(() => {}).then(() => this.#status);
+    if (revocation !== undefined) await revocation.catch(() => {});
   }
 
   #releasing(): Releasing {
@@ -192,7 +225,7 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     // Deleted while its own: protected to the end, whatever the local deadline says by now.
     if (deleted || releasing.sends.goneMeansDone) return this.#released(deleted);
     const loss = await this.#explain(options);
-    if (this.#status === releasing) this.#lose(loss);
+    if (this.#status === releasing) this.#lose(loss ?? { why: "its keys had changed when it was released" });
     throw this.#ended();
   }
 
@@ -205,8 +238,8 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   }
 
   async #releaseWith<Ops extends AnyOp[]>(ops: Ops, options: CallOptions): Promise<OpResults<Ops>> {
-    const status = await this.#settled(options);
-    this.#asked = true;
+    await this.#settled(options);
+    const status = this.#status;
     if (status.is === "lost") throw status.error;
     if (status.is !== "held") throw this.#ended() ?? heldReleased(this.#what, "its release was already sent");
     const releasing = this.#releasing();
@@ -226,7 +259,8 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
       this.#released(result.header);
       return result.responses.slice(0, ops.length) as OpResults<Ops>;
     }
-    if (this.#status === releasing) this.#lose(await this.#explain(options));
+    const loss = await this.#explain(options);
+    if (this.#status === releasing) this.#lose(loss ?? { why: "its keys had changed when it was released" });
     throw this.#ended();
   }
 
@@ -258,11 +292,7 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
 
   /** Its fencing compares: each key still the version the holding has. */
   #guards(): Compare[] {
-    return this.#keys.map((own) =>
-      this.#byVersion
-        ? cmp.modRevision(own.key, "==", own.modRevision)
-        : cmp.createRevision(own.key, "==", own.revision),
-    );
+    return this.#keys.map((own) => cmp.modRevision(own.key, "==", own.modRevision));
   }
 
   /** The guarded delete, one request; its header if the keys were there. One key goes with others of the turn. */
@@ -278,47 +308,52 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     return result.succeeded ? result.header : undefined;
   }
 
-  /** Why its keys were gone or changed; "gone" when even that cannot be read. */
-  #explain(options: CallOptions): Promise<Loss> {
-    const why = { ...options, ticketed: this.#ticketed, byVersion: this.#byVersion };
+  /** Why its keys were gone or changed (undefined: they were not); "gone" when even that cannot be read. */
+  #explain(options: CallOptions): Promise<Loss | undefined> {
+    const why = { ...options, ticketed: this.#ticketed };
     return explainLoss(this.session.client, this.leaseId, this.#keys, why).catch((error: unknown) => ({
       why: "its keys were gone when it was released",
       cause: error,
     }));
   }
 
-  /** Its keys went or changed while it held (seen by `follow`): why, and, if its lease ended, the session too. */
+  /**
+   * What follows its keys saw one change (`follow`): a read says whether it is still its own (a leader's own
+   * proclamation, whose event may come before its answer, is), else why it is not; a lease gone ends its session.
+   */
   async #gone(): Promise<void> {
     if (this.#status.is !== "held") return;
+    await this.#rewriting?.catch(() => {});
     const loss = await this.#explain({});
-    if (this.#status.is !== "held") return;
+    if (loss === undefined || this.#status.is !== "held") return;
     this.#lose(loss);
     if (loss.leaseGone) this.session.lostLease(heldLost(this.#what, loss.why));
   }
 
-  /** Resends the release until answered, after growing pauses, while the session lives (its keys go with it). */
+  /**
+   * Resends the release until answered, after growing pauses, while the session lives (its keys go with it) and
+   * the release has no outcome: a caller's own send meanwhile is shared, not doubled.
+   */
   #resendInBackground(releasing: Releasing): void {
     if (releasing.background) return;
     releasing.background = true;
-    void (async () => {
-      for (let failures = 0; this.#status === releasing; failures++) {
-        await delay(resendPause(failures), this.session.signal, true);
-        if (this.#status !== releasing) break;
-        if (releasing.sending === undefined) {
-          releasing.told = false;
-          this.#send(releasing, {});
-        }
-        const failure = await releasing.sending!.then(
-          () => undefined,
-          (error: unknown) => error ?? new Error("release failed"),
-        );
-        if (failure !== undefined && unanswered(failure) && this.#status === releasing) continue;
-        // Finished here: the next unlock() learns the success once, unless a caller's shared this send.
+    const resend = (): Promise<void> => {
+      if (this.#status !== releasing) return Promise.resolve();
+      if (releasing.sending === undefined) {
+        releasing.told = false;
+        this.#send(releasing, {});
+      }
+      return releasing.sending!;
+    };
+    const over = () => this.#status !== releasing;
+    void untilAnswered(resend, { signal: this.session.signal, over, background: true }).then(
+      () => {
+        // Finished here: the next unlock() learns the success once, unless a caller shared this send.
         const status = this.#status as Status;
         if (status.is === "released" && !releasing.told) status.untold = true;
-        break;
-      }
-    })().catch(() => {});
+      },
+      () => {},
+    );
   }
 
   /**
@@ -372,7 +407,7 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
       else events.emit({ type: "lock.released", kind, name, revision, heldMs: performance.now() - this.#acquiredAt });
     }
     this.session.signal.removeEventListener("abort", this.#onSessionEnd);
-    if (this.#lateJoin) this.session.orphans.watch(this.#keys.map((own) => own.key));
+    if (this.#lateJoin) this.session.orphans.watch(this.#lateJoin);
     const controller = this.#controller;
     if (controller !== undefined && !controller.signal.aborted) controller.abort(this.#ended());
   }
@@ -403,18 +438,24 @@ export abstract class HeldKey<S extends LeaseSession = LeaseSession> extends Hel
   readonly key: string;
   /** The fencing token: the create revision of its key. */
   readonly revision: number;
+  /** Its key as it holds it: the version its fencing compare checks. */
+  readonly #own: OwnKey;
 
-  /** @internal Written once, by its join, unless `modRevision` says otherwise: then its release checks it. */
+  /** @internal Written once, by its join, unless `modRevision` says otherwise (a ticket's takeover rewrote it). */
   constructor(init: HeldKeyInit<S>, subject: Subject, modRevision?: number) {
     const own = { key: init.key, revision: init.revision, modRevision: modRevision ?? init.revision };
-    super(init, subject, [own], modRevision !== undefined);
+    super(init, subject, [own]);
+    this.#own = own;
     this.name = init.name;
     this.key = init.key;
     this.revision = init.revision;
   }
 
-  /** The compare "its key still has this create revision", for fenced transactions. */
+  /**
+   * The compare "this handle still holds it", for fenced transactions: its key is still the very version this
+   * handle holds, so after a takeover with a ticket or a write by anyone else, its fenced writes are refused.
+   */
   ifHeld(): Compare {
-    return cmp.createRevision(this.key, "==", this.revision);
+    return cmp.modRevision(this.key, "==", this.#own.modRevision);
   }
 }

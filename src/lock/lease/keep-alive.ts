@@ -1,7 +1,6 @@
 import type { EtcdClient } from "../../api/client.js";
 import { isEtcdError } from "../../errors/etcd-error.js";
-import { delay } from "../../gateway/signals.js";
-import { resendPause } from "./release-sends.js";
+import { untilAnswered } from "../resend/until-answered.js";
 
 /** What keeping a lease alive needs of its session. */
 export interface Kept {
@@ -9,7 +8,8 @@ export interface Kept {
   readonly leaseId: string;
   /** The lease's TTL in seconds. */
   readonly ttl: number;
-  readonly alive: boolean;
+  /** Whether the lease is trusted now; a deadline found past ends the trust (LeaseSession.trusted). */
+  trusted(): boolean;
   remaining(): number;
   renew(options: { timeout: number; attemptTimeout: number; background: true }): Promise<number>;
 }
@@ -24,7 +24,7 @@ export function renewEvery(lease: Kept): () => void {
   const dueIn = () => Math.max(0, lease.remaining() - (lease.ttl * 1000 * 2) / 3);
   const schedule = (delay: number) => {
     cancel = lease.client.clock.setTimer(() => {
-      if (stopped || !lease.alive) return;
+      if (stopped || !lease.trusted()) return;
       // Each renewal may take at most the time left, so a slow answer cannot extend trust past the deadline;
       // each endpoint gets a share of it, so a silent member cannot use it all up.
       const left = lease.remaining();
@@ -39,7 +39,7 @@ export function renewEvery(lease: Kept): () => void {
             events.emit({ type: "session.renewFailed", leaseId: lease.leaseId, code });
           }
           // A transient failure: try again soon while the deadline allows; a lost lease has already aborted.
-          if (!stopped && lease.alive) schedule(Math.min(1_000, lease.remaining() / 2));
+          if (!stopped && lease.trusted()) schedule(Math.min(1_000, lease.remaining() / 2));
         },
       );
     }, delay);
@@ -52,26 +52,25 @@ export function renewEvery(lease: Kept): () => void {
 }
 
 /**
- * A lease whose deadline passed without a renewal (an outage, a cluster without a leader) is lost to its
- * session, but etcd may still hold it, and a newly elected leader extends every lease by its TTL, so its keys
- * could block their lines for another TTL after the cluster is back. Go leaves them to expire. Here the lease is
- * revoked as soon as etcd answers: resent after growing pauses for at most two TTLs (`over` ends it sooner), on
- * timers that keep no process alive. Resolves true once it is gone.
+ * Revokes a lease nobody trusts any more, resent until etcd answers, for two TTLs at most (it ends by itself by
+ * then; `over` ends it sooner), on timers that keep no process alive. Resolves true once it is gone. For a lease
+ * abandoned past its deadline (etcd may still hold it, and a newly elected leader extends every lease by its TTL,
+ * so its keys could block their lines for another TTL after the cluster is back: Go leaves them to expire), and
+ * for a takeover that went unanswered (a lock taken over for nobody is freed at once, not after the lease's TTL).
  */
-export async function revokeAbandoned(client: EtcdClient, leaseId: string, ttl: number, over: () => boolean) {
-  const now = () => client.clock.now();
-  const until = now() + 2 * ttl * 1000;
-  for (let failures = 0; !over() && now() < until; failures++) {
-    try {
-      await client.lease.revoke(leaseId, {
-        timeout: Math.max(1, Math.min(until - now(), ttl * 1000)),
-        idempotent: true,
-      });
-      return true;
-    } catch (error) {
-      if (isEtcdError(error, "LEASE_NOT_FOUND")) return true;
-      await delay(resendPause(failures), undefined, true);
-    }
-  }
-  return false;
+export async function revokeUntilGone(
+  client: EtcdClient,
+  leaseId: string,
+  ttl: number,
+  over: () => boolean = () => false,
+): Promise<boolean> {
+  const until = client.clock.now() + 2 * ttl * 1000;
+  const left = () => until - client.clock.now();
+  const revoke = () =>
+    client.lease.revoke(leaseId, { timeout: Math.max(1, Math.min(left(), ttl * 1000)), idempotent: true }).then(
+      () => true,
+      (error: unknown) => (isEtcdError(error, "LEASE_NOT_FOUND") ? true : Promise.reject(error)),
+    );
+  if (over()) return false;
+  return untilAnswered(revoke, { over: () => over() || left() <= 0, background: true }).catch(() => false);
 }

@@ -1,6 +1,6 @@
 import type { EtcdClient } from "../../api/client.js";
-import { op } from "../../api/txn.js";
-import { delay } from "../../gateway/signals.js";
+import { cmp, op } from "../../api/txn.js";
+import { untilAnswered } from "../resend/until-answered.js";
 
 /**
  * How long after a failed acquisition a copy of its join may still land. A join is resent after a lost answer;
@@ -10,22 +10,31 @@ import { delay } from "../../gateway/signals.js";
  */
 export const LATE_JOIN_WINDOW = 60_000;
 
+/** A key an acquisition put, as its join put it: the value it wrote (on the session's lease). */
+export interface Put {
+  key: string;
+  value: string;
+}
+
 /**
- * The keys of a session's failed acquisitions: the one place that deletes what a failed acquisition left.
- *
- * Every key is an acquisition's own (see keys.ts), so whatever is found under it is that acquisition's leftover
- * and goes with a plain delete, resent until answered for as long as the session lives: an outage of any length
- * does not strand it. A key whose join may still land (a send was never answered) is deleted again at each
- * renewal for LATE_JOIN_WINDOW. A lost or closed session needs neither: its keys go with its lease.
+ * The keys of a session's ended acquisitions that may still be there: the one place that deletes what an
+ * acquisition left. A key is deleted only as its join made it, on this session's lease with the join's value, so
+ * the delete never takes a key that is no longer this acquisition's: one a ticket moved to another lease, or one
+ * another sandbox restored from the same snapshot made under the same name. Each delete is resent until etcd
+ * answers for as long as the session lives: an outage of any length does not strand a key. A key whose join may
+ * still land (a send was never answered) is deleted again at each renewal for LATE_JOIN_WINDOW. A lost or closed
+ * session needs neither: its keys go with its lease.
  */
 export class Orphans {
   readonly #client: EtcdClient;
+  readonly #leaseId: string;
   readonly #session: AbortSignal;
   /** Keys a late join may bring back, with when to stop looking (performance.now()). */
-  readonly #late = new Map<string, number>();
+  readonly #late = new Map<string, { put: Put; until: number }>();
 
-  constructor(client: EtcdClient, session: AbortSignal) {
+  constructor(client: EtcdClient, leaseId: string, session: AbortSignal) {
     this.#client = client;
+    this.#leaseId = leaseId;
     this.#session = session;
   }
 
@@ -35,45 +44,36 @@ export class Orphans {
   }
 
   /**
-   * Deletes `keys` once `joined` has settled (a join in flight could land behind the delete), resending until
-   * answered while the session lives. `unsure`: a send of the join was never answered, so the keys are swept
-   * again at each renewal until LATE_JOIN_WINDOW has passed.
+   * Deletes `puts` once `joined` has settled (a join in flight could land behind the delete). `unsure`: a send of
+   * the join was never answered, so they are swept again at each renewal until LATE_JOIN_WINDOW has passed.
    */
-  async leave(keys: readonly string[], joined: Promise<unknown>, unsure: boolean): Promise<void> {
+  async leave(puts: readonly Put[], joined: Promise<unknown>, unsure: boolean): Promise<void> {
     await joined.catch(() => {});
-    if (unsure) this.watch(keys);
-    await this.#delete(keys);
+    if (unsure) this.watch(puts);
+    await this.#delete(puts);
   }
 
-  /**
-   * Sweeps `keys` at each renewal for LATE_JOIN_WINDOW: a holding whose join had a send never answered is over,
-   * and that send may still land.
-   */
-  watch(keys: readonly string[]): void {
+  /** Sweeps `puts` at each renewal for LATE_JOIN_WINDOW: a holding whose join had a send never answered ended. */
+  watch(puts: readonly Put[]): void {
     const until = performance.now() + LATE_JOIN_WINDOW;
-    for (const key of keys) this.#late.set(key, until);
+    for (const put of puts) this.#late.set(put.key, { put, until });
   }
 
   /** On each renewal: deletes every key a late join may have brought back, then forgets those past the window. */
   sweep(): void {
     const now = performance.now();
-    const keys = [...this.#late.keys()];
-    for (const [key, until] of this.#late) if (until <= now) this.#late.delete(key);
-    void this.#delete(keys);
+    const puts = [...this.#late.values()].map((late) => late.put);
+    for (const [key, { until }] of this.#late) if (until <= now) this.#late.delete(key);
+    void this.#delete(puts);
   }
 
-  async #delete(keys: readonly string[]): Promise<void> {
-    const client = this.#client;
-    for (let failures = 0; !this.#session.aborted; failures++) {
-      try {
-        await client
-          .txn()
-          .then(...keys.map((key) => op.delete(key)))
-          .commit({ idempotent: true });
-        return;
-      } catch {
-        await delay(Math.min(250 * 2 ** failures, 5_000), this.#session, true).catch(() => {});
-      }
-    }
+  /** One transaction: each key deleted if it is still as its join put it. */
+  #delete(puts: readonly Put[]): Promise<unknown> {
+    const lease = this.#leaseId;
+    const guarded = puts.map(({ key, value }) =>
+      op.txn([cmp.lease(key, "==", lease), cmp.value(key, "==", value)], [op.delete(key)]),
+    );
+    const send = () => this.#client.txn().then(...guarded).commit({ idempotent: true });
+    return untilAnswered(send, { signal: this.#session, background: true }).catch(() => {});
   }
 }

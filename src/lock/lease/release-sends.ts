@@ -28,8 +28,3 @@ export class ReleaseSends {
     return this.#earlierWithinDeadline;
   }
 }
-
-/** The pause before the next background resend after `failures` failed sends: 250 ms, doubled, at most 2 s. */
-export function resendPause(failures: number): number {
-  return Math.min(250 * 2 ** failures, 2_000);
-}

@@ -1,6 +1,7 @@
 import type { EtcdClient } from "../../api/client.js";
 import type { ResponseHeader } from "../../api/codec.js";
-import { cmp, op } from "../../api/txn.js";
+import type { PutResult, RangeResult } from "../../api/kv.js";
+import { type Compare, cmp, type Op, op } from "../../api/txn.js";
 import { internal } from "../../errors/catalogue.js";
 import { contenders, type KeyKind, KeyTaken } from "./keys.js";
 import { NEWEST_FIRST, OLDEST } from "./read.js";
@@ -10,9 +11,10 @@ import type { JoinCall, Joined } from "./standing.js";
  * Joining a line: putting our key under `<name>/` so that its create revision is our place. The full join is one
  * transaction: into an empty line (the uncontended case) it is the put alone, answered by its revision (Go's
  * Mutex reads the holder back, and again for its predecessor). Otherwise it puts our key if absent (else reads
- * it back: a resent join) and reads the holder and the two newest keys, without values. The busy branch costs
- * etcd even untaken (decoded, carried in the raft entry), so a join that expects an empty line sends the put
- * alone first (EMPTY_RUN_TO_GUESS). `npm run bench` (sections 1 and 2) measures the lock cycle either way.
+ * it back: a resent join) and reads the holder and the two newest keys, whole: their leases say whether they are
+ * contenders (keys-only answers of etcd 3.7 leave leases out). The busy branch costs etcd even untaken (decoded,
+ * carried in the raft entry), so a join that expects an empty line sends the put alone first
+ * (EMPTY_RUN_TO_GUESS). `npm run bench` (sections 1 and 2) measures the lock cycle either way.
  */
 
 /**
@@ -23,33 +25,35 @@ import type { JoinCall, Joined } from "./standing.js";
  */
 const EMPTY_RUN_TO_GUESS = 2;
 
-/** The value a mutex's join requests are built with once per key, swapped for each acquisition's own secret. */
-const STAND_IN = btoa("0".repeat(32));
+/** What a join sends besides its put, the same for every join of one key: made once per key (see LineOps). */
+interface LineOps {
+  key: string;
+  empty: Compare;
+  absent: Compare;
+  holder: Op<RangeResult>;
+  newest: Op<RangeResult>;
+  own: Op<RangeResult>;
+}
 
-type Requests = ReturnType<typeof requests>;
-
-/** Both requests of a join: the put alone into an empty line, and the full join (see the module's comment). */
-function requests(client: EtcdClient, line: { prefix: string; key: string }, value: string, leaseId: string) {
-  const { prefix, key } = line;
-  const put = op.put(key, value, { lease: leaseId });
-  const empty = cmp.version({ prefix }, "==", 0);
-  const holder = op.get({ prefix, ...OLDEST, keysOnly: true });
-  const busy = [put, holder, op.get({ prefix, sort: NEWEST_FIRST, limit: 2, keysOnly: true })] as const;
-  const full = client
-    .txn()
-    .if(empty)
-    .then(put)
-    .else(op.txn([cmp.createRevision(key, "==", 0)], busy, [op.get(key), holder]));
-  return { key, alone: client.txn().if(empty).then(put).prepare(), full: full.prepare() };
+function lineOps(prefix: string, key: string): LineOps {
+  return {
+    key,
+    empty: cmp.version({ prefix }, "==", 0),
+    absent: cmp.createRevision(key, "==", 0),
+    holder: op.get({ prefix, ...OLDEST }),
+    newest: op.get({ prefix, sort: NEWEST_FIRST, limit: 2 }),
+    own: op.get(key),
+  };
 }
 
 /**
  * What one mutex remembers of its line: what its last joins found (whether its next join guesses an empty line)
- * and its join's requests for its key, built once (a mutex reuses its keys: see keys.ts).
+ * and the parts of its join that do not change from one acquisition to the next, for the key it reuses (keys.ts):
+ * a compare or an operation encodes once, so a join builds only its put.
  */
 export class JoinHistory {
   #emptyRun = EMPTY_RUN_TO_GUESS;
-  #requests: Requests | undefined;
+  #ops: LineOps | undefined;
 
   get guessEmpty(): boolean {
     return this.#emptyRun >= EMPTY_RUN_TO_GUESS;
@@ -59,20 +63,10 @@ export class JoinHistory {
     this.#emptyRun = empty ? this.#emptyRun + 1 : 0;
   }
 
-  /** The join's requests for `line.key` with `value` (hex text), from those built for the key last time. */
-  requests(client: EtcdClient, line: { prefix: string; key: string }, value: string, leaseId: string): Requests {
-    if (this.#requests?.key !== line.key) this.#requests = requests(client, line, atob(STAND_IN), leaseId);
-    const made = this.#requests;
-    const own = btoa(value);
-    return {
-      key: made.key,
-      get alone() {
-        return made.alone.with(STAND_IN, own);
-      },
-      get full() {
-        return made.full.with(STAND_IN, own);
-      },
-    };
+  /** The join's constant parts for `key`, kept from the last join of the same key. */
+  ops(prefix: string, key: string): LineOps {
+    if (this.#ops?.key !== key) this.#ops = lineOps(prefix, key);
+    return this.#ops;
   }
 }
 
@@ -82,15 +76,18 @@ export class JoinHistory {
  * in one request (TxnBatcher).
  */
 export class Join {
+  readonly #client: EtcdClient;
   readonly #prefix: string;
-  readonly #key: string;
   readonly #kind: KeyKind;
   /** The value our key is put with: a mutex's secret, a candidate's proclamation. */
   readonly value: string;
-  readonly #requests: Requests;
+  readonly #put: Op<PutResult>;
+  readonly #ops: LineOps;
   readonly #history: JoinHistory | undefined;
+  /** Sends handed to fetch that no answer showed unapplied: a key found there by the only one is someone else's. */
+  #unsettled = 0;
 
-  /** `history`: the mutex's, to guess an empty line and reuse its requests; without it, always the full join. */
+  /** `history`: the mutex's, to guess an empty line and reuse its key's parts; without it, always the full join. */
   constructor(
     client: EtcdClient,
     line: { prefix: string; key: string; kind: KeyKind },
@@ -98,33 +95,47 @@ export class Join {
     leaseId: string,
     history?: JoinHistory,
   ) {
+    this.#client = client;
     this.#prefix = line.prefix;
-    this.#key = line.key;
     this.#kind = line.kind;
     this.value = value;
-    this.#requests = history?.requests(client, line, value, leaseId) ?? requests(client, line, value, leaseId);
+    this.#put = op.put(line.key, value, { lease: leaseId });
+    this.#ops = history?.ops(line.prefix, line.key) ?? lineOps(line.prefix, line.key);
     this.#history = history;
   }
 
   async send(call: JoinCall): Promise<Joined> {
+    const { empty, absent, holder, newest, own, key } = this.#ops;
     const prefix = this.#prefix;
-    const key = this.#key;
     const history = this.#history;
+    const sending: JoinCall = {
+      ...call,
+      onSent: () => {
+        this.#unsettled++;
+        call.onSent();
+      },
+      onRefused: () => {
+        this.#unsettled--;
+        call.onRefused();
+      },
+    };
     if (history?.guessEmpty) {
-      const alone = await this.#requests.alone.commitWithOthers(prefix, call);
+      const alone = await this.#client.txn().if(empty).then(this.#put).prepare().commitWithOthers(prefix, sending);
       if (alone.succeeded) return intoEmptyLine(alone.header);
       // Answered "the line is not empty": unlike a send whose answer was lost, it will never land later.
-      call.onRefused();
+      sending.onRefused();
       history.found(false);
     }
-    const result = await this.#requests.full.commitWithOthers(prefix, call);
+    const busy = op.txn([absent], [this.#put, holder, newest], [own, holder]);
+    const full = this.#client.txn().if(empty).then(this.#put).else(busy).prepare();
+    const result = await full.commitWithOthers(prefix, sending);
     const { header } = result;
     history?.found(result.succeeded);
     if (result.succeeded) return intoEmptyLine(header);
     const [line] = result.responses;
     if (line.succeeded) {
-      const [, first, newest] = line.responses;
-      contenders(this.#kind, prefix, true, first.kvs, newest.kvs);
+      const [, first, latest] = line.responses;
+      contenders(this.#kind, prefix, first.kvs, latest.kvs);
       const revision = header.revision;
       return {
         header,
@@ -132,19 +143,20 @@ export class Join {
         present: true,
         created: true,
         holder: first.kvs[0],
-        predecessor: newest.kvs.find((kv) => kv.createRevision < revision),
-        predecessorIsFirst: newest.count === 2,
+        predecessor: latest.kvs.find((kv) => kv.createRevision < revision),
+        predecessorIsFirst: latest.count === 2,
         // Ours is the newest key under the prefix, so every other one is ahead of it.
-        ahead: newest.count - 1,
+        ahead: latest.count - 1,
       };
     }
-    // An earlier send of this join landed (its answer was lost): our key, read back, with our value.
-    const [own, first] = line.responses;
-    const mine = own.kvs[0];
-    if (mine === undefined) throw internal(`key ${key} vanished inside one transaction`);
-    if (mine.value !== this.value) throw new KeyTaken();
-    contenders(this.#kind, prefix, true, first.kvs);
-    const revision = mine.createRevision;
+    // Our key was there: an earlier send of this join landed (its answer was lost), with our value; or it is not
+    // ours (another value, or there before we sent anything: a sandbox restored from our snapshot made it).
+    const [mine, first] = line.responses;
+    const kv = mine.kvs[0];
+    if (kv === undefined) throw internal(`key ${key} vanished inside one transaction`);
+    if (kv.value !== this.value || this.#unsettled < 2) throw new KeyTaken();
+    contenders(this.#kind, prefix, first.kvs);
+    const revision = kv.createRevision;
     const owner = first.kvs[0]?.createRevision === revision ? undefined : first.kvs[0];
     return { header, revision, present: true, created: false, holder: owner };
   }

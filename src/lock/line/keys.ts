@@ -12,8 +12,9 @@ import { describe, invalidArgument, lockNameConflict } from "../../errors/catalo
  *
  * A mutex reuses a key of its own once etcd confirmed its release deleted it and nothing of it is in flight (no
  * ticket out, no join unanswered): etcd keeps deleted keys in its index until a compaction and every read of a
- * line walks them, so a new key per acquisition slows a hot name at every handoff. A join that finds a reused key
- * under another value (a sandbox restored from one snapshot) takes a new key (`KeyTaken`).
+ * line walks them, so a new key per acquisition slows a hot name at every handoff. Each acquisition's value is
+ * drawn fresh (its secret): a join that finds its key there under another value, or there already at its first
+ * send, takes a new key (`KeyTaken`): a sandbox restored from the same snapshot made it.
  */
 
 /** A join found its reused key there under another value: not this acquisition's (see the module's comment). */
@@ -27,7 +28,7 @@ const PERMIT = /^[1-9a-f][0-9a-f]*-[0-9a-f]{16}$/;
 const RW = /^(read|write)\/[1-9a-f][0-9a-f]*-[0-9a-f]{16}$/;
 const FORMATS: Record<KeyKind, RegExp> = { mutex: MUTEX, permit: PERMIT, rw: RW };
 
-/** A new key for one acquisition (`sub`: `read/` or `write/` for a read-write lock; `random`: 16 hex). */
+/** A new key for one acquisition (`sub`: `read/` or `write/` for a read-write lock; `random`: 16 hex, fresh). */
 export function newKey(prefix: string, leaseId: string, kind: KeyKind, sub = "", random = randomHex(8)): string {
   return `${prefix}${sub}${leaseHex(leaseId)}${kind === "mutex" ? "_" : "-"}${random}`;
 }
@@ -35,16 +36,14 @@ export function newKey(prefix: string, leaseId: string, kind: KeyKind, sub = "",
 /**
  * LOCK_NAME_CONFLICT unless every key seen is a contender of this kind of line, bound to a lease. Any other key
  * (data stored under the lock's name, a lock named `<name>/x`, another recipe's key, a key a plain put cut loose
- * from its lease) sorts into the line like a contender and, with no lease or one that lives on, would block it
- * for good; every key that can reach the head of a line passes here before anyone waits behind it. etcd 3.7
- * leaves `lease` out of `keysOnly` results: lists of one such answer tell of leases only if one shows a lease
- * (ours, when the answer holds it), else only the keys' form is checked.
+ * from its lease, a tool's stray key) sorts into the line like a contender and, with no lease or one that lives
+ * on, would block it for good; every key that can reach the head of a line passes here before anyone waits
+ * behind it. The reads it judges are never keys-only: etcd 3.7 leaves `lease` out of those (etcd-io/etcd#22209).
  */
-export function contenders(kind: KeyKind, prefix: string, keysOnly: boolean, ...lists: KeyValue[][]): void {
-  const leases = !keysOnly || lists.some((kvs) => kvs.some((kv) => kv.lease !== "0"));
+export function contenders(kind: KeyKind, prefix: string, ...lists: KeyValue[][]): void {
   for (const kvs of lists) {
     for (const kv of kvs) {
-      const loose = leases && kv.lease === "0";
+      const loose = kv.lease === "0";
       if (loose || !isKeyOf(kind, prefix, kv.key)) throw lockNameConflict(prefix.slice(0, -1), kv.key, loose);
     }
   }

@@ -1,6 +1,6 @@
 import { delay } from "../../gateway/signals.js";
 import { moved } from "./read.js";
-import type { LineReader, Standing } from "./standing.js";
+import type { LineReader, Standing, Woken } from "./standing.js";
 
 /** How long a lone waiter far back waits on its watch before it first looks at the line elsewhere. */
 const LOOK_AGAIN_AFTER = 1_000;
@@ -17,13 +17,13 @@ export async function lookAgain(
   state: Standing,
   signal: AbortSignal,
   elsewhere: () => string,
-  watchAt: (now: Standing, endpoint: string) => Promise<Standing>,
-): Promise<Standing> {
+  watchAt: (now: Standing, endpoint: string) => Promise<Woken>,
+): Promise<Woken> {
   for (let wait = LOOK_AGAIN_AFTER; ; wait *= 2) {
     await delay(wait, signal);
     const endpoint = elsewhere();
     const now = await read({ signal, avoid: endpoint });
-    if (moved(now, state.predecessor!)) return now;
+    if (moved(now, state.predecessor!)) return { now };
     if (now.predecessorIsFirst) return watchAt(now, endpoint);
   }
 }

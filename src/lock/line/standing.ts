@@ -19,6 +19,12 @@ export interface Standing {
   ahead?: number | undefined;
 }
 
+/**
+ * How a wait for the predecessor's delete ended: `head`, the predecessor was the line's head (the holder) when it
+ * went, so nothing is ahead of us any more; else `now`, a read of where we stand.
+ */
+export type Woken = { readonly head: ResponseHeader } | { readonly now: Standing };
+
 /** A key and the revision that created it: one incarnation of the key (Go's keys are made again and again). */
 export type Incarnation = Pick<KeyValue, "key" | "createRevision">;
 
@@ -63,4 +69,12 @@ export interface WaitContext {
   readonly pollInterval: number;
   /** The error for "our own key is gone": our lease ended while we waited. */
   expired(): EtcdError;
+}
+
+/** What a recipe's wait needs of its acquisition besides the wait's context. */
+export interface Waiting extends WaitContext {
+  /** `timeout: 0`: try once, never wait. */
+  readonly tryOnly: boolean;
+  /** Tells `onEvent` the acquisition must wait; `position` counts the keys ahead of it, when known. */
+  waiting(position?: number): void;
 }

@@ -1,19 +1,17 @@
 import type { EtcdClient } from "../../api/client.js";
 import type { ResponseHeader } from "../../api/codec.js";
-import { isEtcdError } from "../../errors/etcd-error.js";
-import { requestScopedIo } from "../../gateway/isolate.js";
+import { type EtcdError, isEtcdError } from "../../errors/etcd-error.js";
 import { delay } from "../../gateway/signals.js";
-import { moved } from "./read.js";
-import type { Incarnation, LineReader, Standing, WaitContext } from "./standing.js";
-
 import { lookAgain } from "./look-again.js";
-import { SharedWatch, waitOnShared } from "./shared-watch.js";
+import { enterLine, LINE_IDLE_TIMEOUT, type LineStream } from "./line-watch.js";
+import { moved } from "./read.js";
+import type { Incarnation, Joined, LineReader, Standing, WaitContext, Waiting, Woken } from "./standing.js";
 
 /**
- * How a waiter waits for its turn: it watches only its predecessor (the newest key created before its own), so
- * a release wakes exactly one waiter (no herd) and waiters are served in the order they joined. When the
- * predecessor goes, one read tells whether we are first or who is ahead now (a waiter ahead gave up); right
- * behind the holder, its delete alone makes us first.
+ * How a waiter waits for its turn, as Go's `waitDeletes`: it watches only its predecessor (the newest key created
+ * before its own), so a release wakes exactly one waiter (no herd) and waiters are served in the order they
+ * joined. When the predecessor goes, one read tells whether we are first or who is ahead now (a waiter ahead gave
+ * up); right behind the head, its delete alone makes us first.
  *
  * A watch is opened without a start revision: etcd serves a watch from a past revision from its "unsynced"
  * set, caught up on a sync pass every 100 ms, so every handoff would wait up to 100 ms (Go's Mutex pays it).
@@ -21,11 +19,8 @@ import { SharedWatch, waitOnShared } from "./shared-watch.js";
  * and its creation, which its `created` revision rules out or one more read closes.
  */
 
-/**
- * How long one stream of a waiter's watch lives (etcd ends it at this age, its successor opened just before); one
- * silent a second longer is a dead connection (a paused member, a NAT that dropped the flow), reopened elsewhere.
- */
-export const WAIT_IDLE_TIMEOUT = 2_000;
+/** How long one stream of a waiter's watch of its predecessor lives, as a line's (see LINE_IDLE_TIMEOUT). */
+export const WAIT_IDLE_TIMEOUT = LINE_IDLE_TIMEOUT;
 
 /**
  * A member that stalls without closing its connections keeps its streams open and silent. So a wait near the
@@ -45,8 +40,30 @@ export function waitIdleTimeout(ahead: number | undefined): number {
 }
 
 /**
- * Waits until `read` shows nothing ahead of us, from `start`; returns the header that showed it, SESSION_EXPIRED
- * when our key goes. `own`: our key in a line where each key waits for the next older one (SharedWatch.markFirst).
+ * A contender's wait after its join: none into an empty line; else, from where the join showed it (a resent join
+ * reads the line first), `busy` for a try that may not wait, or its turn (`waitForTurn`).
+ */
+export async function waitInLine(
+  client: EtcdClient,
+  context: Waiting,
+  joined: Joined,
+  read: LineReader,
+  busy: (holder: string) => EtcdError,
+  own?: Incarnation,
+): Promise<ResponseHeader> {
+  if (joined.created && joined.predecessor === undefined) return joined.header;
+  const start = joined.created ? joined : await read({ signal: context.signal });
+  if (start.present && start.predecessor !== undefined) {
+    if (context.tryOnly) throw busy(joined.holder?.key ?? start.predecessor.key);
+    context.waiting(start.ahead);
+  }
+  return waitForTurn(client, read, start, context, own);
+}
+
+/**
+ * Waits until nothing is ahead of us, from `start`; returns the header that showed it, SESSION_EXPIRED when our key
+ * goes. `own`: our key, in a line where each key waits for the next older one (the line's stream marks it head).
+ * Its exits are the whole of "I hold", each with its reason.
  */
 export async function waitForTurn(
   client: EtcdClient,
@@ -59,22 +76,27 @@ export async function waitForTurn(
   /** Keys ahead of us when we last looked: exact after the join, at least one fewer after each departure. */
   let ahead = start.predecessorIsFirst ? 1 : start.ahead;
   for (;;) {
+    // Not held: our key left the line, so our lease ended (Go concludes so too).
     if (!state.present) throw context.expired();
+    // I hold: a read (or the join) showed no key older than ours.
     if (state.predecessor === undefined) return state.header;
     if (context.mode === "poll") {
       await delay(context.pollInterval, context.signal);
       state = await read({ signal: context.signal });
-    } else {
-      state = await predecessorGone(client, read, state, context.signal, ahead, own);
-      ahead = state.predecessorIsFirst ? 1 : ahead === undefined ? undefined : Math.max(1, ahead - 1);
+      continue;
     }
+    const woken = await predecessorGone(client, read, state, context.signal, ahead, own);
+    // I hold: the key we waited for was the line's head, and only it was ahead of us; keys only join behind us.
+    if ("head" in woken) return woken.head;
+    state = woken.now;
+    ahead = state.predecessorIsFirst ? 1 : ahead === undefined ? undefined : Math.max(1, ahead - 1);
   }
 }
 
 /**
- * Waits for the predecessor's key to go and resolves with where we stand then: on a watch of that key alone, or
- * on the line's watch shared with the client's other waiters (SharedWatch). A second watch or a look elsewhere
- * starts after SECOND_WATCH_AFTER; whichever ends the wait, the other is stopped.
+ * Waits for the predecessor's key to go: on a watch of that key alone, or on the line's stream shared with the
+ * client's other waiters and holdings. A second watch or a look elsewhere starts after SECOND_WATCH_AFTER;
+ * whichever ends the wait, the other is stopped.
  */
 async function predecessorGone(
   client: EtcdClient,
@@ -83,7 +105,7 @@ async function predecessorGone(
   signal: AbortSignal,
   ahead: number | undefined,
   own: Incarnation | undefined,
-): Promise<Standing> {
+): Promise<Woken> {
   const idleTimeout = waitIdleTimeout(ahead);
   const waiter = enterLine(client, state.predecessor!.key);
   // Ends the branch that loses once a second one has started; a wait that ends before then (every handoff of a hot
@@ -102,12 +124,9 @@ async function predecessorGone(
     const watched =
       shared === undefined
         ? ownWatch(client, read, state, both, idleTimeout, first)
-        : waitOnShared(shared, read, state, both, own !== undefined).then((now) => {
-            if (own !== undefined && now.present && now.predecessor === undefined) shared.markFirst(own);
-            return now;
-          });
+        : onShared(shared, read, state, both, own);
     const elsewhere = () => shared?.endpoint ?? first.endpoint ?? client.transport.endpoint;
-    let second: Promise<Standing>;
+    let second: Promise<Woken>;
     if (ahead === undefined || ahead <= SECOND_WATCH_DEPTH) {
       second = new Promise((resolve) => {
         timer = setTimeout(() => {
@@ -134,6 +153,43 @@ async function predecessorGone(
 }
 
 /**
+ * Waits on the line's stream for the predecessor's delete, then reads where we stand, unless the predecessor was
+ * the head: the join or a read showed it the only key ahead, or (`own`: a line where each key waits for the next
+ * older one) a waiter of this process came to hold with that very key. We mark our key the head once nothing is
+ * ahead of it, for the waiter behind us.
+ */
+async function onShared(
+  shared: LineStream,
+  read: LineReader,
+  state: Standing,
+  signal: AbortSignal,
+  own: Incarnation | undefined,
+): Promise<Woken> {
+  const predecessor = state.predecessor!;
+  const wait = shared.waitForDelete(predecessor, state.header.revision, signal);
+  let woken: Woken | undefined;
+  try {
+    if (await wait.gap) {
+      const now = await read({ signal });
+      if (moved(now, predecessor)) woken = { now };
+    }
+    if (woken === undefined) {
+      const { header, wasFirst } = await wait.deleted;
+      if (state.predecessorIsFirst || (own !== undefined && wasFirst)) woken = { head: header };
+    }
+  } catch (error) {
+    // A reopened watch resumes from its last revision; if that history was compacted, a read tells as well.
+    if (!isEtcdError(error, "COMPACTED") || signal.aborted) throw error;
+  } finally {
+    wait.cancel();
+  }
+  woken ??= { now: await read({ signal }) };
+  const first = "head" in woken || (woken.now.present && woken.now.predecessor === undefined);
+  if (own !== undefined && first) shared.markFirst(own);
+  return woken;
+}
+
+/**
  * Watches the predecessor's key alone. `on.endpoint`: the endpoint to avoid when opening (a second watch beside
  * one that may have stalled); the endpoint the watch is created on is written back to it.
  */
@@ -144,7 +200,7 @@ async function ownWatch(
   signal: AbortSignal,
   idleTimeout: number,
   on: { endpoint: string | undefined },
-): Promise<Standing> {
+): Promise<Woken> {
   const predecessor = state.predecessor!;
   const watching = new AbortController();
   const stop = () => watching.abort(signal.reason);
@@ -152,7 +208,7 @@ async function ownWatch(
   const avoid = on.endpoint;
   const reread = () => read({ signal, avoid });
   try {
-    return await new Promise<Standing>((resolve, reject) => {
+    return await new Promise<Woken>((resolve, reject) => {
       let created = false;
       // A delete between our read and the watch's creation: ruled out by the created revision, or read.
       const closeGap = (revision: number, endpoint: string) => {
@@ -161,10 +217,10 @@ async function ownWatch(
         created = true;
         if (revision <= state.header.revision) return;
         reread().then((now) => {
-          if (moved(now, predecessor)) resolve(now);
+          if (moved(now, predecessor)) resolve({ now });
         }, reject);
       };
-      const follow = async (): Promise<Standing> => {
+      const follow = async (): Promise<Woken> => {
         try {
           const batches = client.watch({
             key: predecessor.keyBytes,
@@ -176,13 +232,13 @@ async function ownWatch(
           });
           for await (const batch of batches) {
             if (!batch.events.some((event) => event.type === "delete")) continue;
-            if (state.predecessorIsFirst) return { header: batch.header, revision: state.revision, present: true };
+            if (state.predecessorIsFirst) return { head: batch.header };
             break;
           }
         } catch (error) {
           if (!isEtcdError(error, "COMPACTED") || signal.aborted) throw error;
         }
-        return reread();
+        return { now: await reread() };
       };
       follow().then(resolve, reject);
     });
@@ -190,59 +246,4 @@ async function ownWatch(
     signal.removeEventListener("abort", stop);
     watching.abort();
   }
-}
-
-/** This client deleted `key` at `header`'s revision (a release's answer): its waiters behind that key wake now. */
-export function releasedHere(client: EtcdClient, key: string, header: ResponseHeader): void {
-  const line = linesByClient.get(client)?.get(key.slice(0, key.lastIndexOf("/") + 1));
-  line?.watch?.deleted(key, header.revision, header);
-}
-
-/** A client's waiters in one line, and the line's shared watch while one is open. */
-interface Waiters {
-  waiters: number;
-  watch: SharedWatch | undefined;
-}
-
-/** The lines each client waits in, by prefix: beside the client, which knows nothing of lines. */
-const linesByClient = new WeakMap<EtcdClient, Map<string, Waiters>>();
-
-/**
- * Counts a waiter into the line `key` belongs to (the keys under its parent). A line's stream carries every
- * delete of the line to every process that holds one, so it opens only where it pays: for a second waiter of
- * the same client. A waiter alone in its process (the serverless case) watches its predecessor's key alone, so
- * a release still reaches one process; so does every waiter in Workers, where one request cannot read a stream
- * another opened.
- */
-export function enterLine(client: EtcdClient, key: string, idleTimeout = WAIT_IDLE_TIMEOUT) {
-  const prefix = key.slice(0, key.lastIndexOf("/") + 1) || key;
-  let lines = linesByClient.get(client);
-  if (lines === undefined) linesByClient.set(client, (lines = new Map()));
-  const own = lines;
-  let here = own.get(prefix);
-  if (here === undefined) own.set(prefix, (here = { waiters: 0, watch: undefined }));
-  const line = here;
-  line.waiters++;
-  const forget = () => {
-    if (line.waiters === 0 && line.watch === undefined && own.get(prefix) === line) own.delete(prefix);
-  };
-  let left = false;
-  return {
-    sharedWatch: (): SharedWatch | undefined => {
-      if (line.watch === undefined && line.waiters >= 2 && !requestScopedIo()) {
-        const opened: SharedWatch = new SharedWatch(client, prefix, idleTimeout, () => {
-          if (line.watch === opened) line.watch = undefined;
-          forget();
-        });
-        line.watch = opened;
-      }
-      return line.watch;
-    },
-    leave: () => {
-      if (left) return;
-      left = true;
-      line.waiters--;
-      forget();
-    },
-  };
 }

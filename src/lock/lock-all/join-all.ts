@@ -49,7 +49,7 @@ export class JoinAll {
       .if(...lines.map((line) => cmp.createRevision(line.key, "==", 0)))
       .then(
         ...lines.map((line) => op.put(line.key, "", { lease: this.#leaseId })),
-        ...lines.map((line) => op.get({ prefix: line.prefix, sort: NEWEST_FIRST, limit: 2, keysOnly: true })),
+        ...lines.map((line) => op.get({ prefix: line.prefix, sort: NEWEST_FIRST, limit: 2 })),
       )
       .else(...lines.map((line) => op.get(line.key)))
       .commit(call);
@@ -58,7 +58,7 @@ export class JoinAll {
       const revision = header.revision;
       const standings = lines.map((line, i) => {
         const newest = result.responses[lines.length + i] as RangeResult;
-        contenders("mutex", line.prefix, true, newest.kvs);
+        contenders("mutex", line.prefix, newest.kvs);
         const predecessor = newest.kvs.find((kv) => kv.createRevision < revision);
         return { header, revision, present: true, predecessor };
       });

@@ -45,7 +45,8 @@ async function takeAll<S extends LeaseSession>(
     return { name, prefix, key: newKey(prefix, session.leaseId, "mutex") };
   });
   const keys = lines.map((line) => line.key);
-  const acquisition = new Acquisition(session, options, { kind: "locks", name: checked.join(", ") }, keys);
+  const puts = keys.map((key) => ({ key, value: "" }));
+  const acquisition = new Acquisition(session, options, { kind: "locks", name: checked.join(", ") }, puts);
   try {
     const joined = await acquisition.join(new JoinAll(client, lines, session.leaseId));
     const { revision } = joined;

@@ -26,18 +26,18 @@ export class MultiLock<S extends LeaseSession = LeaseSession> extends Held<S> {
   constructor(state: MultiLockInit<S>) {
     // Its keys are written once, by its join, all at one revision.
     const keys = state.keys.map((key) => ({ key, revision: state.revision, modRevision: state.revision }));
-    super(state, { kind: "locks", name: state.names.join(", ") }, keys, false);
+    super(state, { kind: "locks", name: state.names.join(", ") }, keys);
     this.names = Object.freeze([...state.names]);
     this.keys = Object.freeze([...state.keys]);
     this.revision = state.revision;
   }
 
   /**
-   * One compare per lock, "our key still has this create revision": spread them into a fenced transaction,
+   * One compare per lock, "our key is still as our join wrote it": spread them into a fenced transaction,
    * `txn().if(...multi.ifHeld())`, so the write lands only while every one of the locks is still ours.
    */
   ifHeld(): Compare[] {
-    return this.keys.map((key) => cmp.createRevision(key, "==", this.revision));
+    return this.keys.map((key) => cmp.modRevision(key, "==", this.revision));
   }
 
   /**

@@ -1,4 +1,3 @@
-import { cmp, type Compare } from "../../api/txn.js";
 import type { AnyOp, OpResults } from "../../api/txn.js";
 import type { CallOptions } from "../../gateway/transport.js";
 import { HeldKey, type HeldKeyInit } from "../hold/held.js";
@@ -20,23 +19,12 @@ export interface LockInit<S extends LeaseSession = LeaseSession> extends HeldKey
  * successive holders, so storage guarded by `ifHeld()` refuses a stale holder's write.
  */
 export class Lock<S extends LeaseSession = LeaseSession> extends HeldKey<S> {
-  /** The key's mod revision as this handle knows it; a resumed ticket rewrites the key and moves it on. */
-  readonly #modRevision: number;
   readonly #secret: string;
 
-  /** @internal Made by `mutex.lock()` and `etcd.resumeLock()`: its release is guarded by its version of the key. */
+  /** @internal Made by `mutex.lock()` and `etcd.resumeLock()`: a resumed lock holds the version its takeover wrote. */
   constructor(init: LockInit<S>) {
     super(init, { kind: "lock", name: init.name }, init.modRevision);
-    this.#modRevision = init.modRevision;
     this.#secret = init.secret;
-  }
-
-  /**
-   * The compare "this handle still holds the lock", for fenced transactions: the key is still the very version
-   * this handle got, so after a takeover with a ticket the sender's fenced writes are refused too.
-   */
-  override ifHeld(): Compare {
-    return cmp.modRevision(this.key, "==", this.#modRevision);
   }
 
   /**

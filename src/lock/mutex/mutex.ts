@@ -7,11 +7,11 @@ import type { CallOptions } from "../../gateway/transport.js";
 import { Acquisition, type LockOptions } from "../acquire/acquisition.js";
 import type { Subject } from "../hold/subject.js";
 import type { LeaseSession } from "../lease/lease-session.js";
-import { Join, JoinHistory } from "../line/join.js";
 import { randomHex } from "../../api/random.js";
+import { Join, JoinHistory } from "../line/join.js";
 import { KeyTaken, nameArg, newKey } from "../line/keys.js";
 import { lineReader } from "../line/read.js";
-import { waitForTurn } from "../line/wait.js";
+import { waitInLine } from "../line/wait.js";
 import { Lock } from "./lock.js";
 
 /** Keys a mutex keeps for reuse: as many as its session's callers of the name usually hold at once. */
@@ -58,32 +58,28 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
 
   async #lock(options: LockOptions, reuse = true): Promise<Lock<S>> {
     const { session, name, prefix } = this;
-    // Our key's value: a secret only the holder reads back, a ticket's proof (Go ignores it); see `randomHex`.
+    // Our key's value: a secret only the holder reads back, a ticket's proof (Go ignores it). Drawn fresh for each
+    // acquisition, with the key's random part when the key is new: never before a snapshot (see `randomBytes`).
     const reused = reuse ? this.#free.pop() : undefined;
     const drawn = randomHex(reused === undefined ? 24 : 16);
     const key = reused ?? newKey(prefix, session.leaseId, "mutex", "", drawn.slice(32));
-    const acquisition = new Acquisition(session, options, this.#subject, [key]);
-    const line = { prefix, key, kind: "mutex" } as const;
-    const join = new Join(session.client, line, drawn.slice(0, 32), session.leaseId, this.#history);
+    const secret = drawn.slice(0, 32);
+    const acquisition = new Acquisition(session, options, this.#subject, [{ key, value: secret }]);
+    const join = new Join(session.client, { prefix, key, kind: "mutex" }, secret, session.leaseId, this.#history);
     try {
       const joined = await acquisition.join(join);
-      let header = joined.header;
-      if (joined.holder !== undefined) {
-        if (acquisition.tryOnly) throw locked(name, joined.holder.key);
-        acquisition.waiting(joined.ahead);
-        const read = lineReader(session.client, prefix, joined.revision, "mutex");
-        const start = joined.created ? joined : await read({ signal: acquisition.signal });
-        header = await waitForTurn(session.client, read, start, acquisition, { key, createRevision: joined.revision });
-      }
+      const read = lineReader(session.client, prefix, joined.revision, "mutex");
+      const own = { key, createRevision: joined.revision };
+      const header = await waitInLine(session.client, acquisition, joined, read, (on) => locked(name, on), own);
       // Written once, by its join: its version is its creation.
       const { revision } = joined;
-      const lock = new Lock({ name, key, session, revision, header, modRevision: revision, secret: join.value });
+      const lock = new Lock({ name, key, session, revision, header, modRevision: revision, secret });
       return acquisition.hold(lock, this.#reuse);
     } catch (error) {
       const failure = await acquisition.fail(error);
       if (failure instanceof KeyTaken) return this.#lock(options, false);
       // A proxy that echoes the join in its error answer must not hand the secret to whoever logs the error.
-      throw withoutSecrets(failure, [join.value]);
+      throw withoutSecrets(failure, [secret]);
     } finally {
       acquisition.dispose();
     }

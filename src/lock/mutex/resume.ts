@@ -3,15 +3,14 @@ import type { EtcdClient } from "../../api/client.js";
 import type { ResponseHeader } from "../../api/codec.js";
 import { cmp, op } from "../../api/txn.js";
 import { invalidArgument, lockLost, withoutSecrets } from "../../errors/catalogue.js";
-import { isEtcdError, unanswered } from "../../errors/etcd-error.js";
+import { unanswered } from "../../errors/etcd-error.js";
 import { traceLock } from "../../events/channels.js";
-import { delay } from "../../gateway/signals.js";
 import type { CallOptions } from "../../gateway/transport.js";
+import { randomHex } from "../../api/random.js";
 import { Acquisition } from "../acquire/acquisition.js";
+import { revokeUntilGone } from "../lease/keep-alive.js";
 import { type KeepAliveMode, keepAliveArg, type LeaseGrant, openLease } from "../lease/lease-grant.js";
 import type { LeaseSession } from "../lease/lease-session.js";
-import { resendPause } from "../lease/release-sends.js";
-import { randomHex } from "../../api/random.js";
 import { isKeyOf, nameArg } from "../line/keys.js";
 import { Lock, type LockTicket } from "./lock.js";
 
@@ -75,7 +74,7 @@ async function resume<S extends LeaseSession>(
       if (kv?.createRevision === revision && kv.lease === grant.id && kv.value === next) modRevision = kv.modRevision;
     }
   } catch (error) {
-    if (unanswered(error)) void revokeUntilAnswered(client, grant);
+    if (unanswered(error)) void revokeUntilGone(client, grant.id, grant.ttl);
     else void client.lease.revoke(grant.id).catch(() => {});
     throw withoutSecrets(error, [secret, next]);
   }
@@ -85,24 +84,7 @@ async function resume<S extends LeaseSession>(
   }
   const session = open(grant).start();
   const lock = new Lock({ name, key, session, revision, header, modRevision, secret: next });
-  return new Acquisition(session, {}, { kind: "lock", name }, [key]).hold(lock);
-}
-
-/**
- * Revokes a lease a takeover may have moved a lock to, resent until answered for two of its TTLs at most (it
- * ends by itself by then): on timers that keep no process alive.
- */
-async function revokeUntilAnswered(client: EtcdClient, grant: LeaseGrant): Promise<void> {
-  const until = performance.now() + 2 * grant.ttl * 1000;
-  for (let failures = 0; performance.now() < until; failures++) {
-    try {
-      await client.lease.revoke(grant.id, { idempotent: true });
-      return;
-    } catch (error) {
-      if (isEtcdError(error, "LEASE_NOT_FOUND")) return;
-      await delay(resendPause(failures), undefined, true);
-    }
-  }
+  return new Acquisition(session, {}, { kind: "lock", name }, [{ key, value: next }]).hold(lock);
 }
 
 function checkTicket(ticket: unknown): LockTicket {

@@ -22,7 +22,8 @@ export interface RWLine {
 
 /**
  * A reader joins in one transaction: put its key if it does not exist yet, and read the newest writer (all
- * writers are older than a key put in the same transaction). A resend after a lost answer finds the key.
+ * writers are older than a key put in the same transaction), whole: its lease says whether it is a contender. A
+ * resend after a lost answer finds the key.
  */
 export class ReaderJoin {
   readonly #client: EtcdClient;
@@ -42,14 +43,14 @@ export class ReaderJoin {
       .if(cmp.createRevision(line.key, "==", 0))
       .then(
         op.put(line.key, "", { lease: this.#leaseId }),
-        op.get({ prefix: line.writers, sort: NEWEST_FIRST, limit: 1, keysOnly: true }),
+        op.get({ prefix: line.writers, sort: NEWEST_FIRST, limit: 1 }),
       )
       .else(op.get(line.key))
       .commit(call);
     const { header } = result;
     if (result.succeeded) {
       const [, writer] = result.responses;
-      contenders("rw", line.prefix, true, writer.kvs);
+      contenders("rw", line.prefix, writer.kvs);
       const predecessor = writer.kvs[0];
       return { header, revision: header.revision, present: true, created: true, predecessor, holder: predecessor };
     }
@@ -65,14 +66,14 @@ export function readerLine(client: EtcdClient, line: RWLine, revision: number): 
     const result = await client
       .txn()
       .then(
-        op.get({ key: line.key, keysOnly: true }),
-        op.get({ prefix: line.writers, maxCreateRevision: revision - 1, sort: NEWEST_FIRST, limit: 1, keysOnly: true }),
+        op.get(line.key),
+        op.get({ prefix: line.writers, maxCreateRevision: revision - 1, sort: NEWEST_FIRST, limit: 1 }),
       )
       .commit({ signal, avoid });
     // No compares: the `then` branch always runs.
     if (!result.succeeded) throw internal("a transaction without compares took its else branch");
     const [own, writer] = result.responses;
-    contenders("rw", line.prefix, true, own.kvs, writer.kvs);
+    contenders("rw", line.prefix, own.kvs, writer.kvs);
     const present = own.kvs[0]?.createRevision === revision;
     return { header: result.header, revision, present, predecessor: present ? writer.kvs[0] : undefined };
   };

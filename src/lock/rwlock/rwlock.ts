@@ -5,8 +5,7 @@ import type { LeaseSession } from "../lease/lease-session.js";
 import { Join } from "../line/join.js";
 import { nameArg, newKey } from "../line/keys.js";
 import { lineReader } from "../line/read.js";
-import type { Joined, LineReader } from "../line/standing.js";
-import { waitForTurn } from "../line/wait.js";
+import { waitInLine } from "../line/wait.js";
 import { ReadLock } from "./read-lock.js";
 import { ReaderJoin, readerLine, type RWLine } from "./rw-line.js";
 import { WriteLock } from "./write-lock.js";
@@ -68,10 +67,11 @@ export class RWLock<S extends LeaseSession = LeaseSession> {
     const { session, name } = this;
     const client = session.client;
     const line = this.#line("read");
-    const acquisition = new Acquisition(session, options, { kind: "read", name }, [line.key]);
+    const acquisition = new Acquisition(session, options, { kind: "read", name }, [{ key: line.key, value: "" }]);
     try {
       const joined = await acquisition.join(new ReaderJoin(client, line, session.leaseId));
-      const header = await this.#wait(acquisition, joined, readerLine(client, line, joined.revision));
+      const read = readerLine(client, line, joined.revision);
+      const header = await waitInLine(client, acquisition, joined, read, (on) => locked(name, on));
       return acquisition.hold(new ReadLock({ session, name, key: line.key, revision: joined.revision, header }));
     } catch (error) {
       throw await acquisition.fail(error);
@@ -94,26 +94,17 @@ export class RWLock<S extends LeaseSession = LeaseSession> {
     const { session, name } = this;
     const client = session.client;
     const line = this.#line("write");
-    const acquisition = new Acquisition(session, options, { kind: "write", name }, [line.key]);
+    const acquisition = new Acquisition(session, options, { kind: "write", name }, [{ key: line.key, value: "" }]);
     try {
       const joined = await acquisition.join(new Join(client, { ...line, kind: "rw" }, "", session.leaseId));
-      const header = await this.#wait(acquisition, joined, lineReader(client, line.prefix, joined.revision, "rw"));
+      const read = lineReader(client, line.prefix, joined.revision, "rw");
+      const header = await waitInLine(client, acquisition, joined, read, (on) => locked(name, on));
       return acquisition.hold(new WriteLock({ session, name, key: line.key, revision: joined.revision, header }));
     } catch (error) {
       throw await acquisition.fail(error);
     } finally {
       acquisition.dispose();
     }
-  }
-
-  /** Waits after the join, from what it showed (a resent join's line is read first); LOCKED with `timeout: 0`. */
-  async #wait(acquisition: Acquisition, joined: Joined, read: LineReader) {
-    const start = joined.created ? joined : await read({ signal: acquisition.signal });
-    if (start.present && start.predecessor !== undefined) {
-      if (acquisition.tryOnly) throw locked(this.name, start.predecessor.key);
-      acquisition.waiting();
-    }
-    return waitForTurn(this.session.client, read, start, acquisition);
   }
 
   #line(kind: "read" | "write"): RWLine {

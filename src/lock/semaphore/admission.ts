@@ -4,23 +4,20 @@ import { cmp, op } from "../../api/txn.js";
 import { internal, permitsMismatch } from "../../errors/catalogue.js";
 import { isEtcdError } from "../../errors/etcd-error.js";
 import { delay } from "../../gateway/signals.js";
-import type { JoinCall, Standing, WaitContext } from "../line/standing.js";
 import { contenders } from "../line/keys.js";
-import { NEWEST_FIRST, OLDEST, untilAnswered } from "../line/read.js";
+import { NEWEST_FIRST, OLDEST } from "../line/read.js";
+import type { JoinCall, Standing, WaitContext } from "../line/standing.js";
 import { WAIT_IDLE_TIMEOUT } from "../line/wait.js";
+import { untilAnswered } from "../resend/until-answered.js";
 
 /**
  * Admission to a semaphore: join its line, count the keys ahead, wait until fewer than `permits` are.
  * semaphore.ts says why the wait is shaped this way.
  */
 
-/**
- * Where a contender stands: `ahead` counts the keys created before its own (holders, and waiters ahead of it);
- * after the join, `oldest` is the line's oldest key (ours when alone), to check the line agrees on `permits`.
- */
+/** Where a contender stands: `ahead` counts the keys created before its own (holders, and waiters ahead of it). */
 export interface Admission extends Standing {
   ahead: number;
-  oldest?: KeyValue | undefined;
 }
 
 /** The semaphore's line, as the requests need it. */
@@ -31,10 +28,13 @@ export interface PermitLine {
   permits: number;
 }
 
+/** The whole line, oldest first: each key ahead of a joiner is checked, since any of them may come to hold. */
+const LINE = { sort: OLDEST.sort } as const;
+
 /**
- * Joins the line in one transaction: put our key (its value is `permits`) if it does not exist yet, and read
- * the oldest key and how many keys the line holds (ours being the newest, the others are all ahead). A resend
- * after a lost answer finds our key and needs one more read to count the keys ahead of it.
+ * Joins the line in one transaction: put our key (its value is `permits`) if it does not exist yet, and read the
+ * line whole. Every key in it must be a permit bound to a lease that agrees on `permits` (`checkLine`): a key
+ * that no lease ends would take a permit for good. A resend after a lost answer finds our key and reads the same.
  */
 export class PermitJoin {
   readonly #client: EtcdClient;
@@ -49,51 +49,37 @@ export class PermitJoin {
     this.value = String(line.permits);
   }
 
-  send(call: JoinCall): Promise<Admission> {
-    return joinPermits(this.#client, this.#line, this.#leaseId, call);
+  async send(call: JoinCall): Promise<Admission> {
+    const { prefix, key } = this.#line;
+    const result = await this.#client
+      .txn()
+      .if(cmp.createRevision(key, "==", 0))
+      .then(op.put(key, this.value, { lease: this.#leaseId }), op.get({ prefix, ...LINE }))
+      .else(op.get(key), op.get({ prefix, ...LINE }))
+      .commit(call);
+    const [, line] = result.responses;
+    const revision = result.succeeded ? result.header.revision : result.responses[0].kvs[0]?.createRevision;
+    if (revision === undefined) throw internal(`key ${key} vanished inside one transaction`);
+    checkLine(this.#line, line.kvs);
+    const ahead = line.kvs.filter((kv) => kv.createRevision < revision).length;
+    return { header: result.header, revision, present: true, ahead };
   }
-}
-
-async function joinPermits(client: EtcdClient, line: PermitLine, leaseId: string, call: JoinCall): Promise<Admission> {
-  const { prefix, key } = line;
-  const result = await client
-    .txn()
-    .if(cmp.createRevision(key, "==", 0))
-    .then(
-      op.put(key, String(line.permits), { lease: leaseId }),
-      op.get({ prefix, ...OLDEST }),
-      op.get({ prefix, countOnly: true }),
-    )
-    .else(op.get(key), op.get({ prefix, ...OLDEST }))
-    .commit(call);
-  if (result.succeeded) {
-    const [, oldest, all] = result.responses;
-    const revision = result.header.revision;
-    return { header: result.header, revision, present: true, ahead: all.count - 1, oldest: oldest.kvs[0] };
-  }
-  const [own, oldest] = result.responses;
-  const mine = own.kvs[0];
-  if (mine === undefined) throw internal(`key ${key} vanished inside one transaction`);
-  const state = await countAhead({ client, prefix, revision: mine.createRevision, signal: call.signal });
-  return { ...state, oldest: oldest.kvs[0] };
 }
 
 /**
- * LOCK_NAME_CONFLICT unless the oldest key is a permit (a lock's key, data, another recipe's), PERMITS_MISMATCH
- * unless it agrees on `permits`. Checking the oldest is enough: every key in the line was checked against the
- * oldest of its time when it joined, and that one against the oldest before it; the keys ahead are checked
- * as permits each time they are counted.
+ * LOCK_NAME_CONFLICT unless every key is a permit bound to a lease (not a lock's key, data, another recipe's,
+ * one a put cut loose), then PERMITS_MISMATCH unless every one agrees on `permits`.
  */
-export function checkPermits(line: PermitLine, oldest: KeyValue | undefined): void {
-  if (oldest === undefined || oldest.key === line.key) return;
-  contenders("permit", line.prefix, false, [oldest]);
-  if (oldest.value !== String(line.permits)) throw permitsMismatch(line.name, line.permits, oldest.key, oldest.value);
+function checkLine(line: PermitLine, kvs: KeyValue[]): void {
+  contenders("permit", line.prefix, kvs);
+  const other = kvs.find((kv) => kv.value !== String(line.permits));
+  if (other !== undefined) throw permitsMismatch(line.name, line.permits, other.key, other.value);
 }
 
 /** What a count of the keys ahead reads. */
 interface CountRequest {
   client: EtcdClient;
-  prefix: string;
+  line: PermitLine;
   /** Our key's create revision. */
   revision: number;
   signal: AbortSignal;
@@ -101,21 +87,16 @@ interface CountRequest {
 }
 
 /**
- * One read: our key still there, and how many keys are older, listed (keys only): etcd's `count` ignores the
- * create-revision filters, so it cannot count them. `upTo` caps the list when "at least that many" is enough
- * (a poll only asks whether fewer than `permits` are ahead); without it `ahead` is exact.
+ * One read: our key still there, and the keys older than it, listed and checked as the join checks them: etcd's
+ * `count` ignores the create-revision filters, so it cannot count them. `upTo` caps the list when "at least that
+ * many" is enough (a poll only asks whether fewer than `permits` are ahead); without it `ahead` is exact.
  */
-export async function countAhead({ client, prefix, revision, signal, upTo }: CountRequest): Promise<Admission> {
+async function countAhead({ client, line, revision, signal, upTo }: CountRequest): Promise<Admission> {
   const limit = upTo === undefined ? undefined : upTo + 1;
-  const { header, kvs } = await client.range({
-    prefix,
-    maxCreateRevision: revision,
-    sort: NEWEST_FIRST,
-    limit,
-    keysOnly: true,
-    signal,
-  });
-  contenders("permit", prefix, true, kvs);
+  const { prefix } = line;
+  const query = { prefix, maxCreateRevision: revision, sort: NEWEST_FIRST, limit, signal } as const;
+  const { header, kvs } = await client.range(query);
+  checkLine(line, kvs);
   const present = kvs[0]?.createRevision === revision;
   return { header, revision, present, ahead: present ? kvs.length - 1 : kvs.length };
 }
@@ -142,8 +123,8 @@ export async function waitForPermit(
     }
     // Polling, or the count must be taken again (compaction): one read.
     const upTo = context.mode === "poll" ? line.permits : undefined;
-    const request = { client, prefix: line.prefix, revision, signal: context.signal, upTo };
-    state = await untilAnswered(countAhead, request, context);
+    const request = { client, line, revision, signal: context.signal, upTo };
+    state = await untilAnswered(countAhead.bind(undefined, request), context);
   }
 }
 

@@ -6,7 +6,7 @@ import type { CallOptions } from "../../gateway/transport.js";
 import { Acquisition, type LockOptions } from "../acquire/acquisition.js";
 import { nameArg, newKey } from "../line/keys.js";
 import type { LeaseSession } from "../lease/lease-session.js";
-import { checkPermits, PermitJoin, type PermitLine, waitForPermit } from "./admission.js";
+import { PermitJoin, type PermitLine, waitForPermit } from "./admission.js";
 import { Permit } from "./permit.js";
 
 /** Options of `session.semaphore(name, options)`. */
@@ -25,17 +25,18 @@ export interface SemaphoreOptions {
  * the fencing compare (`ifHeld()`), and the key's create revision is a token distinct for every permit and
  * increasing in the order permits are granted (a younger key never has fewer keys ahead than an older one).
  *
- * Agreement on `permits`: each key's value is its contender's `permits`; a joiner compares with the oldest
- * key and leaves with PERMITS_MISMATCH on a difference (admission.ts says why the oldest is enough), or with
- * LOCK_NAME_CONFLICT when it is no permit at all (a mutex's key, data).
+ * Agreement on `permits`: each key's value is its contender's `permits`. The join reads the line whole and
+ * leaves with LOCK_NAME_CONFLICT when a key in it is no permit bound to a lease (a mutex's key, data, a key a put
+ * cut loose: it would take a permit for good), else with PERMITS_MISMATCH when one disagrees. The line is its
+ * holders and waiters: a read of it grows with them, where a count alone could not tell a stranger.
  *
  * Requests per acquisition: at most 2, whatever the length of the line. Counted as the HTTP requests one
- * `acquire()` sends, on a connection that does not fail: the join (one transaction that also returns how many
- * keys are ahead), and, only if it must wait, one watch. The watch follows every delete under the prefix
+ * `acquire()` sends, on a connection that does not fail: the join (one transaction that also reads the keys
+ * ahead), and, only if it must wait, one watch. The watch follows every delete under the prefix
  * with the deleted key's create revision (prevKv), so the waiter keeps the count of keys ahead of it by
- * itself and reads nothing more. Not counted: resends after a lost answer (a resent join costs one read to
- * count again), a watch reopened after a broken stream or renewed at the end of each stream's life
- * (waitIdleTimeout), and a read when etcd could not give a delete's prevKv (its history compacted).
+ * itself and reads nothing more. Not counted: resends after a lost answer, a watch reopened after a broken
+ * stream or renewed at the end of each stream's life (waitIdleTimeout), and a read when etcd could not give a
+ * delete's prevKv (its history compacted).
  *
  * What that costs in events: a waiter receives every delete under the prefix while it waits (a release
  * wakes every waiter with one small event; none of them sends anything unless admitted). Watching only a
@@ -81,11 +82,13 @@ export class Semaphore<S extends LeaseSession = LeaseSession> {
     const { session, name, prefix, permits } = this;
     const client = session.client;
     const line: PermitLine = { name, prefix, key: newKey(prefix, session.leaseId, "permit"), permits };
-    const acquisition = new Acquisition(session, options, { kind: "permit", name }, [line.key]);
+    const join = new PermitJoin(client, line, session.leaseId);
+    const acquisition = new Acquisition(session, options, { kind: "permit", name }, [
+      { key: line.key, value: join.value },
+    ]);
     try {
-      const joined = await acquisition.join(new PermitJoin(client, line, session.leaseId));
-      checkPermits(line, joined.oldest);
-      if (joined.present && joined.ahead >= permits) {
+      const joined = await acquisition.join(join);
+      if (joined.ahead >= permits) {
         if (acquisition.tryOnly) throw noPermit(name, permits);
         acquisition.waiting(joined.ahead);
       }

@@ -1,12 +1,12 @@
-// The watch a line's waiters share (src/lock/line/shared-watch.ts, entered by line/wait.ts), on the in-memory
-// gateway: none for a waiter alone in its client, one stream per line and client once a second waiter comes, a
-// delete delivered before a waiter subscribed found in the recent history (no read), a read asked for once that
-// history no longer covers the waiter's read, the stream closed once no waiter is left, an older incarnation's
-// delete never taken for the one a waiter saw, and a key a waiter found first passed on to the waiter behind it.
+// A client's watch of one line (src/lock/line/line-watch.ts), shared by its waiters and its holdings there, on the
+// in-memory gateway: none for a waiter alone in its client, one stream per line and client once a second waiter
+// comes or a holding follows its key, a delete delivered before a waiter subscribed found in the recent history
+// (no read), a read asked for once that history no longer covers the waiter's read, the stream closed once nobody
+// is left, an older incarnation's delete never taken for the one a waiter saw, and a key a waiter found first
+// passed on to the waiter behind it.
 import { describe, expect, it } from "vitest";
 import { Etcd } from "../../src/index.js";
-import type { SharedWatch } from "../../src/lock/line/shared-watch.js";
-import { enterLine } from "../../src/lock/line/wait.js";
+import { enterLine, followKey, type LineStream } from "../../src/lock/line/line-watch.js";
 import { createMockEtcdCore } from "../../src/testing/mock.js";
 import { sleep } from "../support/async.js";
 
@@ -26,9 +26,9 @@ const never = new AbortController().signal;
 const seen = (key: string, createRevision = 1) => ({ key, createRevision });
 
 /** The line's shared watch, opened as a client's second waiter in the line opens it. */
-function shared(etcd: Etcd, key: string): SharedWatch {
-  const first = enterLine(etcd, key, 2_000);
-  const second = enterLine(etcd, key, 2_000);
+function shared(etcd: Etcd, key: string): LineStream {
+  const first = enterLine(etcd, key);
+  const second = enterLine(etcd, key);
   const watch = second.sharedWatch()!;
   first.leave();
   second.leave();
@@ -36,7 +36,7 @@ function shared(etcd: Etcd, key: string): SharedWatch {
 }
 
 /** Opens the line's watch and waits until it is created. */
-async function created(etcd: Etcd, key: string): Promise<SharedWatch> {
+async function created(etcd: Etcd, key: string): Promise<LineStream> {
   const watch = shared(etcd, key);
   const first = watch.waitForDelete(seen(key), 0, never);
   await first.gap;
@@ -44,10 +44,10 @@ async function created(etcd: Etcd, key: string): Promise<SharedWatch> {
   return watch;
 }
 
-describe("a line's shared watch", () => {
+describe("a line's watch", () => {
   it("is not opened for a waiter alone in its client: that one watches its predecessor's key alone", () => {
     const { etcd, watches } = onMock();
-    const alone = enterLine(etcd, "line/a", 2_000);
+    const alone = enterLine(etcd, "line/a");
     expect(alone.sharedWatch()).toBeUndefined();
     alone.leave();
     expect(watches).toHaveLength(0);
@@ -60,7 +60,7 @@ describe("a line's shared watch", () => {
     const watch = shared(etcd, "line/a");
     const onA = watch.waitForDelete(seen("line/a"), read, never);
     // While the stream is open, a waiter that comes alone uses it too.
-    const later = enterLine(etcd, "line/b", 2_000);
+    const later = enterLine(etcd, "line/b");
     expect(later.sharedWatch()).toBe(watch);
     later.leave();
     const onB = watch.waitForDelete(seen("line/b"), read, never);
@@ -171,5 +171,32 @@ describe("a line's shared watch", () => {
     const late = watch.waitForDelete(seen("line/a", a), read, never);
     expect(await late.gap).toBe(false);
     expect((await late.deleted).wasFirst).toBe(true);
+  });
+
+  it("serves the client's holdings and waiters in the line on one stream, opened for a holding alone", async () => {
+    const { etcd, watches } = onMock();
+    await etcd.put("line/held", "v");
+    const seenKvs: Array<string | undefined> = [];
+    const unfollow = followKey(etcd, { key: "line/held", seen: (kv) => seenKvs.push(kv?.value) });
+    await sleep(20);
+    // Opened for the holding: it reads its key once the stream is created.
+    expect(watches).toHaveLength(1);
+    expect(seenKvs).toEqual(["v"]);
+    // A waiter of the same client, alone in the line, uses the open stream.
+    const waiter = enterLine(etcd, "line/other");
+    expect(waiter.sharedWatch()).toBeDefined();
+    waiter.leave();
+    await etcd.put("line/held", "w");
+    await etcd.delete({ key: "line/held" });
+    await sleep(20);
+    expect(seenKvs).toEqual(["v", "w", undefined]);
+    expect(watches).toHaveLength(1);
+    unfollow();
+    await sleep(400);
+    // Nobody left: closed; the next holding opens a new stream.
+    const again = followKey(etcd, { key: "line/held", seen: () => {} });
+    await sleep(20);
+    expect(watches).toHaveLength(2);
+    again();
   });
 });
