@@ -33,7 +33,13 @@ export type { WatchBatch, WatchEvent, WatchOptions, WatchQuery } from "./api/wat
 export type { CallOptions } from "./gateway/transport.js";
 export type { RetryPolicy } from "./gateway/retry-policy.js";
 export type { Fetch, FetchInit, FetchResponse } from "./gateway/fetch.js";
-export type { LeaseSession } from "./lock/lease/lease-session.js";
+import type { LeaseSession as Lease } from "./lock/lease/lease-session.js";
+import type { Held as Holding, HeldKey as KeyHolding } from "./lock/hold/held.js";
+/**
+ * A lease owned by this process and what it trusts of it: the base of {@link Session}. A type alias, not a class
+ * export: it has no constructor of its own for users (a session is made by `etcd.session()`).
+ */
+export type LeaseSession = Lease;
 export type { KeepAliveMode, SessionOptions } from "./lock/lease/lease-grant.js";
 export { Session } from "./lock/session.js";
 export { Mutex } from "./lock/mutex/mutex.js";
@@ -45,7 +51,10 @@ export type { ResumeOptions } from "./lock/mutex/resume.js";
 export { Election } from "./lock/election/election.js";
 export type { Leader } from "./lock/election/election.js";
 export type { LineEntry, LockInfo, SemaphoreInfo } from "./lock/inspect.js";
-export type { Held, HeldKey } from "./lock/hold/held.js";
+/** Anything held under a session's lease: a lock, a permit, a read or write lock, several locks, leadership. */
+export type Held<S extends Lease = Lease> = Holding<S>;
+/** A holding of one key: a lock, a permit, a read or write lock, leadership. */
+export type HeldKey<S extends Lease = Lease> = KeyHolding<S>;
 export { Semaphore } from "./lock/semaphore/semaphore.js";
 export type { SemaphoreOptions } from "./lock/semaphore/semaphore.js";
 export { Permit } from "./lock/semaphore/permit.js";

@@ -53,8 +53,13 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   #lateJoin: readonly Put[] | undefined;
   /** Takes its keys back once its own release deleted them (keys.ts). */
   #reuse: ((keys: readonly string[]) => void) | undefined;
-  /** A rewrite of its key in flight: what follows its key waits for it before it judges a change. */
-  #rewriting: Promise<unknown> | undefined;
+  /**
+   * Rewrites of its key and the judgments of what following saw, one at a time: a judgment never reads the key
+   * while a rewrite of the holding's own is on its way, which it would take for someone else's.
+   */
+  #turns: Promise<unknown> = Promise.resolve();
+  /** A judgment waiting for its turn: events meanwhile need no other, since its read comes after them. */
+  #judgment: Promise<void> | undefined;
   readonly #onSessionEnd = () => this.#sessionEnded();
 
   /** @internal Sends nothing and subscribes to nothing: its acquisition starts it (`begin`). */
@@ -125,21 +130,24 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
    * @internal Writes `value` to its one key, keeping its lease, only while the key is the version it holds (a
    * leader's proclamation); the key's new version is the one it holds from then on. False when it was not.
    */
-  protected async rewrite(value: Bytes, options: CallOptions): Promise<boolean> {
-    const own = this.#keys[0]!;
-    const writing = this.session.client
-      .txn()
-      .if(cmp.modRevision(own.key, "==", own.modRevision))
-      .then(op.put(own.key, value, { lease: this.leaseId }))
-      .commit(options);
-    this.#rewriting = writing;
-    try {
-      const result = await writing;
+  protected rewrite(value: Bytes, options: CallOptions): Promise<boolean> {
+    return this.#inTurn(async () => {
+      const own = this.#keys[0]!;
+      const result = await this.session.client
+        .txn()
+        .if(cmp.modRevision(own.key, "==", own.modRevision))
+        .then(op.put(own.key, value, { lease: this.leaseId }))
+        .commit(options);
       if (result.succeeded) own.modRevision = result.header.revision;
       return result.succeeded;
-    } finally {
-      if (this.#rewriting === writing) this.#rewriting = undefined;
-    }
+    });
+  }
+
+  /** Runs `work` after the rewrites and judgments before it (see `#turns`). */
+  #inTurn<T>(work: () => Promise<T>): Promise<T> {
+    const turn = this.#turns.then(work);
+    this.#turns = turn.catch(() => {});
+    return turn;
   }
 
   /**
@@ -318,16 +326,21 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   }
 
   /**
-   * What follows its keys saw one change (`follow`): a read says whether it is still its own (a leader's own
+   * What follows its keys saw a change (`follow`): a read says whether it is still its own (a leader's own
    * proclamation, whose event may come before its answer, is), else why it is not; a lease gone ends its session.
    */
-  async #gone(): Promise<void> {
-    if (this.#status.is !== "held") return;
-    await this.#rewriting?.catch(() => {});
-    const loss = await this.#explain({});
-    if (loss === undefined || this.#status.is !== "held") return;
-    this.#lose(loss);
-    if (loss.leaseGone) this.session.lostLease(heldLost(this.#what, loss.why));
+  #gone(): Promise<void> {
+    if (this.#judgment !== undefined) return this.#judgment;
+    const judgment = this.#inTurn(async () => {
+      this.#judgment = undefined;
+      if (this.#status.is !== "held") return;
+      const loss = await this.#explain({});
+      if (loss === undefined || this.#status.is !== "held") return;
+      this.#lose(loss);
+      if (loss.leaseGone) this.session.lostLease(heldLost(this.#what, loss.why));
+    });
+    this.#judgment = judgment;
+    return judgment;
   }
 
   /**

@@ -67,8 +67,9 @@ export class Orphans {
     void this.#delete(puts);
   }
 
-  /** One transaction: each key deleted if it is still as its join put it. */
+  /** One transaction: each key deleted if it is still as its join put it; none once the lease is lost. */
   #delete(puts: readonly Put[]): Promise<unknown> {
+    if (this.#session.aborted) return Promise.resolve();
     const lease = this.#leaseId;
     const guarded = puts.map(({ key, value }) =>
       op.txn([cmp.lease(key, "==", lease), cmp.value(key, "==", value)], [op.delete(key)]),
