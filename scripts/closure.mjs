@@ -33,4 +33,6 @@ for (const file of [...seen].sort()) {
   rows.push(`${String(all).padStart(5)} ${String(own).padStart(5)}  ${relative(process.cwd(), file)}`);
 }
 console.log(rows.join("\n"));
-console.log(`${seen.size} files, ${lines} lines, ${code} code lines (${Math.round((100 * (lines - code)) / lines)}% other)`);
+console.log(
+  `${seen.size} files, ${lines} lines, ${code} code lines (${Math.round((100 * (lines - code)) / lines)}% other)`,
+);

@@ -40,7 +40,8 @@ import type { Held as Holding, HeldKey as KeyHolding } from "./lock/hold/held.js
  * export: it has no constructor of its own for users (a session is made by `etcd.session()`).
  */
 export type LeaseSession = Lease;
-export type { KeepAliveMode, SessionOptions } from "./lock/lease/lease-grant.js";
+export type { SessionOptions } from "./lock/lease/lease-grant.js";
+export type { KeepAliveMode } from "./lock/lease/lease-session.js";
 export { Session } from "./lock/session.js";
 export { Mutex } from "./lock/mutex/mutex.js";
 export type { LockOptions, WaitOptions } from "./lock/acquire/acquisition.js";

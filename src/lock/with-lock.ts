@@ -13,7 +13,8 @@ import type { Lock } from "./mutex/lock.js";
 import type { Permit } from "./semaphore/permit.js";
 import { permitsArg } from "./semaphore/semaphore.js";
 import { Session } from "./session.js";
-import { DEFAULT_SESSION_TTL, type KeepAliveMode, keepAliveArg } from "./lease/lease-grant.js";
+import { DEFAULT_SESSION_TTL, keepAliveArg } from "./lease/lease-grant.js";
+import type { KeepAliveMode } from "./lease/lease-session.js";
 import type { SharedLeases } from "./shared-leases.js";
 
 /** Where a one-shot lock's lease comes from. */

@@ -377,7 +377,10 @@ describe("13. a late join's sweep and a ticket (issue 37, finding 2)", () => {
   // took the lock.
   it("leaves the resumed lock's key: it stays held, fenced and alone", async () => {
     const name = fresh();
-    const fetch = answerLosingFetch(backend.fetch, (path, body) => path === "/v3/kv/txn" && body.includes("request_put"));
+    const fetch = answerLosingFetch(
+      backend.fetch,
+      (path, body) => path === "/v3/kv/txn" && body.includes("request_put"),
+    );
     const sender = await session(backend.client({ fetch }));
     const lock = await sender.mutex(name).lock();
     expect(fetch.lost).toBe(1);
@@ -397,7 +400,10 @@ describe("13. a late join's sweep and a ticket (issue 37, finding 2)", () => {
 
   it("still deletes a copy of its own join that lands after the holding ended", async () => {
     const name = fresh();
-    const fetch = answerLosingFetch(backend.fetch, (path, body) => path === "/v3/kv/txn" && body.includes("request_put"));
+    const fetch = answerLosingFetch(
+      backend.fetch,
+      (path, body) => path === "/v3/kv/txn" && body.includes("request_put"),
+    );
     const sender = await session(backend.client({ fetch }));
     const lock = await sender.mutex(name).lock();
     await lock.unlock();

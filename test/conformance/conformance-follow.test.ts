@@ -173,7 +173,11 @@ describe("an overwrite that keeps the holder's lease (issue 37, finding 5)", () 
     await sleep(300);
     expect(election.isLeader).toBe(true);
     expect((await election.leader())?.value).toBe("v20");
-    const written = await etcd.txn().if(election.ifLeader()).then(op.put(`${election.prefix}-data`, "x")).commit();
+    const written = await etcd
+      .txn()
+      .if(election.ifLeader())
+      .then(op.put(`${election.prefix}-data`, "x"))
+      .commit();
     expect(written.succeeded).toBe(true);
     await election.resign();
   });

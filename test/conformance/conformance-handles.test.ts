@@ -11,7 +11,7 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { type Etcd, op, type Session } from "../../src/index.js";
 import { rejection, stillPending, until } from "../support/async.js";
-import { freshNames, keysUnder, useSessions } from "../support/etcd.js";
+import { fencedPut, freshNames, keysUnder, useSessions } from "../support/etcd.js";
 import { switchableFetch } from "../support/outage.js";
 import { useBackend } from "./backend.js";
 
@@ -204,6 +204,9 @@ describe("5. the sender of a ticket after the takeover", () => {
     expect(error.message).not.toMatch(/lease ended/);
     expect(lock.held).toBe(false);
     expect(lock.signal.reason).toBe(error);
+    // Its fenced writes are refused from the takeover on; the resumed holder's land.
+    expect(await fencedPut(etcd, lock, `${name}-data`, "sender")).toBe(false);
+    expect(await fencedPut(etcd, resumed, `${name}-data`, "resumed")).toBe(true);
     // The takeover stands: the key is the resumed lock's.
     expect(resumed.held).toBe(true);
     expect(await keysOf(name)).toEqual([resumed.key]);

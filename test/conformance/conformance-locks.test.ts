@@ -206,7 +206,7 @@ describe("one client's waiters on the line's shared stream (issue 37, finding 1)
   // Two waiters of one client share the line's stream; each still waits for its own predecessor. On 4e52409 a
   // mutant that took any predecessor's delete seen there for "I am first" (the `wasFirst` condition dropped), or
   // that made a release's own wake-up a no-op (`releasedHere`), passed every mock-backed suite.
-  it("a waiter whose predecessor was a waiter that gave up reads the line, and waits on behind the holder", async () => {
+  it("a waiter whose predecessor was a waiter that gave up reads the line, waits on behind the holder", async () => {
     const name = fresh();
     const client = backend.client();
     const holder = await (await session(30, client)).mutex(name).lock();

@@ -69,7 +69,10 @@ describe("a lease-less key of the mutex's form at the head of the line", () => {
     const name = fresh();
     const stranger = form.mutex(name);
     await etcd.put(stranger, "left by a put");
-    const fetch = answerLosingFetch(backend.fetch, (path, body) => path === "/v3/kv/txn" && body.includes("request_put"));
+    const fetch = answerLosingFetch(
+      backend.fetch,
+      (path, body) => path === "/v3/kv/txn" && body.includes("request_put"),
+    );
     const client = backend.client({ fetch });
     const session = await newSession({}, client);
     await refusedAtOnce(name, () => session.mutex(name).lock(WAIT), [stranger]);

@@ -11,7 +11,7 @@ import {
   type KeyValue,
   type Lock,
   type MultiLock,
-  op,
+  type op,
   type Permit,
   type ReadLock,
   type Session,
@@ -96,6 +96,9 @@ export class Causes {
 /** How long a holding of an auto session may say held after its key went: FOLLOW_AFTER, one event, a read. */
 export const FOLLOW_WINDOW_MS = 1_000 + 2_500;
 
+/** The value every write from outside puts: no handle ever writes it, so a key holding it is not a handle's. */
+export const OUTSIDE = "outside";
+
 /**
  * The oracle after a step: reads every key of the run and checks each handle that says held against it.
  * Returns the violations found (empty when all holds).
@@ -112,7 +115,11 @@ export async function check(raw: Etcd, root: string, handles: readonly Handle[],
     const where = `handle ${handle.id} (${handle.kind} ${handle.names.join(",")}, key ${handle.keys.join(",")})`;
     for (const key of handle.keys) {
       const kv = byKey.get(key);
-      const ours = kv !== undefined && kv.createRevision === handle.revision && kv.lease === handle.leaseId;
+      const ours =
+        kv !== undefined &&
+        kv.createRevision === handle.revision &&
+        kv.lease === handle.leaseId &&
+        kv.value !== OUTSIDE;
       if (!ours) {
         if (causes.of(key, handle.leaseId).length === 0) {
           const found = kv === undefined ? "absent" : `created at ${kv.createRevision} on lease ${kv.lease}`;
@@ -141,36 +148,72 @@ export async function check(raw: Etcd, root: string, handles: readonly Handle[],
   return problems;
 }
 
-/** Fenced writes of every held handle of a mutex line: at most one lands. */
-export async function fencedWrites(raw: Etcd, name: string, handles: readonly Handle[]): Promise<string[]> {
+/**
+ * Fenced writes of every held handle of a mutex line: at most one lands. Each through `rawFor(handle)`: a client
+ * of the copy of the SDK that made the handle (a restored sandbox's has its own), whose compares it takes.
+ */
+export async function fencedWrites(
+  rawFor: (handle: Handle) => { etcd: Etcd; op: typeof op },
+  name: string,
+  handles: readonly Handle[],
+): Promise<string[]> {
   const holders = handles.filter((h) => h.names.includes(name) && h.kind !== "permit" && h.kind !== "read" && held(h));
   let landed = 0;
   for (const handle of holders) {
     const compare = handle.election
       ? handle.election.ifLeader()
       : [(handle.holding as { ifHeld(): unknown }).ifHeld()].flat();
-    const result = await raw
+    const raw = rawFor(handle);
+    const result = await raw.etcd
       .txn()
       .if(...([compare].flat() as Parameters<ReturnType<Etcd["txn"]>["if"]>))
-      .then(op.put(`${name}-data`, String(handle.id)))
+      .then(raw.op.put(`${name}-data`, String(handle.id)))
       .commit();
     if (result.succeeded) landed++;
   }
   return landed > 1 ? [`${landed} fenced writes on ${name} landed, from ${holders.length} handles that said held`] : [];
 }
 
-/** An error must never carry a secret, and must be one of the SDK's. */
-export function errorProblems(error: unknown, secrets: ReadonlySet<string>, what: string): string[] {
+/** An error must never carry a secret, must be one of the SDK's, and of a code the call may end with. */
+export function errorProblems(
+  error: unknown,
+  secrets: ReadonlySet<string>,
+  what: string,
+  allowed?: ReadonlySet<string>,
+): string[] {
   if (!isEtcdError(error)) return [`${what} threw something that is not an EtcdError: ${String(error)}`];
   const text = `${error.message} ${JSON.stringify(error)} ${String((error as EtcdError).cause ?? "")}`;
-  return [...secrets].filter((secret) => text.includes(secret)).map(() => `${what}: ${error.code} carries a secret`);
+  const problems = [...secrets]
+    .filter((secret) => text.includes(secret))
+    .map(() => `${what}: ${error.code} carries a secret`);
+  if (allowed !== undefined && !allowed.has(error.code))
+    problems.push(`${what} ended with ${error.code}: ${error.message}`);
+  return problems;
 }
 
 /**
- * Keys left under the run's root once everything ended, besides the fenced writes' data and keys a put cut loose
- * from their lease while their session was closed under them (nothing of the SDK could see that put).
+ * A LOCK_LOST that names a key (deleted, overwritten, made again, taken over) must have a cause on that key from
+ * outside the SDK: the SDK never deletes or writes another acquisition's key, nor its own while it holds it.
  */
-export function leftovers(kvs: readonly KeyValue[], handles: readonly Handle[]): KeyValue[] {
+export function lossProblems(error: unknown, causes: Causes, lease: string, what: string): string[] {
+  if (!isEtcdError(error, "LOCK_LOST")) return [];
+  const key = /\bkey (\S+) (?:was|is)\b/.exec(error.message)?.[1];
+  if (key === undefined || causes.of(key, lease).length > 0) return [];
+  return [`${what}: ${error.message}, but nothing outside touched ${key}`];
+}
+
+/**
+ * Keys left under the run's root once everything ended, besides the fenced writes' data, the run's own stray keys,
+ * and keys a put cut loose from their lease while their session was closed under them (nothing of the SDK could
+ * see that put).
+ */
+export function leftovers(
+  kvs: readonly KeyValue[],
+  handles: readonly Handle[],
+  strays: ReadonlySet<string> = new Set(),
+): KeyValue[] {
   const cutLoose = new Set(handles.filter((h) => h.closedUnder).flatMap((h) => h.keys));
-  return kvs.filter((kv) => !kv.key.endsWith("-data") && !(kv.lease === "0" && cutLoose.has(kv.key)));
+  return kvs.filter(
+    (kv) => !kv.key.endsWith("-data") && !strays.has(kv.key) && !(kv.lease === "0" && cutLoose.has(kv.key)),
+  );
 }

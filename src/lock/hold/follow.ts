@@ -33,9 +33,6 @@ export function follow(session: LeaseSession, keys: readonly OwnKey[], gone: () 
 /** Whether `kv` (undefined: absent) is no longer the holding's key at the version it holds. */
 function changed(own: OwnKey, leaseId: string, kv: KeyValue | undefined): boolean {
   return (
-    kv === undefined ||
-    kv.createRevision !== own.revision ||
-    kv.lease !== leaseId ||
-    kv.modRevision !== own.modRevision
+    kv === undefined || kv.createRevision !== own.revision || kv.lease !== leaseId || kv.modRevision !== own.modRevision
   );
 }

@@ -5,12 +5,7 @@ import { randomBytes } from "../../api/random.js";
 import { describe, invalidArgument, sessionExpired } from "../../errors/catalogue.js";
 import { isEtcdError } from "../../errors/etcd-error.js";
 import type { CallOptions } from "../../gateway/transport.js";
-
-/**
- * How a session's lease is renewed: `"auto"` in the background, on a timer that does not keep the process
- * alive; `"manual"` only by `renew()` or `renewWhile()`, for runtimes that freeze between invocations.
- */
-export type KeepAliveMode = "auto" | "manual";
+import type { KeepAliveMode, LeaseGrant } from "./lease-session.js";
 
 export interface SessionOptions extends CallOptions {
   /** Lease TTL in seconds. Default 60, as in etcd's Go client. */
@@ -28,18 +23,6 @@ export interface SessionOptions extends CallOptions {
 }
 
 export const DEFAULT_SESSION_TTL = 60;
-
-/** A lease as a session starts with it: how long it was granted for and how long it had left when asked. */
-export interface LeaseGrant {
-  id: LeaseId;
-  /** Granted TTL in seconds. */
-  ttl: number;
-  /** Seconds left when the server answered. */
-  remaining: number;
-  /** When the request that learned `remaining` was sent, on the monotonic clock. */
-  sentAt: number;
-  keepAlive: KeepAliveMode;
-}
 
 /** `"auto"` (the default) or `"manual"`; anything else (null included) is refused. */
 export function keepAliveArg(value: unknown, fallback: KeepAliveMode = "auto"): KeepAliveMode {

@@ -7,9 +7,26 @@ import { resolveSignal, resolveTimeout } from "../../gateway/config.js";
 import type { CallOptions } from "../../gateway/transport.js";
 import { leaseHex } from "../line/keys.js";
 import { renewEvery, revokeUntilGone } from "./keep-alive.js";
-import type { KeepAliveMode, LeaseGrant } from "./lease-grant.js";
 import { Orphans } from "./orphans.js";
 import { ReleaseSends } from "./release-sends.js";
+
+/**
+ * How a session's lease is renewed: `"auto"` in the background, on a timer that does not keep the process
+ * alive; `"manual"` only by `renew()` or `renewWhile()`, for runtimes that freeze between invocations.
+ */
+export type KeepAliveMode = "auto" | "manual";
+
+/** A lease as a session starts with it: how long it was granted for and how long it had left when asked. */
+export interface LeaseGrant {
+  id: LeaseId;
+  /** Granted TTL in seconds. */
+  ttl: number;
+  /** Seconds left when the server answered. */
+  remaining: number;
+  /** When the request that learned `remaining` was sent, on the monotonic clock. */
+  sentAt: number;
+  keepAlive: KeepAliveMode;
+}
 
 /**
  * A lease owned by this process: what it trusts of it, and its keeping. Everything built on it (lock keys,

@@ -74,7 +74,11 @@ export class Orphans {
     const guarded = puts.map(({ key, value }) =>
       op.txn([cmp.lease(key, "==", lease), cmp.value(key, "==", value)], [op.delete(key)]),
     );
-    const send = () => this.#client.txn().then(...guarded).commit({ idempotent: true });
+    const send = () =>
+      this.#client
+        .txn()
+        .then(...guarded)
+        .commit({ idempotent: true });
     return untilAnswered(send, { signal: this.#session, background: true }).catch(() => {});
   }
 }

@@ -156,7 +156,8 @@ class Line {
     if (set === undefined) this.#followers.set(follower.key, (set = new Set()));
     set.add(follower);
     const stream = this.stream;
-    // Joined an open stream: one read covers what it showed before; a new stream reads its followers once created.
+    // Joined an open stream: one read covers what it showed before; a new stream reads its followers once created
+    // (what changed before it could show it).
     if (stream?.created) void this.#check([follower]);
     else if (stream === undefined) this.#open(true);
     const followed = set;
@@ -211,7 +212,7 @@ class Line {
         .txn()
         .then(...followers.map((f) => op.get(f.key)))
         .commit();
-      followers.forEach((follower, i) => follower.seen(read.responses[i]?.kvs[0]));
+      for (const [i, follower] of followers.entries()) follower.seen(read.responses[i]?.kvs[0]);
     } catch {
       // The stream's next creation reads them again.
     }
@@ -243,6 +244,7 @@ interface StreamHooks {
   background: boolean;
   /** Whether the line still has a waiter or a follower: the stream does not close while so. */
   used(): boolean;
+  /** The watch was created: from here on it shows every change (reopenings resume where it stopped). */
   created(): void;
   /** Every event of the stream: the key, and what it is now (undefined: deleted). */
   event(key: string, kv: KeyValue | undefined): void;
@@ -284,11 +286,10 @@ export class LineStream {
     this.#created.catch(() => {});
     const onCreated = (revision: number, endpoint: string) => {
       this.#endpoint = endpoint;
-      // Reopened streams resume from the last delivered revision: only the first creation sets the start.
-      if (this.#seen === 0) {
-        this.#seen = this.#recentFrom = revision;
-        created(revision);
-      }
+      // Reopened and renewed streams resume from the last delivered revision: only the first creation starts one.
+      if (this.#seen !== 0) return;
+      this.#seen = this.#recentFrom = revision;
+      created(revision);
       hooks.created();
     };
     this.#follow(client, prefix, onCreated).catch((error: unknown) => {

@@ -9,8 +9,8 @@ import type { CallOptions } from "../../gateway/transport.js";
 import { randomHex } from "../../api/random.js";
 import { Acquisition } from "../acquire/acquisition.js";
 import { revokeUntilGone } from "../lease/keep-alive.js";
-import { type KeepAliveMode, keepAliveArg, type LeaseGrant, openLease } from "../lease/lease-grant.js";
-import type { LeaseSession } from "../lease/lease-session.js";
+import { keepAliveArg, openLease } from "../lease/lease-grant.js";
+import type { KeepAliveMode, LeaseGrant, LeaseSession } from "../lease/lease-session.js";
 import { isKeyOf, nameArg } from "../line/keys.js";
 import { Lock, type LockTicket } from "./lock.js";
 
