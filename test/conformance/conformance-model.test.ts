@@ -88,6 +88,23 @@ class World {
   readonly strays = new Map<string, string | undefined>();
   /** Names whose line holds a stranger or another recipe's key: there a contender may refuse with a conflict. */
   readonly mixed = new Set<string>();
+
+  /**
+   * The strays under `name` that a contender of `what` reads and must refuse: bound to no lease, or of another
+   * form than its recipe's (a reader reads only the writers ahead of it).
+   */
+  strangersTo(what: string, name: string): string[] {
+    const form =
+      what === "permit" || what === "cross"
+        ? /^[0-9a-f]+-[0-9a-f]{16}$/
+        : what === "read" || what === "write"
+          ? /^(read|write)\/[0-9a-f]+-[0-9a-f]{16}$/
+          : /^[0-9a-f]+_[0-9a-f]{16}$/;
+    return [...this.strays]
+      .filter(([key]) => key.startsWith(`${name}/`) && (what !== "read" || key.startsWith(`${name}/write/`)))
+      .filter(([key, lease]) => lease === undefined || !form.test(key.slice(name.length + 1)))
+      .map(([key]) => key);
+  }
   /** A restored sandbox's own copy of the SDK, as a client on the backend: its handles' compares are its own. */
   readonly copies = new Map<Session, { etcd: Etcd; op: typeof op }>();
   #ids = 0;
@@ -112,7 +129,11 @@ class World {
    */
   thrown(error: unknown, what: string, kind?: keyof typeof MAY_END, name?: string, lease?: string): void {
     const codes = kind === undefined ? undefined : new Set<string>(MAY_END[kind]);
-    if (name !== undefined && this.mixed.has(name)) codes?.add("LOCK_NAME_CONFLICT");
+    if (name !== undefined && this.mixed.has(name)) {
+      codes?.add("LOCK_NAME_CONFLICT");
+      // A permit's key written from outside no longer says how many permits the line has.
+      codes?.add("PERMITS_MISMATCH");
+    }
     this.problems.push(...errorProblems(error, this.secrets, what, codes));
     if (lease !== undefined) this.problems.push(...lossProblems(error, this.causes, lease, what));
   }
@@ -196,6 +217,7 @@ const waits = fc.constantFrom<Wait>("try", "short", "abort", "background", "back
 const ALL = ["open", "adopt", "close", "lock", "campaign", "permit", "read", "write", "lockAll", "cross"] as const;
 const MORE = [
   "release",
+  "twice",
   "withLock",
   "resume",
   "proclaim",
@@ -231,6 +253,11 @@ const acquire = fc.record({ of: fc.nat(9), what, name: fc.nat(1), wait: waits })
       a.what === "permit" ? w.names.permit[0]! : a.what === "read" || a.what === "write" ? w.names.rw[0]! : mutex;
     // A semaphore on a mutex's line: another recipe's key there, which every contender then refuses.
     if (a.what === "cross") w.mixed.add(mutex);
+    // A stranger ahead (put before this join): the acquisition must refuse it, never wait it out nor call it busy.
+    const lines = a.what === "lockAll" ? w.names.mutex : [line];
+    const stranger = lines.flatMap((name) => w.strangersTo(a.what, name))[0];
+    let gaveUp = false;
+    abort.signal.addEventListener("abort", () => (gaveUp = a.wait === "background"), { once: true });
     const attempt = (async () => {
       switch (a.what) {
         case "lock": {
@@ -319,6 +346,11 @@ const acquire = fc.record({ of: fc.nat(9), what, name: fc.nat(1), wait: waits })
       // lockAll takes both mutex names: a stranger in either line may refuse it.
       const name = a.what === "lockAll" ? (w.names.mutex.find((n) => w.mixed.has(n)) ?? line) : line;
       w.thrown(error, a.what, "acquire", name);
+      const code = (error as { code?: string }).code ?? "";
+      const busy = ["LOCKED", "NOT_LEADER"].includes(code) || (code === "TIMEOUT" && a.wait === "background");
+      if (stranger !== undefined && busy && !gaveUp) {
+        w.problems.push(`${a.what} ended with ${code} behind the stranger ${stranger}, where it must refuse it`);
+      }
     });
     if (a.wait !== "background") return await attempt;
     // Left waiting: the next steps run while it waits, and may make it give up (giveUp).
@@ -337,40 +369,44 @@ const giveUp = fc.nat(9).map((of) =>
   }),
 );
 
-/**
- * Releases a handle, with a write (`unlockWith`), or (`twice`) twice at once, as a `finally` and an abort listener
- * may: one request, one outcome for both. (A second write that releases is refused: its writes are not the first's.)
- */
-const release = fc
-  .record({ of: fc.nat(19), with: fc.boolean(), twice: fc.boolean() })
-  .map(({ twice, ...r }) => ({ ...r, twice: twice && !r.with }))
-  .map((r) =>
-    command(
-      `release(handle ${r.of}${r.with ? ", with a write" : ""}${r.twice ? ", twice at once" : ""})`,
-      async (w) => {
-        const handle = pick(
-          w.handles.filter((h) => !h.released),
-          r.of,
-        );
-        if (handle === undefined) return;
-        handle.released = true;
-        const once = () => {
-          if (handle.election) return handle.election.resign();
-          if (r.with && "unlockWith" in handle.holding!) return handle.holding.unlockWith([]);
-          if ("unlock" in handle.holding!) return handle.holding.unlock();
-          return handle.holding!.release();
-        };
-        const outcomes = await Promise.allSettled(r.twice ? [once(), once()] : [once()]);
-        for (const outcome of outcomes) {
-          if (outcome.status === "rejected") w.thrown(outcome.reason, "release", "release", undefined, handle.leaseId);
-        }
-        const codes = outcomes.map((o) => (o.status === "fulfilled" ? "ok" : (o.reason as { code?: string }).code));
-        if (codes.length === 2 && codes[0] !== codes[1]) {
-          w.problems.push(`two releases at once of handle ${handle.id} ended apart: ${codes.join(" and ")}`);
-        }
-      },
-    ),
-  );
+/** Releases a handle (`unlockWith` and no write when `with`); `twice`: two plain releases at once (`twice`). */
+function releasing(kind: "once" | "twice") {
+  return fc
+    .record({ of: fc.nat(19), with: fc.boolean() })
+    .map(({ of, with: withOps }) => ({ of, with: withOps && kind === "once", twice: kind === "twice" }))
+    .map((r) =>
+      command(
+        `release(handle ${r.of}${r.with ? ", with a write" : ""}${r.twice ? ", twice at once" : ""})`,
+        async (w) => {
+          const handle = pick(
+            w.handles.filter((h) => !h.released),
+            r.of,
+          );
+          if (handle === undefined) return;
+          handle.released = true;
+          const once = () => {
+            if (handle.election) return handle.election.resign();
+            if (r.with && "unlockWith" in handle.holding!) return handle.holding.unlockWith([]);
+            if ("unlock" in handle.holding!) return handle.holding.unlock();
+            return handle.holding!.release();
+          };
+          const outcomes = await Promise.allSettled(r.twice ? [once(), once()] : [once()]);
+          for (const outcome of outcomes) {
+            if (outcome.status === "rejected")
+              w.thrown(outcome.reason, "release", "release", undefined, handle.leaseId);
+          }
+          const codes = outcomes.map((o) => (o.status === "fulfilled" ? "ok" : (o.reason as { code?: string }).code));
+          if (codes.length === 2 && codes[0] !== codes[1]) {
+            w.problems.push(`two releases at once of handle ${handle.id} ended apart: ${codes.join(" and ")}`);
+          }
+        },
+      ),
+    );
+}
+
+/** A release; or two at once of one handle, as a `finally` and an abort listener may: one outcome for both. */
+const release = releasing("once");
+const twice = releasing("twice");
 
 const withLock = fc.record({ client: fc.nat(1), name: fc.nat(1) }).map(({ client, name }) =>
   command(`withLock(client ${client}, name ${name})`, async (w) => {
@@ -452,6 +488,8 @@ const outside = fc
       if (handle === undefined) return;
       const key = handle.keys[0]!;
       w.causes.key(key, o.what);
+      // A key written from outside is a stranger to every contender after it (no lease, or a value no permit has).
+      for (const name of handle.names) w.mixed.add(name);
       if (o.what === "delete") await etcd.delete(key);
       else if (o.what === "put") await etcd.put(key, OUTSIDE);
       else {
@@ -600,6 +638,7 @@ it(`holds exclusion, truth and cleanup over generated sequences (${seedText})`, 
             ...ACQUIRED.flatMap((kind) => [[kind, acquire] as const]),
             ["release", release],
             ["release", release],
+            ["twice", twice],
             ["withLock", withLock],
             ["resume", resume],
             ["proclaim", proclaim],

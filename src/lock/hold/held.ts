@@ -96,7 +96,7 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
    * Rewrites of its key and the judgments of what following saw, one at a time: a judgment never reads the key
    * while a rewrite of the holding's own is on its way, which it would take for someone else's.
    */
-  #turns: Promise<unknown> = Promise.resolve();
+  #turns: Promise<unknown> | undefined;
   /** A judgment waiting for its turn: events meanwhile need no other, since its read comes after them. */
   #judgment: Promise<void> | undefined;
   readonly #onSessionEnd = () => this.#sessionEnded();
@@ -184,7 +184,7 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
 
   /** Runs `work` after the rewrites and judgments before it (see `#turns`). */
   #inTurn<T>(work: () => Promise<T>): Promise<T> {
-    const turn = this.#turns.then(work);
+    const turn = (this.#turns ?? Promise.resolve()).then(work);
     this.#turns = turn.catch(() => {});
     return turn;
   }
