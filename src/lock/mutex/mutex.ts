@@ -1,4 +1,4 @@
-import { locked, withoutSecrets } from "../../errors/catalogue.js";
+import { internal, locked, withoutSecrets } from "../../errors/catalogue.js";
 import { isEtcdError } from "../../errors/etcd-error.js";
 import { traceLock } from "../../events/channels.js";
 import { resolveTimeout } from "../../gateway/config.js";
@@ -16,6 +16,8 @@ import { Lock } from "./lock.js";
 
 /** Keys a mutex keeps for reuse: as many as its session's callers of the name usually hold at once. */
 const FREE_KEYS = 4;
+/** New keys drawn for one acquisition after its key was another's: a fresh draw repeats only if the CSPRNG does. */
+const MAX_TAKEN = 3;
 
 /**
  * etcd's Go `concurrency.Mutex`: each acquisition puts a key of its own under `<name>/`, bound to the session's
@@ -56,11 +58,11 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
     return traceLock("lock", this.name, options, () => this.#lock(options));
   }
 
-  async #lock(options: LockOptions, reuse = true): Promise<Lock<S>> {
+  async #lock(options: LockOptions, taken = 0): Promise<Lock<S>> {
     const { session, name, prefix } = this;
     // Our key's value: a secret only the holder reads back, a ticket's proof (Go ignores it). Drawn fresh for each
     // acquisition, with the key's random part when the key is new: never before a snapshot (see `randomBytes`).
-    const reused = reuse ? this.#free.pop() : undefined;
+    const reused = taken === 0 ? this.#free.pop() : undefined;
     const drawn = randomHex(reused === undefined ? 24 : 16);
     const key = reused ?? newKey(prefix, session.leaseId, "mutex", "", drawn.slice(32));
     const secret = drawn.slice(0, 32);
@@ -77,7 +79,11 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
       return acquisition.hold(lock, this.#reuse);
     } catch (error) {
       const failure = await acquisition.fail(error);
-      if (failure instanceof KeyTaken) return this.#lock(options, false);
+      // Another acquisition's key (see keys.ts): a new one. Taken again and again, the CSPRNG repeats itself.
+      if (failure instanceof KeyTaken) {
+        if (taken === MAX_TAKEN) throw internal(`key ${key} was another acquisition's, as were ${taken} drawn before it`);
+        return this.#lock(options, taken + 1);
+      }
       // A proxy that echoes the join in its error answer must not hand the secret to whoever logs the error.
       throw withoutSecrets(failure, [secret]);
     } finally {
