@@ -2,8 +2,16 @@ import { describe, invalidArgument } from "../errors/catalogue.js";
 import { resolveTimeout } from "../gateway/config.js";
 import { backgroundTimer } from "../gateway/signals.js";
 
-/** How late the server's end of a stream (or its next message) may come before the client stops waiting for it. */
+/**
+ * How late the server's end of a stream (or its next message) may come before the client stops waiting for it:
+ * at most this, and at most half the stream's life, so that a short stream's silence is told as soon.
+ */
 export const GRACE_MS = 1_000;
+
+/** The grace a stream of `life` ms gets (see GRACE_MS). */
+export function graceOf(life: number): number {
+  return Math.min(GRACE_MS, life / 2);
+}
 
 /** The longest stream life a timer can keep (setTimeout's limit, about 24.8 days). */
 const MAX_IDLE_TIMEOUT = 2_147_483_647;
@@ -17,6 +25,8 @@ const MAX_IDLE_TIMEOUT = 2_147_483_647;
  */
 export class WatchStream {
   readonly signal: AbortSignal;
+  /** How long the server was asked to keep it open (its Grpc-Timeout), in milliseconds. */
+  readonly life: number;
   /** Milliseconds the watchdog allows between two messages. */
   readonly #deadAfter: number;
   readonly #controller = new AbortController();
@@ -29,11 +39,12 @@ export class WatchStream {
   #silent = false;
   #retired = false;
 
-  constructor(outer: AbortSignal | undefined, idle: number) {
+  constructor(outer: AbortSignal | undefined, life: number) {
     this.signal = this.#controller.signal;
+    this.life = life;
     this.#outer = outer;
     // The server's clean end may come a little late (a busy member, a slow proxy).
-    this.#deadAfter = idle + GRACE_MS;
+    this.#deadAfter = life + graceOf(life);
   }
 
   /** The `Grpc-Timeout` header that makes the server end the stream `idle` ms after it opened, however busy. */

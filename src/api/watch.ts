@@ -1,6 +1,6 @@
 import { optionalCount } from "./args.js";
 import { decodeHeader, decodeKeyValue, int, type KeyValue, type ResponseHeader } from "./codec.js";
-import { aborted, badResponse, compacted, unavailable } from "../errors/catalogue.js";
+import { aborted, badResponse, compacted, streamHeldBack, unavailable } from "../errors/catalogue.js";
 import { EtcdCompactedError, EtcdError, EtcdServerError } from "../errors/etcd-error.js";
 import { publishWatchReconnect } from "../events/channels.js";
 import type { KeyRange, Keyspace } from "./keyspace.js";
@@ -11,7 +11,7 @@ import { errorFromStreamLine, isProxyUnavailable, parseJson, statusError } from 
 import type { CallOptions, OpenStream, Transport } from "../gateway/transport.js";
 import { watchResponse, type WireWatchResponse } from "../gateway/wire.js";
 import { acceptsWatch } from "../gateway/wire-accept.js";
-import { GRACE_MS, resolveIdleTimeout, WatchStream } from "./watch-stream.js";
+import { graceOf, resolveIdleTimeout, WatchStream } from "./watch-stream.js";
 
 export interface WatchOptions extends CallOptions {
   /** Deliver history from this revision on (0 or absent: only changes from now). */
@@ -69,6 +69,25 @@ const DEFAULT_RETRIES = 10;
 const DEFAULT_IDLE_TIMEOUT = 30_000;
 
 /**
+ * How long the first stream of a watch lives, at most. etcd sends `created` as soon as a watch opens; a proxy or
+ * load balancer that holds streamed answers back until they are complete (nginx's default buffering, say) lets
+ * it through only when the stream ends. A short first stream ends soon, so the watch tells that within a second
+ * (STREAM_HELD_BACK) instead of going silent; later streams live `idleTimeout`.
+ */
+export const FIRST_STREAM_MS = 1_000;
+
+/**
+ * A stream was held back whole when its first message came at the end of its life, with its end: etcd's own
+ * first message comes a round trip after the request, and its end only at the time asked for.
+ */
+function heldBack(stream: WatchStream, firstAt: number): boolean {
+  return firstAt >= 0.75 * stream.life && stream.age - firstAt < HELD_TOGETHER_MS;
+}
+
+/** Messages that arrive this close together came in one burst. */
+const HELD_TOGETHER_MS = 100;
+
+/**
  * Follows changes as an async iterable. A broken or silent stream is reopened from the revision after the
  * last one delivered, and a stream the server ends at its age (`idleTimeout`) is followed by one opened from
  * there a little earlier, so nothing is lost or repeated; history removed by compaction ends it with
@@ -104,13 +123,13 @@ export async function* watch(
     return taken;
   };
   /** A renewal (a successor, a reopening) is the watch's own doing, traced as background like its renewals. */
-  const open = (avoid: string | undefined, background = true): Opening => {
-    const stream = new WatchStream(outer, idle);
+  const open = (avoid: string | undefined, background = true, life = idle): Opening => {
+    const stream = new WatchStream(outer, life);
     stream.follow();
     const body = { create_request: { ...request, start_revision: next === undefined ? undefined : String(next) } };
     const opened = transport.open("/v3/watch", body, stream.signal, {
       timeout: query.timeout,
-      headers: WatchStream.serverTimeout(idle),
+      headers: WatchStream.serverTimeout(life),
       avoid,
       background,
     });
@@ -124,9 +143,12 @@ export async function* watch(
       const renewed = takeSuccessor();
       // Only the first opening avoids an endpoint: a reopened stream goes wherever the client's endpoints now point.
       const { stream, opened: opening } =
-        renewed ?? open(first ? query.avoid : undefined, !first || query.background === true);
+        renewed ??
+        (first ? open(query.avoid, query.background === true, Math.min(idle, FIRST_STREAM_MS)) : open(undefined, true));
       let endpoint: string | undefined;
       let proved = false;
+      /** When its first message came, in milliseconds of its age. */
+      let firstAt: number | undefined;
       /** Why the stream ended; undefined when the server ended it at the time asked for. */
       let ended: EtcdError | undefined;
       let renewal: ReturnType<typeof setTimeout> | undefined;
@@ -136,19 +158,20 @@ export async function* watch(
         stream.heard();
         // From the revision not yet delivered when it opens: what this stream delivers after that comes twice
         // and is left out below.
-        const ahead = renewAhead(idle);
+        const ahead = renewAhead(stream.life);
         renewal = backgroundTimer(
           () => {
             if (next === undefined) return;
             successor = open(undefined);
             // A server that does not end the stream when asked (a proxy that drops Grpc-Timeout) would leave the
             // successor idle for good: past the grace, the successor takes over anyway.
-            renewal = backgroundTimer(() => stream.retire(), ahead + GRACE_MS);
+            renewal = backgroundTimer(() => stream.retire(), ahead + graceOf(stream.life));
           },
-          idle - ahead - stream.age,
+          stream.life - ahead - stream.age,
         );
         for await (const line of lines(opened.body, transport.config.maxResponseBytes)) {
           stream.heard();
+          firstAt ??= stream.age;
           const response = parseLine(line, opened.endpoint);
           // A refused watch answers `created` and `canceled` in one message: the cancellation wins.
           if (response.canceled) {
@@ -206,6 +229,10 @@ export async function* watch(
           if (endpoint !== undefined) transport.endpointFailed(endpoint);
         } else if (endpoint !== undefined && isServerTimeout(thrown)) {
           ended = undefined;
+          if (firstAt !== undefined && heldBack(stream, firstAt)) {
+            transport.streamHeldBack(endpoint);
+            throw streamHeldBack(endpoint, firstAt);
+          }
         } else {
           ended = thrown instanceof Reopen ? thrown.error : toError(thrown);
           if (!(thrown instanceof Reopen) && !reconnectable(ended)) throw ended;

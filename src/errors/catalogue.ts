@@ -79,6 +79,22 @@ export function unavailable(message: string, details: EtcdErrorDetails = {}): Et
   return new EtcdError("UNAVAILABLE", message, details);
 }
 
+/**
+ * A watch stream's first message came only when the stream ended, `waitedMs` after it was opened: something
+ * between the client and etcd (a proxy, a load balancer) holds streamed answers back until they are complete.
+ */
+export function streamHeldBack(endpoint: string, waitedMs: number): EtcdError {
+  return new EtcdError(
+    "STREAM_HELD_BACK",
+    `the watch stream from ${endpoint} delivered its first message only when it ended, ${Math.round(waitedMs)} ms ` +
+      "after it opened (etcd sends one at once): a proxy or load balancer between holds streamed answers back " +
+      "until they are complete. Let it stream: nginx `proxy_http_version 1.1; proxy_buffering off;`, HAProxy " +
+      "`option http-no-delay`, Caddy `flush_interval -1`, a cloud load balancer or tunnel with response " +
+      "streaming (see docs/deploying.md)",
+    { endpoint },
+  );
+}
+
 /** No fetch to send with: neither injected nor global. */
 export function noFetch(): EtcdError {
   return invalidArgument("no global fetch in this runtime: pass `fetch` in the Etcd options");

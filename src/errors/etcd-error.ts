@@ -25,7 +25,8 @@ export type EtcdErrorCode =
   | "LOCK_LOST"
   | "NOT_LEADER"
   | "PERMITS_MISMATCH"
-  | "LOCK_NAME_CONFLICT";
+  | "LOCK_NAME_CONFLICT"
+  | "STREAM_HELD_BACK";
 
 /** Context every error may carry. */
 export interface EtcdErrorDetails {

@@ -17,7 +17,7 @@ export const PREFIX = "etcd-edge:";
 /** The TracingChannels: `etcd-edge:request`, `etcd-edge:lock`, `etcd-edge:release`, `etcd-edge:withLock`. */
 export type Traced = "request" | "lock" | "release" | "withLock";
 /** The plain channels, for transitions that are not calls. */
-export type Point = "lock.lost" | "lock.released" | "session.lost" | "watch.reconnect";
+export type Point = "lock.lost" | "lock.released" | "session.lost" | "watch.reconnect" | "watch.heldBack";
 
 /** What an acquisition is of: `lockAll` for several locks at once, `election` for a campaign. */
 export type LockKind = "lock" | "election" | "semaphore" | "read" | "write" | "lockAll";
@@ -135,6 +135,15 @@ export interface WatchReconnectMessage {
   revision: number | undefined;
 }
 
+/**
+ * `etcd-edge:watch.heldBack`: a watch stream through `endpoint` came back whole, only when it ended (a proxy that
+ * holds streamed answers back): published once per client and endpoint.
+ */
+export interface WatchHeldBackMessage {
+  /** The endpoint whose stream was held back. */
+  endpoint: string;
+}
+
 /** The parts of diagnostics_channel used here (Node's, Bun's, Deno's and workerd's have them). */
 export interface Channel {
   readonly hasSubscribers: boolean;
@@ -184,6 +193,7 @@ function listening(key: Traced | Point): (TracingChannel & Channel) | undefined 
       "lock.released",
       "session.lost",
       "watch.reconnect",
+      "watch.heldBack",
     ])
       if (dc)
         made![name] = (name.includes(".") ? dc.channel(PREFIX + name) : dc.tracingChannel(PREFIX + name)) as never;
@@ -344,6 +354,10 @@ export function publishLockEnd(
 
 export function publishSessionLost(leaseId: string, code: EtcdErrorCode): void {
   listening("session.lost")?.publish({ leaseId, code } satisfies SessionLostMessage);
+}
+
+export function publishWatchHeldBack(endpoint: string): void {
+  listening("watch.heldBack")?.publish({ endpoint } satisfies WatchHeldBackMessage);
 }
 
 export function publishWatchReconnect(endpoint: string | undefined, code: EtcdErrorCode, revision?: number): void {

@@ -15,7 +15,8 @@ export type EtcdEvent =
   | LockAcquiredEvent
   | LockReleasedEvent
   | LockLostEvent
-  | WatchReconnectedEvent;
+  | WatchReconnectedEvent
+  | WatchHeldBackEvent;
 
 /** Receives every {@link EtcdEvent}. It runs inline: keep it cheap. What it throws is ignored. */
 export type EventHandler = (event: EtcdEvent) => void;
@@ -184,4 +185,16 @@ export class EventSink {
       // A handler's failure is the handler's business, never the call's.
     }
   }
+}
+
+/**
+ * A watch stream through `endpoint` came back whole, only when it ended: something between (a proxy, a load
+ * balancer) holds streamed answers back. Told once per client and endpoint; the client's locks wait and follow
+ * their keys on reads through that endpoint for a while (docs/deploying.md says what to change).
+ */
+export interface WatchHeldBackEvent {
+  /** Tells this event from the others of {@link EtcdEvent}. */
+  type: "watch.heldBack";
+  /** The endpoint whose stream was held back. */
+  endpoint: string;
 }

@@ -1,5 +1,5 @@
 import { aborted, gatewayCannotDial, noToken, timedOut, undecided, unreachable } from "../errors/catalogue.js";
-import { traceRequest } from "../events/channels.js";
+import { publishWatchHeldBack, traceRequest } from "../events/channels.js";
 import { EventSink } from "../events/events.js";
 import { EtcdError, type EtcdErrorCode, EtcdServerError } from "../errors/etcd-error.js";
 import { VERSION } from "../version.js";
@@ -57,6 +57,12 @@ export interface OpenStream {
 }
 
 /**
+ * How long streams through an endpoint are taken for held back after one was: the lock core waits on reads
+ * there meanwhile, then tries a stream again (a proxy's configuration may have been mended).
+ */
+const HELD_BACK_FOR = 60_000;
+
+/**
  * Sends JSON requests to the gateway: endpoint failover, a time budget per call and per attempt, abort,
  * jittered retries where the retry policy allows them, and the auth token on every request.
  */
@@ -69,6 +75,8 @@ export class Transport {
   readonly #inFlight: InFlight;
   /** @internal Where events go; `events.on` is false when nobody listens. */
   readonly events: EventSink;
+  /** Endpoints whose streams came back held back (a buffering proxy), with when that was last seen. */
+  readonly #heldBack = new Map<string, number>();
   #current = 0;
 
   constructor(config: GatewayConfig) {
@@ -174,6 +182,24 @@ export class Transport {
   /** A stream was cancelled for this token: the next request authenticates again. */
   tokenRejected(token: string | undefined): void {
     if (token !== undefined) this.#token?.rejected(token);
+  }
+
+  /**
+   * @internal A stream through `endpoint` came back held back whole (a buffering proxy): remembered for
+   * HELD_BACK_FOR, and told once (`onEvent`, diagnostics_channel).
+   */
+  streamHeldBack(endpoint: string): void {
+    const told = this.#heldBack.has(endpoint);
+    this.#heldBack.set(endpoint, performance.now());
+    if (told) return;
+    if (this.events.on) this.events.emit({ type: "watch.heldBack", endpoint });
+    publishWatchHeldBack(endpoint);
+  }
+
+  /** @internal Whether a stream through the current endpoint came back held back within HELD_BACK_FOR. */
+  get streamsHeldBack(): boolean {
+    const seen = this.#heldBack.get(this.endpoint);
+    return seen !== undefined && performance.now() - seen < HELD_BACK_FOR;
   }
 
   /** A stream on `endpoint` went silent or broke: later calls start on the next endpoint. */

@@ -63,3 +63,16 @@ export function heldWatches(inner: Fetch): { fetch: Fetch; hold(): void; resume(
     resume: () => open(),
   };
 }
+
+/**
+ * A fetch whose watch answers come back whole, only once the stream ends (headers included): what nginx does with
+ * its default `proxy_buffering on`. Other requests pass untouched.
+ */
+export function bufferingFetch(inner: Fetch): Fetch {
+  return async (url, init) => {
+    const response = await inner(url, init);
+    if (!url.endsWith("/v3/watch") || response.body === null) return response;
+    const whole = await new Response(response.body as ReadableStream<Uint8Array>).text();
+    return new Response(whole, { status: response.status, headers: (response as { headers?: HeadersInit }).headers });
+  };
+}

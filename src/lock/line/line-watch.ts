@@ -24,7 +24,10 @@ import type { Incarnation } from "./standing.js";
  * How long one stream of a line's watch lives (etcd ends it at this age, its successor opened just before); one
  * silent a second longer is a dead connection (a paused member, a NAT that dropped the flow), reopened elsewhere.
  */
-export const LINE_IDLE_TIMEOUT = 2_000;
+export const LINE_IDLE_TIMEOUT = 1_000;
+
+/** How often a holding reads its keys while streams through the client's endpoint come back held back. */
+const FOLLOW_POLL_MS = 1_000;
 
 /**
  * How long a line's stream stays open after its last user left. On a hot lock the next waiter of this process
@@ -138,6 +141,8 @@ class Line {
   readonly #followers = new Map<string, Set<Follower>>();
   /** Streams opened in a row that failed: the next one waits longer. */
   #failures = 0;
+  /** Its followers' keys are read every FOLLOW_POLL_MS instead (streams through the endpoint are held back). */
+  #polling = false;
 
   constructor(client: EtcdClient, prefix: string, forget: () => void) {
     this.#client = client;
@@ -145,9 +150,13 @@ class Line {
     this.#forget = forget;
   }
 
-  /** The open stream; else a new one when `open` (and the runtime lets one request's stream serve another's). */
+  /**
+   * The open stream; else a new one when `open`, the runtime lets one request's stream serve another's, and
+   * streams through the client's endpoint are not held back (its waiters then read).
+   */
   streamFor(open: boolean): LineStream | undefined {
-    if (this.stream === undefined && open && !requestScopedIo()) this.#open(false);
+    const opens = open && !requestScopedIo() && !this.#client.transport.streamsHeldBack;
+    if (this.stream === undefined && opens) this.#open(false);
     return this.stream;
   }
 
@@ -159,7 +168,7 @@ class Line {
     // Joined an open stream: one read covers what it showed before; a new stream reads its followers once created
     // (what changed before it could show it).
     if (stream?.created) void this.#check([follower]);
-    else if (stream === undefined) this.#open(true);
+    else if (stream === undefined && !this.#polling) this.#follow();
     const followed = set;
     return () => {
       followed.delete(follower);
@@ -196,12 +205,27 @@ class Line {
         if (this.#followers.size === 0) return this.forgetIfUnused();
         // Broken beyond its own reconnections: open it again, after a pause, while anyone follows.
         void delay(resendPause(this.#failures++), undefined, true).then(() => {
-          if (this.stream === undefined && this.#followers.size > 0) this.#open(true);
+          if (this.stream === undefined && this.#followers.size > 0) this.#follow();
           else this.forgetIfUnused();
         });
       },
     });
     this.stream = opened;
+  }
+
+  /**
+   * Follows its followers' keys: on a stream, or, while streams through the client's endpoint come back held back,
+   * on a read of them every FOLLOW_POLL_MS, until a stream may come again.
+   */
+  #follow(): void {
+    if (!this.#client.transport.streamsHeldBack) return this.#open(true);
+    this.#polling = true;
+    void delay(FOLLOW_POLL_MS, undefined, true).then(async () => {
+      await this.#check([...this.#followers.values()].flatMap((set) => [...set]));
+      this.#polling = false;
+      if (this.#followers.size > 0 && this.stream === undefined) this.#follow();
+      else this.forgetIfUnused();
+    });
   }
 
   /** One read of `followers`' keys: what changed before the stream could show it. */

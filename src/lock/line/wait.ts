@@ -75,17 +75,26 @@ export async function waitForTurn(
   let state = start;
   /** Keys ahead of us when we last looked: exact after the join, at least one fewer after each departure. */
   let ahead = start.predecessorIsFirst ? 1 : start.ahead;
+  // Streams through this endpoint come back held back (a buffering proxy): the wait reads instead.
+  let mode = client.transport.streamsHeldBack ? "poll" : context.mode;
   for (;;) {
     // Not held: our key left the line, so our lease ended (Go concludes so too).
     if (!state.present) throw context.expired();
     // I hold: a read (or the join) showed no key older than ours.
     if (state.predecessor === undefined) return state.header;
-    if (context.mode === "poll") {
+    if (mode === "poll") {
       await delay(context.pollInterval, context.signal);
       state = await read({ signal: context.signal });
       continue;
     }
-    const woken = await predecessorGone(client, read, state, context.signal, ahead, own);
+    let woken: Woken;
+    try {
+      woken = await predecessorGone(client, read, state, context.signal, ahead, own);
+    } catch (error) {
+      if (!isEtcdError(error, "STREAM_HELD_BACK") || context.signal.aborted) throw error;
+      mode = "poll";
+      continue;
+    }
     // I hold: the key we waited for was the line's head, and only it was ahead of us; keys only join behind us.
     if ("head" in woken) return woken.head;
     state = woken.now;

@@ -81,7 +81,8 @@ export class Mutex<S extends LeaseSession = LeaseSession> {
       const failure = await acquisition.fail(error);
       // Another acquisition's key (see keys.ts): a new one. Taken again and again, the CSPRNG repeats itself.
       if (failure instanceof KeyTaken) {
-        if (taken === MAX_TAKEN) throw internal(`key ${key} was another acquisition's, as were ${taken} drawn before it`);
+        if (taken === MAX_TAKEN)
+          throw internal(`key ${key} was another acquisition's, as were ${taken} drawn before it`);
         return this.#lock(options, taken + 1);
       }
       // A proxy that echoes the join in its error answer must not hand the secret to whoever logs the error.

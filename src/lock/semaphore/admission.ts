@@ -113,16 +113,18 @@ export async function waitForPermit(
   context: WaitContext,
 ): Promise<ResponseHeader> {
   let state = start;
+  // Streams through this endpoint come back held back (a buffering proxy): the wait reads instead.
+  const polls = () => context.mode === "poll" || client.transport.streamsHeldBack;
   for (;;) {
     if (!state.present) throw context.expired();
     if (state.ahead < line.permits) return state.header;
-    if (context.mode === "poll") await delay(context.pollInterval, context.signal);
+    if (polls()) await delay(context.pollInterval, context.signal);
     else {
       const admitted = await countDeletes(client, line, revision, state, context);
       if (admitted !== undefined) return admitted;
     }
-    // Polling, or the count must be taken again (compaction): one read.
-    const upTo = context.mode === "poll" ? line.permits : undefined;
+    // Polling, or the count must be taken again (compaction, a stream held back): one read.
+    const upTo = polls() ? line.permits : undefined;
     const request = { client, line, revision, signal: context.signal, upTo };
     state = await untilAnswered(countAhead.bind(undefined, request), context);
   }
@@ -160,7 +162,8 @@ async function countDeletes(
       if (older < line.permits) return batch.header;
     }
   } catch (error) {
-    if (!isEtcdError(error, "COMPACTED") || context.signal.aborted) throw error;
+    const again = isEtcdError(error, "COMPACTED") || isEtcdError(error, "STREAM_HELD_BACK");
+    if (!again || context.signal.aborted) throw error;
   }
   return undefined;
 }
