@@ -2,6 +2,7 @@ import { availableParallelism } from "node:os";
 import { configDefaults, defineConfig, type TestProjectInlineConfiguration } from "vitest/config";
 import type { EtcdVersion as MockVersion } from "./src/testing/index.js";
 import type { EtcdVersion } from "./test/support/etcd-versions.js";
+import type { ProxyConfig, ProxyKind } from "./test/support/proxies.js";
 
 // One folder per project (test/README.md): test/unit runs on msw and the in-memory gateway, test/etcd on real
 // etcd members, test/runtimes on the packed package in other runtimes. test/conformance is shared: the same
@@ -17,6 +18,32 @@ const etcdProject = (version: EtcdVersion, exclude: string[] = []): TestProjectI
     provide: { backend: "etcd", etcdVersion: version },
     // test/etcd/harness.ts starts extra members of this version (it reads no vitest state: plain Node loads it too).
     env: { ETCD_EDGE_ETCD_VERSION: version },
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
+  },
+});
+
+/**
+ * The suites through a reverse proxy (test/proxies/global-setup.ts), in the configuration docs/deploying.md
+ * recommends or as a user first writes it, in front of one etcd version a day, in turn (ETCD_EDGE_PROXIES_ETCD picks
+ * one). The recommended ones run the lock, handoff, follow, watch, election and recipe suites; every one runs
+ * test/proxies (held-back streams, read timeouts, the bounds through the proxy).
+ */
+const PROXIED_ETCD = (process.env.ETCD_EDGE_PROXIES_ETCD ?? ["3.4", "3.7"][Math.floor(Date.now() / 86_400_000) % 2]) as
+  | "3.4"
+  | "3.7";
+const proxyProject = (proxy: ProxyKind, config: ProxyConfig): TestProjectInlineConfiguration => ({
+  test: {
+    name: `proxy-${proxy}${config === "first" ? "-first" : ""}`,
+    include: [
+      "test/proxies/**/*.test.ts",
+      ...(config === "recommended"
+        ? ["locks", "follow", "watch", "recipes"].map((suite) => `test/conformance/conformance-${suite}.test.ts`)
+        : []),
+    ],
+    globalSetup: ["test/proxies/global-setup.ts"],
+    provide: { backend: "etcd", etcdVersion: PROXIED_ETCD, proxy, proxyConfig: config },
+    env: { ETCD_EDGE_ETCD_VERSION: PROXIED_ETCD },
     testTimeout: 60_000,
     hookTimeout: 60_000,
   },
@@ -55,6 +82,10 @@ export default defineConfig({
       etcdProject("3.5", ["test/etcd/demo.test.ts", "test/etcd/go-peer-interop.test.ts"]),
       etcdProject("3.6", ["test/etcd/demo.test.ts"]),
       etcdProject("3.7", ["test/etcd/demo.test.ts"]),
+      ...(["nginx", "haproxy", "caddy"] as const).flatMap((proxy) => [
+        proxyProject(proxy, "recommended"),
+        proxyProject(proxy, "first"),
+      ]),
       {
         test: {
           name: "runtimes",

@@ -123,28 +123,31 @@ async function openMock(options: BackendOptions): Promise<Backend> {
 }
 
 async function openEtcd(options: BackendOptions): Promise<Backend> {
-  const fetch: Fetch = (input, init) => globalThis.fetch(input, init);
   const wire = inject("etcdVersion");
   if (!options.dedicated && !options.auth) {
     const endpoint = sharedEndpoint();
     const namespace = `conf-${randomUUID()}/`;
+    // Through a proxy (a `proxy-*` project): https, its certificate issued by the project's CA.
+    const { fetch, close } = await proxiedFetch();
     return {
       name: "etcd",
       wire,
       fetch,
       mock: undefined,
       namespace,
-      client: (o = {}) => client({ endpoints: [endpoint], namespace, ...o }),
-      options: (o = {}) => clientOptions({ endpoints: [endpoint], namespace, ...o }),
+      client: (o = {}) => client({ endpoints: [endpoint], namespace, fetch, ...o }),
+      options: (o = {}) => clientOptions({ endpoints: [endpoint], namespace, fetch, ...o }),
       advance: sleep,
       close: async () => {
         // Leave the shared member as we found it.
-        await client({ endpoints: [endpoint] })
+        await client({ endpoints: [endpoint], fetch })
           .delete({ prefix: namespace })
           .catch(() => {});
+        await close();
       },
     };
   }
+  const fetch: Fetch = (input, init) => globalThis.fetch(input, init);
   const harness = await import("../etcd/harness.js");
   const member = await harness.startEtcd();
   try {
@@ -175,4 +178,16 @@ async function openEtcd(options: BackendOptions): Promise<Backend> {
     advance: sleep,
     close: () => member.stop(),
   };
+}
+
+/** The fetch a client of the shared member uses: the global one, or, through a proxy, one that trusts its CA. */
+async function proxiedFetch(): Promise<{ fetch: Fetch; close: () => Promise<void> }> {
+  const ca = inject("proxyCa");
+  if (ca === undefined) return { fetch: (input, init) => globalThis.fetch(input, init), close: async () => {} };
+  const [{ createNodeFetch }, { readFileSync }] = await Promise.all([
+    import("../../src/node/index.js"),
+    import("node:fs"),
+  ]);
+  const fetch = createNodeFetch({ ca: readFileSync(ca) });
+  return { fetch, close: () => fetch.close() };
 }

@@ -89,6 +89,8 @@ describe("mutex", () => {
       const waiter = waiterSession.mutex(name);
       const waiting = waiter.lock();
       await untilLineLength(etcd, name, 2);
+      // Its answer is recorded once read, which may be after the key shows in the line.
+      await until("the full join's answer", 5_000, () => joins.length === 3);
       expect(joins.map((j) => j.sent)).toEqual(["put alone", "put alone", "full"]);
       const refused = joins[1]!.answer;
       expect(refused.succeeded ?? false).toBe(false);

@@ -15,5 +15,13 @@ declare module "vitest" {
     etcdRelease: string;
     /** Client URLs of the shared members global-setup started, one per worker: see sharedEndpoint(). */
     etcdEndpoints: string[];
+    /** In a `proxy-*` project: the proxy in front of the member (test/proxies/global-setup.ts). */
+    proxy?: import("../support/proxies.js").ProxyKind;
+    /** Its configuration: as a user first writes it, or as docs/deploying.md recommends. */
+    proxyConfig?: import("../support/proxies.js").ProxyConfig;
+    /** The CA (PEM file) that issued the proxy's certificate: `etcdEndpoints` are https through it. */
+    proxyCa?: string;
+    /** The member behind the proxy, reached directly (for a writer that must not go through the proxy). */
+    directEndpoint?: string;
   }
 }
