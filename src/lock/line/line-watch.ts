@@ -26,6 +26,9 @@ import type { Incarnation } from "./standing.js";
  */
 export const LINE_IDLE_TIMEOUT = 1_000;
 
+/** How long opening one of those streams may take, retries on other endpoints included: its life and grace. */
+export const OPEN_TIMEOUT = 1.5 * LINE_IDLE_TIMEOUT;
+
 /** How often a holding reads its keys while streams through the client's endpoint come back held back. */
 const FOLLOW_POLL_MS = 1_000;
 
@@ -403,6 +406,8 @@ export class LineStream {
     const query = {
       prefix,
       idleTimeout: LINE_IDLE_TIMEOUT,
+      // A stream that does not open within its life and grace is as dead as one gone silent: reopened.
+      timeout: OPEN_TIMEOUT,
       onCreated,
       signal: this.#controller.signal,
       background: this.#hooks.background,

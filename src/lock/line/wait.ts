@@ -3,7 +3,7 @@ import type { ResponseHeader } from "../../api/codec.js";
 import { type EtcdError, isEtcdError } from "../../errors/etcd-error.js";
 import { delay } from "../../gateway/signals.js";
 import { lookAgain } from "./look-again.js";
-import { enterLine, LINE_IDLE_TIMEOUT, type LineStream } from "./line-watch.js";
+import { enterLine, LINE_IDLE_TIMEOUT, type LineStream, OPEN_TIMEOUT } from "./line-watch.js";
 import { moved } from "./read.js";
 import type { Incarnation, Joined, LineReader, Standing, WaitContext, Waiting, Woken } from "./standing.js";
 
@@ -235,6 +235,7 @@ async function ownWatch(
             key: predecessor.keyBytes,
             noPut: true,
             idleTimeout,
+            timeout: OPEN_TIMEOUT,
             onCreated: closeGap,
             avoid,
             signal: watching.signal,
