@@ -13,6 +13,7 @@ import { holdingLearns } from "./sections/holding-learns.mjs";
 import { oneShot } from "./sections/one-shot.mjs";
 import { roundTrips } from "./sections/round-trips.mjs";
 import { sessionLock } from "./sections/session-lock.mjs";
+import { throughProxy } from "./sections/through-proxy.mjs";
 
 const SECTIONS = {
   1: sessionLock,
@@ -23,8 +24,9 @@ const SECTIONS = {
   6: clientCost,
   7: roundTrips,
   8: holdingLearns,
+  9: throughProxy,
 };
-const NEEDS_ETCD = [1, 2, 3, 4, 5, 7, 8];
+const NEEDS_ETCD = [1, 2, 3, 4, 5, 7, 8, 9];
 
 let options;
 try {

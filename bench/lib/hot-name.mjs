@@ -17,9 +17,20 @@ const LATE_MS = 250;
  * etcd-edge on `kind` fetch: a fresh client and pool per run, so a pool wedged by one run cannot slow the
  * next. Returns handoffs/s within the window, the log, late calls, and the requests sent by path. `sdk`: the
  * build whose `Etcd` runs (bench/ab.mjs passes another build's; the HTTP client stays this repository's).
+ * `fetchOptions`: createNodeFetch's (a CA for an https endpoint).
  */
-export async function hotNameEdge({ endpoint, kind, workers, seconds, name, timeout, holdMs, sdk = { Etcd } }) {
-  const fetch = openFetch(kind);
+export async function hotNameEdge({
+  endpoint,
+  kind,
+  fetchOptions,
+  workers,
+  seconds,
+  name,
+  timeout,
+  holdMs,
+  sdk = { Etcd },
+}) {
+  const fetch = openFetch(kind, fetchOptions);
   const counter = countingFetch(fetch.sdk);
   const etcd = new sdk.Etcd({ endpoints: [endpoint], fetch: counter });
   const log = new HandoffLog();

@@ -2,14 +2,14 @@
 // configuration docs/deploying.md gives, as written: the one a user first writes and the recommended one. TLS is
 // terminated at the proxy (a private CA issues its certificate); etcd is plain HTTP behind it. The doc's upstream,
 // listen port and certificate paths are replaced by the test's; its read timeouts are shortened (READ_TIMEOUT_S),
-// as a proxy's 60 s read timeout would be in a long run. No vitest import: a global setup loads it.
+// as a proxy's 60 s read timeout would be in a long run. No vitest import: a global setup and the bench load it.
 import { type ChildProcess, execFileSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { freePort } from "./etcd-members.js";
-import type { Pki } from "./pki.js";
-import { onLines, spawnChild } from "./processes.js";
-import { codeBlocks } from "./recipes.js";
+import { codeBlocks } from "./doc-blocks.ts";
+import { freePort } from "./etcd-members.ts";
+import type { Pki } from "./pki.ts";
+import { onLines, spawnChild } from "./processes.ts";
 
 export const PROXIES = ["nginx", "haproxy", "caddy"] as const;
 export type ProxyKind = (typeof PROXIES)[number];
@@ -40,14 +40,15 @@ export function documented(kind: ProxyKind, config: ProxyConfig): string {
 
 /**
  * Starts `kind` with the doc's `config` in front of `upstream` (`http://127.0.0.1:<port>`), its certificate issued
- * by the PKI's CA `ca` for 127.0.0.1, in a directory of its own under the PKI's.
+ * by the PKI's CA `ca` for 127.0.0.1, in a directory of its own under the PKI's. Its read and keep-alive timeouts
+ * are READ_TIMEOUT_S, unless `asWritten` keeps the doc's (the bench's idle calls need them).
  */
 export async function startProxy(
   kind: ProxyKind,
   config: ProxyConfig,
   upstream: string,
   pki: Pki,
-  ca = "ca",
+  { ca = "ca", asWritten = false }: { ca?: string; asWritten?: boolean } = {},
 ): Promise<Proxy> {
   const dir = pki.path(`${kind}-${config}`);
   mkdirSync(dir, { recursive: true });
@@ -65,7 +66,7 @@ export async function startProxy(
       .replaceAll(`${DOC_CERTS}server.crt`, pki.path(`${name}.crt`))
       .replaceAll(`${DOC_CERTS}server.key`, pki.path(`${name}.key`))
       .replaceAll(`${DOC_CERTS}server.pem`, join(dir, "server.pem"))
-      .replace(/\b(60|75)s\b/g, `${READ_TIMEOUT_S}s`);
+      .replace(/\b(60|75)s\b/g, (timeout) => (asWritten ? timeout : `${READ_TIMEOUT_S}s`));
   const written = local(documented(kind, config));
   const child = spawn(kind, dir, written, port);
   const url = `https://127.0.0.1:${port}`;

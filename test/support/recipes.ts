@@ -6,16 +6,7 @@ import { pathToFileURL } from "node:url";
 import { build } from "esbuild";
 import { REPO_ROOT } from "./neutral-bundle.js";
 
-/** The fenced blocks of `lang` under the heading `heading` (its exact text), before the next heading. */
-export function codeBlocks(doc: string, heading: string, lang: string): string[] {
-  const text = readFileSync(join(REPO_ROOT, doc), "utf8");
-  const start = text.indexOf(`\n${heading}\n`);
-  if (start < 0) throw new Error(`${doc} has no heading "${heading}"`);
-  const section = text.slice(start + heading.length + 2).split(/\n#+ /)[0]!;
-  const blocks = [...section.matchAll(new RegExp(`\`\`\`${lang}\\n([\\s\\S]*?)\`\`\``, "g"))].map((m) => m[1]!);
-  if (blocks.length === 0) throw new Error(`${doc}, "${heading}": no ${lang} block`);
-  return blocks;
-}
+export { codeBlocks } from "./doc-blocks.ts";
 
 /** `etcd …` command lines of a sh block, as argument lists without `etcd` (continuation lines joined). */
 export function etcdCommands(block: string): string[][] {

@@ -1,0 +1,171 @@
+// §9 Through a proxy, as edge functions reach etcd: nginx, HAProxy and Caddy from Debian's packages in the
+// configuration docs/deploying.md recommends, TLS terminated there (a private CA), etcd plain HTTP behind, started
+// by test/support/proxies.ts as the tests start them (the doc's timeouts as written). Beside the same client on the
+// member directly, rounds interleaved: a warm withLock (µs/call) and the handoff on a hot name (p99), each as a
+// ratio to direct (target ≤ 1.2×). Then a function called every `idleGap` seconds through nginx: its first call
+// after the gap ÷ a warm call, with etcd-edge/node's default keep-alive (4 s) and the setting docs/deploying.md
+// documents (60 s).
+import { Etcd } from "etcd-edge";
+import { createNodeFetch } from "etcd-edge/node";
+import { Pki } from "../../test/support/pki.ts";
+import { PROXIES, startProxy } from "../../test/support/proxies.ts";
+import { bounded } from "../lib/bounded.mjs";
+import { hotNameEdge } from "../lib/hot-name.mjs";
+import { interleaved, numbersOf } from "../lib/rounds.mjs";
+import { fmt, median, pairedRatio, quantile, ratioText, summarize, withSpread } from "../lib/stats.mjs";
+import { meets } from "../lib/summary.mjs";
+import { printTable } from "../lib/table.mjs";
+
+const WARM_CALLS = 100;
+const HOT_SECONDS = 2;
+const HOT_WORKERS = 4;
+
+export async function throughProxy({ endpoint, options, summary, run }) {
+  console.log(
+    `9. through a proxy (recommended configurations, TLS at the proxy): warm withLock and handoff p99 ÷ direct; ` +
+      `a call after ${options.idleGap} s idle ÷ a warm one`,
+  );
+  const pki = new Pki();
+  const proxies = [];
+  try {
+    await pki.ca("ca");
+    for (const kind of PROXIES) proxies.push(await startProxy(kind, "recommended", endpoint, pki, { asWritten: true }));
+    const ca = pki.pem("ca.crt");
+    const contenders = [
+      { name: "direct", url: endpoint, fetchOptions: {} },
+      ...proxies.map((proxy) => ({ name: proxy.kind, url: proxy.url, fetchOptions: { ca } })),
+    ];
+    const warm = await interleaved(contenders, options.tpRounds, (c, round) => warmCalls(c, `${run}/w${round}`));
+    const hot = await interleaved(contenders, options.tpRounds, (c, round) => handoffs(c, `${run}/h${round}`, options));
+    const direct = { warm: numbersOf(warm.get("direct")).values, hot: numbersOf(hot.get("direct")).values };
+    const rows = [];
+    for (const { name } of contenders) {
+      const w = numbersOf(warm.get(name));
+      const h = numbersOf(hot.get(name));
+      const warmRatio = pairedRatio(w.values, direct.warm);
+      const hotRatio = pairedRatio(h.values, direct.hot);
+      rows.push([
+        name === "direct" ? "direct (http)" : `${name} (https)`,
+        withSpread(summarize(w.values)),
+        name === "direct" ? "1.00×" : ratioText(warmRatio),
+        withSpread(summarize(h.values), 1),
+        name === "direct" ? "1.00×" : ratioText(hotRatio),
+      ]);
+      for (const failed of [w.error, h.error]) if (failed) console.log(`   ${name} failed in some rounds: ${failed}`);
+      if (name === "direct") continue;
+      summary.add(
+        9,
+        `warm withLock through ${name} ÷ direct`,
+        `${fmt(warmRatio.median, 2)}×`,
+        "≤ 1.2×",
+        meets(warmRatio.median, "<=", 1.2),
+      );
+      summary.add(
+        9,
+        `handoff p99 through ${name} ÷ direct`,
+        `${fmt(hotRatio.median, 2)}×`,
+        "≤ 1.2×",
+        meets(hotRatio.median, "<=", 1.2),
+      );
+    }
+    printTable(["contender", "warm withLock µs/call", "÷ direct", "handoff p99 ms", "÷ direct"], rows, {
+      align: "lrrrr",
+    });
+
+    const nginx = proxies.find((p) => p.kind === "nginx");
+    const idle = await idleCalls(nginx.url, ca, options.idleGap, options.idleRounds, `${run}/idle`);
+    const idleRows = [];
+    for (const [setting, ratios] of idle) {
+      const stat = summarize(ratios);
+      idleRows.push([setting, withSpread(stat, 2)]);
+      if (setting.includes("60 000")) {
+        summary.add(
+          9,
+          `first call after ${options.idleGap} s idle ÷ a warm call (nginx, TLS)`,
+          `${fmt(stat.median, 2)}×`,
+          "≤ 1.1×",
+          meets(stat.median, "<=", 1.1),
+        );
+      }
+    }
+    printTable(["etcd-edge/node keepAliveTimeout", "first call after the gap ÷ a warm call"], idleRows, {
+      align: "lr",
+    });
+  } finally {
+    for (const proxy of proxies) await proxy.stop();
+    pki.remove();
+  }
+}
+
+/** µs per warm withLock (a module-scope client, its shared lease), the median of WARM_CALLS. */
+async function warmCalls(contender, name) {
+  const fetch = createNodeFetch(contender.fetchOptions);
+  const etcd = new Etcd({ endpoints: [contender.url], fetch });
+  try {
+    await etcd.withLock(name, () => {});
+    const times = [];
+    for (let i = 0; i < WARM_CALLS; i++) {
+      const started = performance.now();
+      await etcd.withLock(name, () => {});
+      times.push((performance.now() - started) * 1000);
+    }
+    return median(times);
+  } finally {
+    await bounded(etcd.close(), 3_000);
+    await bounded(fetch.close(), 3_000);
+  }
+}
+
+/** The p99 handoff latency, ms, of HOT_WORKERS sessions of one client on one name for HOT_SECONDS. */
+async function handoffs(contender, name, options) {
+  const { log } = await hotNameEdge({
+    endpoint: contender.url,
+    kind: "node",
+    fetchOptions: contender.fetchOptions,
+    workers: HOT_WORKERS,
+    seconds: HOT_SECONDS,
+    name,
+    timeout: options.lockTimeout,
+    holdMs: options.holdMs,
+  });
+  return quantile(log.latencies, 0.99);
+}
+
+/**
+ * Rounds of: one call, a gap of `gap` seconds, then one call timed (the first after the gap) and `warm` calls
+ * timed right after it; for etcd-edge/node's default keep-alive and for the documented one. Both clients idle
+ * through the same gap. Returns setting → ratios (first after the gap ÷ the median warm call).
+ */
+async function idleCalls(url, ca, gap, rounds, name) {
+  const settings = [
+    ["default (4 000 ms)", createNodeFetch({ ca })],
+    ["documented (60 000 ms)", createNodeFetch({ ca, keepAliveTimeout: 60_000 })],
+  ];
+  const clients = settings.map(([label, fetch]) => ({ label, fetch, etcd: new Etcd({ endpoints: [url], fetch }) }));
+  const ratios = new Map(settings.map(([label]) => [label, []]));
+  try {
+    for (const client of clients) await client.etcd.withLock(`${name}/${client.label}`, () => {});
+    for (let round = 0; round < rounds; round++) {
+      await new Promise((resolve) => setTimeout(resolve, gap * 1000));
+      for (const client of clients) {
+        const lock = `${name}/${client.label}`;
+        const started = performance.now();
+        await client.etcd.withLock(lock, () => {});
+        const first = performance.now() - started;
+        const warm = [];
+        for (let i = 0; i < 20; i++) {
+          const at = performance.now();
+          await client.etcd.withLock(lock, () => {});
+          warm.push(performance.now() - at);
+        }
+        ratios.get(client.label).push(first / median(warm));
+      }
+    }
+  } finally {
+    for (const client of clients) {
+      await bounded(client.etcd.close(), 3_000);
+      await bounded(client.fetch.close(), 3_000);
+    }
+  }
+  return ratios;
+}
