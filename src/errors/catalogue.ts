@@ -139,11 +139,15 @@ export function compacted(message: string, compactRevision: number | undefined, 
 export function badResponse(status: number, text: string, endpoint?: string, reason?: string): EtcdBadResponseError {
   const body = preview(text, BODY_PREVIEW);
   const what = reason ?? (text.length === 0 ? "an empty body" : "a body that is not the gateway's JSON");
-  return new EtcdBadResponseError(`unexpected response from ${endpoint ?? "etcd"}: HTTP ${status} with ${what}`, {
-    status,
-    body,
-    endpoint,
-  });
+  // No such path there: not etcd's gateway (its peer port, its metrics, another server), so nothing was applied.
+  const hint =
+    reason === undefined && status === 404
+      ? ": is this etcd's client port (2379 by default, its --listen-client-urls), not its peer port (2380)?"
+      : "";
+  return new EtcdBadResponseError(
+    `unexpected response from ${endpoint ?? "etcd"}: HTTP ${status} with ${what}${hint}`,
+    { status, body, endpoint },
+  );
 }
 
 /** A field of an answer that passed the schema but cannot be used (an integer beyond 2^53, say). */
@@ -280,8 +284,13 @@ export function commonNameRefused(endpoint?: string): EtcdError {
 
 // --- leases and sessions ---------------------------------------------------------------------------------
 
+/** A lease ID as a message names it: in hex, as etcdctl prints it and as locks' keys begin (API IDs are decimal). */
+export function leaseText(id: string): string {
+  return /^[0-9]+$/.test(id) ? `lease ${BigInt(id).toString(16)}` : `lease ${id}`;
+}
+
 export function leaseNotFound(lease: string, cause?: unknown): EtcdError {
-  return new EtcdError("LEASE_NOT_FOUND", `lease ${lease} not found: it expired or was revoked`, { cause });
+  return new EtcdError("LEASE_NOT_FOUND", `${leaseText(lease)} not found: it expired or was revoked`, { cause });
 }
 
 export function leaseGrantFailed(reason: string): EtcdError {
@@ -291,7 +300,7 @@ export function leaseGrantFailed(reason: string): EtcdError {
 /** The session's lease ended (expired, revoked, or past its deadline unrenewed); `context` says what it cut short. */
 export function sessionExpired(leaseId: string, cause?: unknown, context?: string): EtcdError {
   const what = context === undefined ? "" : `: ${context}`;
-  return new EtcdError("SESSION_EXPIRED", `session lease ${leaseId} has expired${what}`, { cause });
+  return new EtcdError("SESSION_EXPIRED", `session ${leaseText(leaseId)} has expired${what}`, { cause });
 }
 
 /**
@@ -302,7 +311,7 @@ export function sessionExpired(leaseId: string, cause?: unknown, context?: strin
 export function renewalRefused(leaseId: string, cause: unknown): EtcdError {
   return new EtcdError(
     "PERMISSION_DENIED",
-    `renewing lease ${leaseId} was refused: etcd needs put permission on every key attached to a lease to renew ` +
+    `renewing ${leaseText(leaseId)} was refused: etcd needs put permission on every key attached to a lease to renew ` +
       "it (since 3.5.28 and 3.6.9): grant this user readwrite on the prefixes of the names it locks",
     { cause },
   );
@@ -330,7 +339,7 @@ export function refused(what: string, grant: string, cause: EtcdError): EtcdErro
 /** The session was closed by its owner (`close()`); `context` says what that cut short or refused. */
 export function sessionClosed(leaseId: string, context?: string): EtcdError {
   const what = context === undefined ? "" : `: ${context}`;
-  return new EtcdError("SESSION_CLOSED", `session of lease ${leaseId} was closed${what}`);
+  return new EtcdError("SESSION_CLOSED", `session of ${leaseText(leaseId)} was closed${what}`);
 }
 
 // --- locks and elections ---------------------------------------------------------------------------------

@@ -8,9 +8,12 @@ export interface NetworkFailure {
   why(endpoint: string): string;
   /** The request provably never reached the server (so a write was not applied and may be sent again). */
   unsent: boolean;
+  /** The runtime refuses the request itself, and will again: sending it again is pointless. */
+  permanent: boolean;
 }
 
 const UNSENT = ": nothing was sent";
+const BAD_PORT = 'fetch refuses this port, a "bad port" of the Fetch standard';
 const PLAIN =
   ": is this etcd's plain-HTTP port? Use http://, or serve TLS with etcd's --cert-file and --key-file " +
   "(etcd-edge's docs/tls.md)";
@@ -25,7 +28,7 @@ const CERT =
  * to do about it.
  */
 const RULES: Array<[test: RegExp, words: string, unsent?: boolean, hint?: string]> = [
-  [/\bbad port\b|port \d+ are blocked/i, 'fetch refuses this port, a "bad port" of the Fetch standard', true, UNSENT],
+  [/\bbad port\b|port \d+ are blocked/i, BAD_PORT, true, UNSENT],
   [/ECONNREFUSED|connection refused/i, "connection refused", true],
   // Node's and undici's words when a plain-HTTP server (etcd's client port without --cert-file) drops the hello.
   [
@@ -74,11 +77,13 @@ export function networkFailure(error: unknown): NetworkFailure {
       // A TLS server also hangs up on a client without the certificate it demands.
       const tls = (endpoint: string) =>
         !unsent && endpoint.startsWith("https:") ? `; so does a missing client certificate${CERT}` : "";
-      return { why: (endpoint) => `${words} (${said.slice(0, 120)})${hint}${tls(endpoint)}`, unsent };
+      const why = (endpoint: string) => `${words} (${said.slice(0, 120)})${hint}${tls(endpoint)}`;
+      return { why, unsent, permanent: words === BAD_PORT };
     }
   }
   // Unknown: the outer message and the innermost, where the runtime put the reason.
   const outer = String((error as { message?: unknown } | undefined)?.message ?? error);
   const inner = links.at(-1)?.replace(/^[^:]*: /, "");
-  return { why: () => (inner === undefined || inner === outer ? outer : `${outer}: ${inner}`), unsent: false };
+  const why = () => (inner === undefined || inner === outer ? outer : `${outer}: ${inner}`);
+  return { why, unsent: false, permanent: false };
 }

@@ -37,7 +37,8 @@ function gatewayCouldNotConnect(error: EtcdError): boolean {
  */
 export function outcomeUnknown(thrown: unknown): boolean {
   if (!(thrown instanceof EtcdError)) return !provablyNotSent(thrown);
-  if (thrown instanceof EtcdBadResponseError) return true;
+  // A 404 that is not the gateway's: no such path on that server, so nothing was applied.
+  if (thrown instanceof EtcdBadResponseError) return thrown.status !== 404;
   if (thrown instanceof EtcdServerError) {
     return (
       !gatewayCouldNotConnect(thrown) &&
@@ -50,6 +51,8 @@ export function outcomeUnknown(thrown: unknown): boolean {
 /** Whether `error` (made from `thrown`) may be retried on another endpoint under `policy`. */
 export function mayRetry(error: EtcdError, thrown: unknown, policy: RetryPolicy): boolean {
   if (gatewayCouldNotConnect(error)) return true;
+  // Refused by the runtime itself (a port fetch never connects to): sending again is refused again.
+  if (networkFailure(thrown).permanent) return false;
   if (error.code === "UNAVAILABLE" && !(thrown instanceof EtcdError)) {
     // A network failure: the connection broke or never opened.
     return policy === "idempotent" || provablyNotSent(thrown);

@@ -131,7 +131,7 @@ describe("4. lock() on a session that has ended", () => {
     requests.length = 0;
     const error = await rejection(s.mutex(name).lock());
     expect(error.code).toBe("SESSION_CLOSED");
-    expect(error.message).toBe(`session of lease ${s.leaseId} was closed: lock ${name} was not attempted`);
+    expect(error.message).toBe(`session of lease ${s.leaseHex} was closed: lock ${name} was not attempted`);
     expect(requests).toEqual([]);
     expect(await keysOf(name)).toEqual([]);
   });
@@ -145,7 +145,7 @@ describe("4. lock() on a session that has ended", () => {
     fetch.down = false;
     const error = await rejection(s.mutex(name).lock());
     expect(error.code).toBe("SESSION_EXPIRED");
-    expect(error.message).toBe(`session lease ${s.leaseId} has expired: lock ${name} was not attempted`);
+    expect(error.message).toBe(`session lease ${s.leaseHex} has expired: lock ${name} was not attempted`);
     expect(await keysOf(name)).toEqual([]);
   });
 });
@@ -160,13 +160,13 @@ describe("a session whose lease etcd ended before its deadline (revoked, or by a
 
     const error = await rejection(s.mutex(name).lock());
     expect(error.code).toBe("SESSION_EXPIRED");
-    expect(error.message).toBe(`session lease ${s.leaseId} has expired: lock ${name} was not acquired`);
+    expect(error.message).toBe(`session lease ${s.leaseHex} has expired: lock ${name} was not acquired`);
     expect(s.alive).toBe(false);
     expect(s.signal.aborted).toBe(true);
     requests.length = 0;
     const next = await rejection(s.mutex(`${name}-next`).lock());
     expect(next.code).toBe("SESSION_EXPIRED");
-    expect(next.message).toBe(`session lease ${s.leaseId} has expired: lock ${name}-next was not attempted`);
+    expect(next.message).toBe(`session lease ${s.leaseHex} has expired: lock ${name}-next was not attempted`);
     expect(requests).toEqual([]);
     expect(await keysOf(name)).toEqual([]);
   });

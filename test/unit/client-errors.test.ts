@@ -213,6 +213,14 @@ describe("answers that are not the gateway's JSON → BAD_RESPONSE", () => {
     expect(error.message).toContain("502");
   });
 
+  it("a 404 from a server that is not the gateway: nothing applied, and a hint at the port", async () => {
+    route(server, "/v3/kv/put", () => new HttpResponse("404 page not found\n", { status: 404 }));
+    const error = await expectCode(gatewayClient().put("k", "v"), "BAD_RESPONSE");
+    expect(error.status).toBe(404);
+    expect(error.indeterminate).toBe(false);
+    expect(error.message).toMatch(/is this etcd's client port \(2379 by default, its --listen-client-urls\)/);
+  });
+
   it("an empty 200 body", async () => {
     route(server, "/v3/kv/range", () => new HttpResponse("", { status: 200 }));
     const error = await expectCode(gatewayClient().get("k"), "BAD_RESPONSE");

@@ -187,6 +187,19 @@ describe.for(["global fetch", "etcd-edge/node"] as const)("a put that cannot rea
   });
 });
 
+describe("a refusal that sent nothing and would be refused again", () => {
+  it("a bad port is not retried: one attempt, the message says why", async () => {
+    const retries: string[] = [];
+    const etcd = new Etcd({
+      endpoints: [BAD_PORT_URL],
+      onEvent: (e) => void (e.type === "retry" && retries.push(e.path)),
+    });
+    const error = await rejection(etcd.get("k"));
+    expect(error.message).toMatch(/"bad port" of the Fetch standard/);
+    expect(retries).toEqual([]);
+  });
+});
+
 describe("etcd-edge/node with a client certificate etcd accepts", () => {
   it("the server that demands one answers", async () => {
     const fetch = fetchFor("etcd-edge/node", { cert: pki.pem("client.crt"), key: pki.pem("client.key") })!;

@@ -1,5 +1,6 @@
 import type { EtcdClient } from "../../api/client.js";
 import { cmp, op } from "../../api/txn.js";
+import { leaseText } from "../../errors/catalogue.js";
 import { isEtcdError } from "../../errors/etcd-error.js";
 import type { CallOptions } from "../../gateway/transport.js";
 
@@ -50,7 +51,7 @@ export async function explainLoss(
         (error: unknown) => (isEtcdError(error, "LEASE_NOT_FOUND") ? true : Promise.reject(error)),
       );
       if (gone) {
-        const why = `its session's lease ${leaseId} ended (it expired or was revoked) while it was held`;
+        const why = `its session's ${leaseText(leaseId)} ended (it expired or was revoked) while it was held`;
         return { why, leaseGone: true };
       }
       return kv === undefined
@@ -66,8 +67,10 @@ export async function explainLoss(
       return { why: `its key ${key} was overwritten by ${how} (the key was deleted, so it blocks nobody)` };
     }
     return options.ticketed
-      ? { why: `it was taken over with its ticket (etcd.resumeLock): key ${key} is bound to lease ${kv.lease} now` }
-      : { why: `its key ${key} was overwritten by a write with another lease (${kv.lease})` };
+      ? {
+          why: `it was taken over with its ticket (etcd.resumeLock): key ${key} is bound to ${leaseText(kv.lease)} now`,
+        }
+      : { why: `its key ${key} was overwritten by a write with another lease (${leaseText(kv.lease)})` };
   }
   return undefined;
 }
