@@ -129,12 +129,17 @@ describe("mutex", () => {
   );
 
   it(
-    "tryLock: undefined while held (no key left behind); " + "lock({ timeout: 0 }) → LOCKED; a Lock once free",
+    "tryLock: undefined while held, in one request that leaves no key; lock({ timeout: 0 }) → LOCKED; " +
+      "a Lock once free",
     async () => {
       const name = fresh();
       const holder = await (await session()).mutex(name).lock();
-      const other = (await session()).mutex(name);
+      const fetch = recordingFetch(backend.fetch);
+      const other = (await session(30, backend.client({ fetch }))).mutex(name);
+      const mark = fetch.mark();
       expect(await other.tryLock()).toBeUndefined();
+      // The put only into an empty line, else the holder read: nothing written, nothing to delete.
+      expect(fetch.since(mark)).toEqual(["/v3/kv/txn"]);
       expect((await etcd.range({ prefix: `${name}/` })).count).toBe(1);
       const error = await rejection(other.lock({ timeout: 0 }));
       expect(error.code).toBe("LOCKED");

@@ -1,6 +1,6 @@
 // A doc's code blocks, run as a user would run them: in their runtime, in a child process, with the package's
 // imports pointed at bundles of src/ and the doc's placeholder paths and addresses replaced by the test's.
-import { readFileSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { build } from "esbuild";

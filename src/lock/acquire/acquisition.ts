@@ -126,6 +126,7 @@ export class Acquisition implements WaitContext {
       onSent: this.#onSent,
       onRefused: this.#onRefused,
       idempotent: true,
+      tryOnly: this.tryOnly,
     };
     const sent = this.tryOnly ? join.send(call) : untilAnswered(join.send.bind(join, call), this);
     this.#joining = sent;
@@ -177,8 +178,8 @@ export class Acquisition implements WaitContext {
     const error = this.#why(thrown);
     const joining = this.#joining;
     this.#joining = undefined;
-    // Nothing sent, or a closed session's keys went with its lease.
-    if (joining === undefined || session.closed) return error;
+    // Nothing sent, every send answered "not applied" (a busy try), or a closed session's keys went with its lease.
+    if (joining === undefined || (this.#sent > 0 && this.#sent === this.#refused) || session.closed) return error;
     const answered = joining.then(
       () => 1,
       (failure: unknown) => (unanswered(failure) ? 0 : 1),

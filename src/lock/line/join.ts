@@ -119,6 +119,23 @@ export class Join {
         call.onRefused();
       },
     };
+    if (call.tryOnly) {
+      // A try holds at once or not at all: the put into an empty line, else the holder, read whole. One request,
+      // and no key of ours left to delete.
+      const tried = await this.#client
+        .txn()
+        .if(empty)
+        .then(this.#put)
+        .else(holder)
+        .prepare()
+        .commitWithOthers(prefix, sending);
+      if (tried.succeeded) return intoEmptyLine(tried.header);
+      sending.onRefused();
+      const [first] = tried.responses;
+      contenders(this.#kind, prefix, first.kvs);
+      const { header } = tried;
+      return { header, revision: 0, present: false, created: false, holder: first.kvs[0], busy: true };
+    }
     if (history?.guessEmpty) {
       const alone = await this.#client.txn().if(empty).then(this.#put).prepare().commitWithOthers(prefix, sending);
       if (alone.succeeded) return intoEmptyLine(alone.header);

@@ -47,6 +47,8 @@ export interface JoinCall {
   onSent: () => void;
   onRefused: () => void;
   idempotent: true;
+  /** The acquisition only tries (`timeout: 0`): a join may put its key only where it holds at once. */
+  tryOnly: boolean;
 }
 
 /**
@@ -57,6 +59,8 @@ export interface JoinCall {
 export interface Joined extends Standing {
   created: boolean;
   holder?: KeyValue | undefined;
+  /** A try found the line busy and put nothing: `holder` holds it. */
+  busy?: boolean | undefined;
 }
 
 /** How a contender waits: a watch on the key ahead of it (the default), or polls of the line. */

@@ -52,6 +52,7 @@ export async function waitInLine(
   own?: Incarnation,
 ): Promise<ResponseHeader> {
   if (joined.created && joined.predecessor === undefined) return joined.header;
+  if (joined.busy) throw busy(joined.holder!.key);
   const start = joined.created ? joined : await read({ signal: context.signal });
   if (start.present && start.predecessor !== undefined) {
     if (context.tryOnly) throw busy(joined.holder?.key ?? start.predecessor.key);
