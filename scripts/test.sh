@@ -9,6 +9,8 @@ ensure_deps
 # etcd 3.4 (the system's), 3.5 (fetched into .cache/etcd), 3.6 and 3.7 (built there from etcd's Go modules, with
 # the Go peer and the chaos run's linearizability checker): the etcd-3.x projects run on them.
 ensure_etcd_versions
+# nginx, HAProxy and Caddy (Debian's): the proxy-* projects run the suites through each.
+ensure_proxies
 
 step() {
   echo

@@ -4,6 +4,7 @@ import { inspectLock, inspectSemaphore, type LockInfo, type SemaphoreInfo } from
 import type { MultiLock } from "./lock/lock-all/multi-lock.js";
 import type { Lock, LockTicket } from "./lock/mutex/lock.js";
 import { type ResumeOptions, resumeLock } from "./lock/mutex/resume.js";
+import { requestRelease, type RevokeOptions, type Revoked, revokeLock } from "./lock/revoke/revoke.js";
 import type { Permit } from "./lock/semaphore/permit.js";
 import { Session } from "./lock/session.js";
 import type { SessionOptions } from "./lock/lease/lease-grant.js";
@@ -84,6 +85,24 @@ export class Etcd extends EtcdClient {
   /** Who holds a permit of semaphore `name` and who waits, in order, and the permits they agree on, without joining. */
   inspectSemaphore(name: string, options: CallOptions = {}): Promise<SemaphoreInfo> {
     return inspectSemaphore(this, name, options);
+  }
+
+  /**
+   * Ends the holding of lock `name` (a mutex's, an election's leader, a semaphore's oldest permit or a read-write
+   * lock's writer or oldest reader; `options.key` picks one of several holders): deletes its key, guarded by its
+   * fencing token, so its fenced writes are refused from then on, and tells its holder why (LOCK_LOST with
+   * `options.reason`). Resolves with what it revoked, or undefined when nothing held it. See {@link RevokeOptions}.
+   */
+  revokeLock(name: string, options: RevokeOptions = {}): Promise<Revoked | undefined> {
+    return revokeLock(this, name, options);
+  }
+
+  /**
+   * Asks the holder of lock `name` (as {@link Etcd.revokeLock} picks it) to release it: its `releaseRequested`
+   * signal aborts with `options.reason`, and nothing else changes. Resolves with the holding asked, or undefined.
+   */
+  requestRelease(name: string, options: RevokeOptions = {}): Promise<Revoked | undefined> {
+    return requestRelease(this, name, options);
   }
 
   /**

@@ -108,3 +108,29 @@ env: etcd and etcdctl are required (the `etcd` test project runs against real et
 MSG
   return 1
 }
+
+# nginx, HAProxy and Caddy on PATH (the proxy-* projects run the suites through each), from Debian's packages
+# when we may install them. A missing proxy fails the run: those projects never skip.
+ensure_proxies() {
+  local missing=() tool
+  for tool in nginx haproxy caddy; do
+    command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+  done
+  if [ "${#missing[@]}" -gt 0 ] && command -v apt-get >/dev/null 2>&1 && _as_root true; then
+    echo "env: installing ${missing[*]} with apt-get"
+    _as_root apt-get update -qq &&
+      _as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" ||
+      echo "env: apt-get could not install ${missing[*]}" >&2
+    hash -r
+    missing=()
+    for tool in nginx haproxy caddy; do
+      command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+    done
+  fi
+  if [ "${#missing[@]}" -gt 0 ]; then
+    echo "env: ${missing[*]} required (the proxy-* test projects run through them) but not on PATH." >&2
+    echo "  Debian/Ubuntu: sudo apt-get install ${missing[*]}" >&2
+    return 1
+  fi
+  echo "env: proxies $(nginx -v 2>&1 | sed 's/.*\///'), haproxy $(haproxy -v | sed -n 's/^HAProxy version \([^ ]*\).*/\1/p'), caddy $(caddy version | cut -d' ' -f1)"
+}

@@ -356,6 +356,18 @@ export function lockLost(name: string, why = "its session's lease ended", cause?
   return heldLost(`lock ${name}`, why, cause);
 }
 
+/**
+ * An operator asked the holder of `what` to release it (`etcd.requestRelease`): the reason of its
+ * `releaseRequested` signal. Nothing else changed: it is still held.
+ */
+export function releaseRequested(what: string, reason: string): EtcdError {
+  return new EtcdError(
+    "RELEASE_REQUESTED",
+    `the release of ${what} was requested (etcd.requestRelease): ${reason}. It is still held: release it when its ` +
+      "work can stop",
+  );
+}
+
 /** Whatever is held (`what`: "lock x", "permit of semaphore y", "read lock z") was released already. */
 export function heldReleased(what: string, why: string): EtcdError {
   return new EtcdError("LOCK_RELEASED", `${what} is not held: ${why}`);

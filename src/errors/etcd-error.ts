@@ -26,7 +26,8 @@ export type EtcdErrorCode =
   | "NOT_LEADER"
   | "PERMITS_MISMATCH"
   | "LOCK_NAME_CONFLICT"
-  | "STREAM_HELD_BACK";
+  | "STREAM_HELD_BACK"
+  | "RELEASE_REQUESTED";
 
 /** Context every error may carry. */
 export interface EtcdErrorDetails {

@@ -3,7 +3,7 @@ import type { KeyValue, LeaseId, ResponseHeader } from "../api/codec.js";
 import { permitsMismatch } from "../errors/catalogue.js";
 import { isEtcdError } from "../errors/etcd-error.js";
 import type { CallOptions } from "../gateway/transport.js";
-import { contenders, nameArg } from "./line/keys.js";
+import { contenders, isKeyOf, nameArg } from "./line/keys.js";
 
 /** One key in a line: a holder or a waiter. */
 export interface LineEntry {
@@ -75,18 +75,44 @@ export async function inspectSemaphore(
 ): Promise<SemaphoreInfo> {
   nameArg(name, "a semaphore");
   const { kvs, header } = await client.range({ prefix: `${name}/`, ...LINE_ORDER, ...options });
-  const oldest = kvs[0];
-  if (oldest === undefined) return { permits: undefined, holders: [], waiters: [], header };
+  if (kvs.length === 0) return { permits: undefined, holders: [], waiters: [], header };
+  const permits = permitsOf(name, kvs);
+  const entries = kvs.map(entry);
+  return { permits, holders: entries.slice(0, permits), waiters: entries.slice(permits), header };
+}
+
+/**
+ * The keys holding `name` now, oldest first, from a read of its whole line in order: whatever recipe's line it
+ * is, told by its keys. A mutex's, an election's or `lockAll`'s first key; a semaphore's first `permits`; a
+ * read-write lock's first writer, or the readers before the first writer. LOCK_NAME_CONFLICT for a line that is
+ * none of these, PERMITS_MISMATCH for permits that disagree.
+ */
+export function holdersOf(name: string, kvs: readonly KeyValue[]): KeyValue[] {
+  const prefix = `${name}/`;
+  const first = kvs[0];
+  if (first === undefined) return [];
+  if (isKeyOf("permit", prefix, first.key)) return kvs.slice(0, permitsOf(name, kvs));
+  if (isKeyOf("rw", prefix, first.key)) {
+    contenders("rw", prefix, kvs);
+    if (first.key.startsWith(`${prefix}write/`)) return [first];
+    const writer = kvs.findIndex((kv) => kv.key.startsWith(`${prefix}write/`));
+    return kvs.slice(0, writer === -1 ? kvs.length : writer);
+  }
+  contenders("mutex", prefix, kvs);
+  return [first];
+}
+
+/** The permits a semaphore's line agrees on (it has a key). */
+function permitsOf(name: string, kvs: readonly KeyValue[]): number {
   contenders("permit", `${name}/`, kvs);
+  const oldest = kvs[0]!;
   const count = /^[1-9][0-9]*$/;
   const stranger = kvs.find((kv) => kv.value !== oldest.value || !count.test(kv.value));
   if (stranger !== undefined) {
     const found = count.test(stranger.value) ? stranger.value : "an unreadable number of";
     throw permitsMismatch(name, undefined, stranger.key, found);
   }
-  const permits = Number(oldest.value);
-  const entries = kvs.map(entry);
-  return { permits, holders: entries.slice(0, permits), waiters: entries.slice(permits), header };
+  return Number(oldest.value);
 }
 
 function entry(kv: KeyValue): LineEntry {

@@ -77,15 +77,19 @@ describe("a holding that has lasted a second, in an auto session", () => {
     await election.resign();
   });
 
-  it("one watch per line and client, however many of the client's holdings are in it", async () => {
+  it("one watch per line and client, however many of the client's holdings are in it, and one for requests", async () => {
     const name = fresh();
     const fetch = recordingFetch(backend.fetch);
     const client = backend.client({ fetch });
     const session = await newSession({ keepAlive: "auto" }, client);
     const semaphore = session.semaphore(name, { permits: 3 });
     const permits = await Promise.all([semaphore.acquire(), semaphore.acquire(), semaphore.acquire()]);
+    const lock = await session.mutex(fresh()).lock();
     await sleep(1_300);
-    expect(fetch.calls.filter((c) => c.path === "/v3/watch")).toHaveLength(1);
+    // The semaphore's line, the mutex's line, and the operators' records (revoke/requests.ts) of all holdings.
+    const watches = fetch.calls.filter((c) => c.path === "/v3/watch");
+    expect(watches).toHaveLength(3);
+    await lock.unlock();
     await etcd.delete(permits[1]!.key);
     await until("that permit is lost", AT_ONCE_MS, () => !permits[1]!.held);
     expect([permits[0]!.held, permits[2]!.held]).toEqual([true, true]);

@@ -45,6 +45,22 @@ export class Election<S extends LeaseSession = LeaseSession> {
     return this.#leadership?.held ?? false;
   }
 
+  /**
+   * While elected: aborts when this leadership ends (resigned, lost, revoked by an operator), the reason saying
+   * which, as a lock's `signal`. Undefined before the first win; each win has its own.
+   */
+  get signal(): AbortSignal | undefined {
+    return this.#leadership?.signal;
+  }
+
+  /**
+   * While elected: aborts with RELEASE_REQUESTED when an operator asks the leader to step down
+   * (`etcd.requestRelease(name)`), as a lock's `releaseRequested`. Nothing else changes: resign when you can.
+   */
+  get releaseRequested(): AbortSignal | undefined {
+    return this.#leadership?.releaseRequested;
+  }
+
   /** The create revision of our leader key once elected: a fencing token like a lock's. */
   get revision(): number | undefined {
     return this.#leadership?.revision;

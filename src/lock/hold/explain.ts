@@ -3,6 +3,7 @@ import { cmp, op } from "../../api/txn.js";
 import { leaseText } from "../../errors/catalogue.js";
 import { isEtcdError } from "../../errors/etcd-error.js";
 import type { CallOptions } from "../../gateway/transport.js";
+import { type Request, requestFor, requestKey } from "../revoke/requests.js";
 
 /** Why a holding ended before its release: told by `explainLoss`, one or two reads after the fact. */
 export interface Loss {
@@ -46,14 +47,18 @@ export async function explainLoss(
       // Remade at our key's name without a lease (a plain put after it went): no acquisition but ours uses this
       // name, and no lease would ever end it, so it would block the line for good.
       if (kv?.lease === "0") await deleteUnchanged(client, key, kv.modRevision, call);
-      const gone = await client.lease.timeToLive(leaseId, call).then(
-        () => false,
-        (error: unknown) => (isEtcdError(error, "LEASE_NOT_FOUND") ? true : Promise.reject(error)),
-      );
+      const [gone, revoked] = await Promise.all([
+        client.lease.timeToLive(leaseId, call).then(
+          () => false,
+          (error: unknown) => (isEtcdError(error, "LEASE_NOT_FOUND") ? true : Promise.reject(error)),
+        ),
+        revocation(client, key, revision, call),
+      ]);
       if (gone) {
         const why = `its session's ${leaseText(leaseId)} ended (it expired or was revoked) while it was held`;
         return { why, leaseGone: true };
       }
+      if (revoked !== undefined) return { why: revokedText(revoked) };
       return kv === undefined
         ? { why: `its key ${key} was deleted by another client while it was held` }
         : { why: `its key ${key} was deleted while it was held, and made again by another client` };
@@ -73,6 +78,25 @@ export async function explainLoss(
       : { why: `its key ${key} was overwritten by a write with another lease (${leaseText(kv.lease)})` };
   }
   return undefined;
+}
+
+/** How a loss by `etcd.revokeLock` is told: the operator's reason, in their words. */
+export function revokedText(request: Request): string {
+  return `it was revoked (etcd.revokeLock): ${request.reason}`;
+}
+
+/**
+ * The revocation recorded for the holding of `key` at `revision`, if one was: read beside the lease, and
+ * unknown (undefined) when RBAC grants no read of the records, as for any failure of this read.
+ */
+function revocation(client: EtcdClient, key: string, revision: number, call: CallOptions): Promise<Request | undefined> {
+  return client.get(requestKey(key), call).then(
+    (kv) => {
+      const request = requestFor(kv?.value, revision);
+      return request?.kind === "revoke" ? request : undefined;
+    },
+    () => undefined,
+  );
 }
 
 /** Deletes `key` unless it changed since the read that saw it at `modRevision`. */

@@ -1,6 +1,7 @@
 import type { KeyValue } from "../../api/codec.js";
 import type { LeaseSession } from "../lease/lease-session.js";
 import { followKey } from "../line/line-watch.js";
+import { REQUESTS, type Request, requestFor, requestKey } from "../revoke/requests.js";
 import type { OwnKey } from "./explain.js";
 
 /**
@@ -10,21 +11,40 @@ import type { OwnKey } from "./explain.js";
  */
 export const FOLLOW_AFTER = 1_000;
 
+/** What following tells a holding. */
+export interface Followed {
+  /** One of its keys may no longer be the holding's. */
+  gone(): void;
+  /** An operator left a record for it (requests.ts): a request to release it, or the reason it was revoked. */
+  asked(request: Request): void;
+}
+
 /**
- * Follows `keys` of a holding in `session` until the returned function is called, and calls `gone` when one of
- * them may no longer be the holding's: deleted, made again, moved to another lease, or written at another
- * version than the one the holding has (a leader's own proclamation included: the holding's read tells). On the
- * line's watch of the session's client (line-watch.ts), one stream per line for every waiter and holding in it.
+ * Follows `keys` of a holding in `session` until the returned function is called: `gone` when one of them may no
+ * longer be the holding's (deleted, made again, moved to another lease, or written at another version than the
+ * one the holding has: a leader's own proclamation included, the holding's read tells), `asked` when a record for
+ * it appears. On line watches of the session's client (line-watch.ts): one stream per line for every waiter and
+ * holding in it, and one for the records of all its holdings.
  */
-export function follow(session: LeaseSession, keys: readonly OwnKey[], gone: () => void): () => void {
-  const leaves = keys.map((own) =>
-    followKey(session.client, {
+export function follow(session: LeaseSession, keys: readonly OwnKey[], on: Followed): () => void {
+  const client = session.client;
+  const leaves = keys.flatMap((own) => [
+    followKey(client, {
       key: own.key,
       seen: (kv) => {
-        if (changed(own, session.leaseId, kv)) gone();
+        if (changed(own, session.leaseId, kv)) on.gone();
       },
     }),
-  );
+    // Refused by RBAC (no read on the records' prefix): the holding then learns of a request from nobody.
+    followKey(client, {
+      key: requestKey(own.key),
+      line: REQUESTS,
+      seen: (kv) => {
+        const request = requestFor(kv?.value, own.revision);
+        if (request !== undefined) on.asked(request);
+      },
+    }),
+  ]);
   return () => {
     for (const leave of leaves) leave();
   };

@@ -1,7 +1,7 @@
 import type { LeaseId, ResponseHeader } from "../../api/codec.js";
 import type { Bytes } from "../../api/bytes.js";
 import { type AnyOp, cmp, type Compare, type OpResults, op, type TxnResult } from "../../api/txn.js";
-import { heldLost, heldReleased } from "../../errors/catalogue.js";
+import { heldLost, heldReleased, releaseRequested } from "../../errors/catalogue.js";
 import { type EtcdError, unanswered } from "../../errors/etcd-error.js";
 import { publishLockEnd, traceRelease } from "../../events/channels.js";
 import { resolveSignal, resolveTimeout } from "../../gateway/config.js";
@@ -13,6 +13,7 @@ import type { Put } from "../lease/orphans.js";
 import { ReleaseSends } from "../lease/release-sends.js";
 import { releasedHere } from "../line/line-watch.js";
 import { untilAnswered } from "../resend/until-answered.js";
+import { type Request, requestKey } from "../revoke/requests.js";
 import { explainLoss, type Loss, type OwnKey } from "./explain.js";
 import { FOLLOW_AFTER, follow } from "./follow.js";
 import { type Subject, subjectText } from "./subject.js";
@@ -86,6 +87,10 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   #acquiredAt = 0;
   /** Made on first use of `signal`: most holdings are never asked for one, and aborting costs an Error. */
   #controller: AbortController | undefined;
+  /** An operator's request to release it, once following saw one (requests.ts). */
+  #request: Request | undefined;
+  /** Made on first use of `releaseRequested`, as `#controller`. */
+  #requests: AbortController | undefined;
   /** Stops following its keys (a timer until it starts). */
   #unfollow: (() => void) | undefined;
   /** Its keys as its join put them, when a send of that join went unanswered: swept for once it ends. */
@@ -123,7 +128,10 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     else session.signal.addEventListener("abort", this.#onSessionEnd);
     if (session.keepAlive === "auto" && this.#status.is === "held" && !requestScopedIo()) {
       const timer = backgroundTimer(() => {
-        this.#unfollow = follow(session, this.#keys, () => void this.#gone());
+        this.#unfollow = follow(session, this.#keys, {
+          gone: () => void this.#gone(),
+          asked: (request) => this.#requested(request),
+        });
       }, FOLLOW_AFTER);
       this.#unfollow = () => clearTimeout(timer);
     }
@@ -139,6 +147,20 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
       if (ended !== undefined) this.#controller.abort(ended);
     }
     return this.#controller.signal;
+  }
+
+  /**
+   * Aborts when an operator asks for its release (`etcd.requestRelease`, `npx etcd-edge locks request-release`),
+   * with RELEASE_REQUESTED whose message gives their reason. Nothing else changes: it is still held until released.
+   * Learned as `held` learns of an outside delete: in an `"auto"` session, by a holding older than a second,
+   * within one watch event.
+   */
+  get releaseRequested(): AbortSignal {
+    if (this.#requests === undefined) {
+      this.#requests = new AbortController();
+      if (this.#request !== undefined) this.#requests.abort(releaseRequested(this.#what, this.#request.reason));
+    }
+    return this.#requests.signal;
   }
 
   /**
@@ -295,7 +317,7 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
       result = await this.session.client
         .txn()
         .if(...this.#guards())
-        .then(...ops, ...this.#keys.map((own) => op.delete(own.key)))
+        .then(...ops, ...this.#deletes())
         .commit({ ...options, onSent: releasing.sends.sent });
     } catch (error) {
       if (this.#status === releasing) this.#unsent(releasing, error);
@@ -337,6 +359,12 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     this.#controller?.abort(releasing.pending);
   }
 
+  /** What its release deletes: its keys, and the records of a request for it that following saw. */
+  #deletes(): AnyOp[] {
+    const keys = this.#keys.map((own) => op.delete(own.key));
+    return this.#request === undefined ? keys : [...keys, ...this.#keys.map((own) => op.delete(requestKey(own.key)))];
+  }
+
   /** Its fencing compares: each key still the version the holding has. */
   #guards(): Compare[] {
     return this.#keys.map((own) => cmp.modRevision(own.key, "==", own.modRevision));
@@ -348,7 +376,7 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     const release = this.session.client
       .txn()
       .if(...this.#guards())
-      .then(...keys.map((own) => op.delete(own.key)))
+      .then(...this.#deletes())
       .prepare();
     const call = { ...options, idempotent: true } as const;
     const result = keys.length === 1 ? await release.commitWithOthers(keys[0]!.key, call) : await release.commit(call);
@@ -380,6 +408,14 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     });
     this.#judgment = judgment;
     return judgment;
+  }
+
+  /** Following saw an operator's record for it: a request to release it is told once; a revocation ends it. */
+  #requested(request: Request): void {
+    if (request.kind === "revoke") return void this.#gone();
+    if (this.#request !== undefined || this.#status.is !== "held") return;
+    this.#request = request;
+    this.#requests?.abort(releaseRequested(this.#what, request.reason));
   }
 
   /**

@@ -40,7 +40,7 @@ export function newKey(prefix: string, leaseId: string, kind: KeyKind, sub = "",
  * on, would block it for good; every key that can reach the head of a line passes here before anyone waits
  * behind it. The reads it judges are never keys-only: etcd 3.7 leaves `lease` out of those (etcd-io/etcd#22209).
  */
-export function contenders(kind: KeyKind, prefix: string, ...lists: KeyValue[][]): void {
+export function contenders(kind: KeyKind, prefix: string, ...lists: (readonly KeyValue[])[]): void {
   for (const kvs of lists) {
     for (const kv of kvs) {
       const loose = kv.lease === "0";
@@ -54,13 +54,19 @@ export function isKeyOf(kind: KeyKind, prefix: string, key: string): boolean {
   return key.startsWith(prefix) && FORMATS[kind].test(key.slice(prefix.length));
 }
 
+/** Keys the SDK keeps beside the lines (an operator's requests to holders): no line may be named under it. */
+export const RESERVED_PREFIX = "__etcd-edge/";
+
 /**
  * A lock, semaphore, election or read-write lock name, checked before anything is sent: a non-empty,
- * well-formed string. `what` names it in the error: "a lock", "an election".
+ * well-formed string, not under RESERVED_PREFIX. `what` names it in the error: "a lock", "an election".
  */
 export function nameArg(name: unknown, what: string): string {
   if (typeof name !== "string" || name.length === 0) {
     throw invalidArgument(`${what} name must be a non-empty string, got ${describe(name)}`);
+  }
+  if (name.startsWith(RESERVED_PREFIX)) {
+    throw invalidArgument(`${what} name must not start with "${RESERVED_PREFIX}" (the SDK's own keys), got "${name}"`);
   }
   return wellFormedText(name);
 }

@@ -2,6 +2,7 @@ import type { EtcdClient } from "../../api/client.js";
 import type { KeyValue, ResponseHeader } from "../../api/codec.js";
 import { op } from "../../api/txn.js";
 import { aborted, unavailable } from "../../errors/catalogue.js";
+import { isEtcdError } from "../../errors/etcd-error.js";
 import { requestScopedIo } from "../../gateway/isolate.js";
 import { backgroundTimer, delay } from "../../gateway/signals.js";
 import { resendPause } from "../resend/until-answered.js";
@@ -72,8 +73,15 @@ export interface DeleteWait {
 /** A holding's key followed on its line's stream: told what etcd has at that key whenever it may have changed. */
 export interface Follower {
   readonly key: string;
+  /** The prefix whose stream follows it: by default the key's line (the keys under its parent). */
+  readonly line?: string | undefined;
   /** `kv`: the key as a read or an event shows it; undefined once it is deleted. */
   seen(kv: KeyValue | undefined): void;
+  /**
+   * etcd's RBAC refused the line's stream: it is not opened again (a refusal does not pass), and the follower
+   * is dropped. Without it, the follower is dropped silently.
+   */
+  refused?(error: unknown): void;
 }
 
 /** What a waiter of one line is given by `enterLine`. */
@@ -88,7 +96,7 @@ export interface LineWaiter {
  * opens for a second waiter of the same client.
  */
 export function enterLine(client: EtcdClient, key: string): LineWaiter {
-  const line = lineOf(client, key);
+  const line = lineOf(client, prefixOf(key));
   line.waiters++;
   let left = false;
   return {
@@ -104,7 +112,7 @@ export function enterLine(client: EtcdClient, key: string): LineWaiter {
 
 /** Follows `follower`'s key on its line's stream until the returned function is called. */
 export function followKey(client: EtcdClient, follower: Follower): () => void {
-  return lineOf(client, follower.key).follow(follower);
+  return lineOf(client, follower.line ?? prefixOf(follower.key)).follow(follower);
 }
 
 /** This client deleted `key` at `header`'s revision (a release's answer): its waiters behind that key wake now. */
@@ -119,8 +127,7 @@ function prefixOf(key: string): string {
   return key.slice(0, key.lastIndexOf("/") + 1) || key;
 }
 
-function lineOf(client: EtcdClient, key: string): Line {
-  const prefix = prefixOf(key);
+function lineOf(client: EtcdClient, prefix: string): Line {
   let lines = linesByClient.get(client);
   if (lines === undefined) linesByClient.set(client, (lines = new Map()));
   const own = lines;
@@ -202,9 +209,10 @@ class Line {
       event: (key, kv) => {
         for (const follower of this.#followers.get(key) ?? []) follower.seen(kv);
       },
-      ended: () => {
+      ended: (error) => {
         if (this.stream !== opened) return;
         this.stream = undefined;
+        if (isEtcdError(error, "PERMISSION_DENIED")) this.#refused(error);
         if (this.#followers.size === 0) return this.forgetIfUnused();
         // Broken beyond its own reconnections: open it again, after a pause, while anyone follows.
         void delay(resendPause(this.#failures++), undefined, true).then(() => {
@@ -229,6 +237,13 @@ class Line {
       if (this.#followers.size > 0 && this.stream === undefined) this.#follow();
       else this.forgetIfUnused();
     });
+  }
+
+  /** RBAC refused the line's stream: its followers are told and dropped, and it is not reopened for them. */
+  #refused(error: unknown): void {
+    const followers = [...this.#followers.values()].flatMap((set) => [...set]);
+    this.#followers.clear();
+    for (const follower of followers) follower.refused?.(error);
   }
 
   /** One read of `followers`' keys: what changed before the stream could show it. */
@@ -275,7 +290,8 @@ interface StreamHooks {
   created(): void;
   /** Every event of the stream: the key, and what it is now (undefined: deleted). */
   event(key: string, kv: KeyValue | undefined): void;
-  ended(): void;
+  /** The stream ended for good, with `error`. */
+  ended(error: unknown): void;
 }
 
 /**
@@ -484,6 +500,6 @@ export class LineStream {
     const subscribers = [...this.#subscribers.values()].flatMap((keys) => [...keys]);
     this.#subscribers.clear();
     for (const subscriber of subscribers) subscriber.failed(error);
-    this.#hooks.ended();
+    this.#hooks.ended(error);
   }
 }
