@@ -89,7 +89,12 @@ export function revokedText(request: Request): string {
  * The revocation recorded for the holding of `key` at `revision`, if one was: read beside the lease, and
  * unknown (undefined) when RBAC grants no read of the records, as for any failure of this read.
  */
-function revocation(client: EtcdClient, key: string, revision: number, call: CallOptions): Promise<Request | undefined> {
+function revocation(
+  client: EtcdClient,
+  key: string,
+  revision: number,
+  call: CallOptions,
+): Promise<Request | undefined> {
   return client.get(requestKey(key), call).then(
     (kv) => {
       const request = requestFor(kv?.value, revision);

@@ -39,7 +39,11 @@ export interface Revoked {
  * it revoked; undefined when nothing holds `name` (or `key`), or when the holding ended by itself meanwhile: a
  * revocation never reaches past the holding it found. Two requests.
  */
-export function revokeLock(client: EtcdClient, name: string, options: RevokeOptions = {}): Promise<Revoked | undefined> {
+export function revokeLock(
+  client: EtcdClient,
+  name: string,
+  options: RevokeOptions = {},
+): Promise<Revoked | undefined> {
   return ask(client, name, "revoke", options);
 }
 
