@@ -44,6 +44,8 @@ export class EtcdClient {
   readonly keyspace: Keyspace;
   /** @internal The clock sessions measure lease deadlines on (see EtcdOptions.clock). */
   readonly clock: Clock;
+  /** @internal The default lockDelay of the client's locks (see EtcdOptions.lockDelay). */
+  readonly lockDelay: number;
   readonly #config: ResolvedConfig;
   readonly #batcher: TxnBatcher;
 
@@ -52,6 +54,7 @@ export class EtcdClient {
     this.transport = new Transport(this.#config);
     this.keyspace = new Keyspace(this.#config.namespace);
     this.clock = this.#config.clock;
+    this.lockDelay = this.#config.lockDelay;
     this.lease = new LeaseClient(this.transport, this.keyspace);
     this.#batcher = new TxnBatcher(this.transport);
   }

@@ -1,4 +1,4 @@
-import { invalidArgument, REDACTED } from "../errors/catalogue.js";
+import { describe, invalidArgument, REDACTED } from "../errors/catalogue.js";
 import { type GatewayConfig, type GatewayOptions, resolveGatewayConfig } from "../gateway/config.js";
 import { type Bytes, toBytes } from "./bytes.js";
 import { type Clock, clockArg } from "./clock.js";
@@ -25,6 +25,11 @@ export interface EtcdOptions extends GatewayOptions {
    * session, its locks (`held` false, `signal` aborted with LOCK_LOST) and the lease on the mock together.
    */
   clock?: Clock | undefined;
+  /**
+   * The default `lockDelay` of this client's locks, elections and read-write locks, in milliseconds (0 to
+   * 60 000): see `lock()`'s `lockDelay`. Default 0: a lock whose holder left uncleanly is taken at once.
+   */
+  lockDelay?: number | undefined;
 }
 
 /** {@link EtcdOptions} checked once, defaults filled in. */
@@ -33,6 +38,8 @@ export interface ResolvedConfig extends GatewayConfig {
   readonly namespace: Uint8Array;
   /** The clock sessions measure lease deadlines on (see {@link EtcdOptions.clock}). */
   readonly clock: Clock;
+  /** The default lockDelay of the client's locks, in milliseconds. */
+  readonly lockDelay: number;
 }
 
 /** Checks the options once, with messages that say what to fix, and fills in the defaults. */
@@ -44,7 +51,22 @@ export function resolveConfig(options: EtcdOptions): ResolvedConfig {
     ...resolveGatewayConfig(options),
     namespace: resolveNamespace(options.namespace),
     clock: clockArg(options.clock),
+    lockDelay: lockDelayArg(options.lockDelay) ?? 0,
   };
+}
+
+/** The longest lock delay: Chubby's default is a minute too; longer, a lock is as good as stuck. */
+export const MAX_LOCK_DELAY = 60_000;
+
+/** A `lockDelay` option: milliseconds from 0 to MAX_LOCK_DELAY; undefined stays undefined (the default applies). */
+export function lockDelayArg(value: unknown): number | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== "number" || !(value >= 0 && value <= MAX_LOCK_DELAY)) {
+    throw invalidArgument(
+      `lockDelay must be a number of milliseconds from 0 to ${MAX_LOCK_DELAY}, got ${describe(value)}`,
+    );
+  }
+  return value;
 }
 
 const SLASH = 0x2f;

@@ -13,6 +13,7 @@ export type EtcdEvent =
   | SessionLostEvent
   | LockWaitingEvent
   | LockAcquiredEvent
+  | LockDelayedEvent
   | LockReleasedEvent
   | LockLostEvent
   | WatchReconnectedEvent
@@ -124,6 +125,24 @@ export interface LockAcquiredEvent {
   revision: number;
   /** From the call to the acquisition, in milliseconds. */
   waitedMs: number;
+}
+
+/**
+ * The contender ahead of a waiter left uncleanly (its lease ended, or it was revoked): with `lockDelay`, the
+ * waiter holds only `delayMs` later, while a stale holder may still be writing to a store that cannot check a
+ * fence.
+ */
+export interface LockDelayedEvent {
+  /** Tells this event from the others of {@link EtcdEvent}. */
+  type: "lock.delayed";
+  /** What is waited for. */
+  kind: HoldingKind;
+  /** The name waited on; for several locks, their names joined by ", ". */
+  name: string;
+  /** The delay, in milliseconds: the `lockDelay` in force. */
+  delayMs: number;
+  /** How the contender ahead left. */
+  why: string;
 }
 
 /** A holding was released after `heldMs`. */

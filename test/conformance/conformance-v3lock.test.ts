@@ -162,4 +162,26 @@ describe("v3lock and the SDK's mutex share one line", () => {
     await etcd.lease.revoke(line.holder!.leaseId);
     expect((await etcd.inspectLock(name)).holder).toBeUndefined();
   });
+
+  it("a request to release (etcd.requestRelease) neither blocks nor misleads v3lock, whichever side holds", async () => {
+    const name = fresh();
+    const held = await v3lock(name, await grant());
+    const waiting = (await session()).mutex(name).lock();
+    await untilLineLength(etcd, name, 2);
+    expect((await etcd.requestRelease(name, { reason: "asked" }))?.key).toBe(held.key);
+    expect(await stillPending(waiting, 300)).toBe(true);
+    expect((await etcd.inspectLock(name)).holder?.key).toBe(held.key);
+    await v3unlock(held);
+    const lock = await within(5_000, "the SDK's lock after v3unlock", waiting);
+
+    const v3waiting = v3lock(name, await grant());
+    await untilLineLength(etcd, name, 2);
+    expect((await etcd.requestRelease(name))?.key).toBe(lock.key);
+    expect(await stillPending(v3waiting, 300)).toBe(true);
+    await lock.unlock();
+    const next = await within(5_000, "v3lock after the SDK's unlock", v3waiting);
+    expect(next.revision).toBeGreaterThan(lock.revision);
+    await v3unlock(next);
+    expect((await etcd.range({ prefix: `${name}/` })).count).toBe(0);
+  });
 });

@@ -152,3 +152,36 @@ describe("Go's Election and the SDK's on one name", () => {
     await go.next(is("resigned"), 10_000);
   });
 });
+
+describe("an operator's request and revocation beside Go's Mutex", () => {
+  it("a request to Go's holder or the SDK's misleads neither Go nor the SDK; a revocation hands Go's lock over", async () => {
+    const name = uniqueName("go-ask");
+    const go = peer("lock", name, "10");
+    const locked = await go.next(is("locked"), 10_000);
+    const session = await newSession();
+    const waiting = session.mutex(name).lock({ timeout: 20_000 });
+    await until("the SDK joined", 10_000, async () => (await keysUnder(etcd, name)).length === 2);
+    expect((await etcd.requestRelease(name, { reason: "asked" }))?.key).toBe(locked.key);
+    expect(await stillPending(waiting, 500)).toBe(true);
+    const revoked = await etcd.revokeLock(name, { reason: "taken" });
+    expect(revoked?.token).toBe(Number(locked.revision));
+    const lock = await within(5_000, "the SDK's lock", waiting);
+    // Go's fenced write is refused from the revocation on.
+    go.send(`write ${name}-data go`);
+    expect((await go.next(is("written"), 10_000)).ok).toBe(false);
+
+    // Go waits behind the SDK's holder, asked to release: the record is no contender to Go.
+    const go2 = peer("lock", name, "10");
+    await until("Go joined the line", 10_000, async () => (await keysUnder(etcd, name)).length === 2);
+    await sleep(1_200);
+    await etcd.requestRelease(name, { reason: "deploy" });
+    await until("the SDK's holder is asked", 2_000, () => lock.releaseRequested.aborted);
+    await sleep(300);
+    expect(go2.lines).toEqual([]);
+    await lock.unlock();
+    const goLocked = await go2.next(is("locked"), 10_000);
+    expect(Number(goLocked.revision)).toBeGreaterThan(lock.revision);
+    go2.send("unlock");
+    await go2.next(is("unlocked"), 10_000);
+  });
+});

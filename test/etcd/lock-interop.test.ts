@@ -145,4 +145,34 @@ describe("etcdctl lock and the SDK on one name", () => {
     expect((await within(10_000, "first etcdctl exit", ctl.exited)).code).toBe(0);
     await until("line empty", 5_000, async () => (await keysUnder(etcd, name)).length === 0);
   });
+
+  it("a request to release etcdctl's holder (etcd.requestRelease) misleads nobody; revokeLock hands over", async () => {
+    const name = uniqueName();
+    const ctl = etcdctlLock(name);
+    await until("etcdctl holds", 10_000, () => ctl.lines.length > 0);
+    const session = await newSession();
+    const waiting = session.mutex(name).lock({ timeout: 20_000 });
+    await until("the SDK joined", 10_000, async () => (await keysUnder(etcd, name)).length === 2);
+    const line = await keysUnder(etcd, name);
+    expect((await etcd.requestRelease(name, { reason: "asked" }))?.key).toBe(ctl.lines[0]!.text);
+    expect(await keysUnder(etcd, name)).toEqual(line);
+    expect(await stillPending(waiting, 500)).toBe(true);
+    // Taken from etcdctl: the SDK's waiter holds, with a later token.
+    const revoked = await etcd.revokeLock(name, { reason: "taken" });
+    expect(revoked?.key).toBe(ctl.lines[0]!.text);
+    const lock = await within(5_000, "the SDK's lock after the revocation", waiting);
+    expect(lock.revision).toBeGreaterThan(revoked!.token);
+
+    // etcdctl waits behind the SDK's holder, asked to release: it is not blocked by the request's record.
+    const ctl2 = etcdctlLock(name);
+    await until("etcdctl joined", 10_000, async () => (await keysUnder(etcd, name)).length === 2);
+    await etcd.requestRelease(name);
+    await sleep(500);
+    expect(ctl2.lines).toEqual([]);
+    await lock.unlock();
+    await until("etcdctl holds after the SDK's unlock", 10_000, () => ctl2.lines.length > 0);
+    ctl.child.kill("SIGINT");
+    ctl2.child.kill("SIGINT");
+    await within(10_000, "etcdctl exits", Promise.all([ctl.exited, ctl2.exited]));
+  });
 });

@@ -1,6 +1,8 @@
 import { describe, invalidArgument, sessionClosed, sessionExpired, waitTimedOut } from "../../errors/catalogue.js";
 import { type EtcdError, isEtcdError, unanswered } from "../../errors/etcd-error.js";
 import { startingAcquisition, traceWaiting } from "../../events/channels.js";
+import type { KeyValue } from "../../api/codec.js";
+import { lockDelayArg } from "../../api/config.js";
 import { resolveTimeout } from "../../gateway/config.js";
 import { anySignal, CallSignal, delay, untilAborted } from "../../gateway/signals.js";
 import type { Held } from "../hold/held.js";
@@ -10,6 +12,7 @@ import type { Put } from "../lease/orphans.js";
 import { KeyTaken } from "../line/keys.js";
 import type { JoinCall, WaitContext, WaitMode } from "../line/standing.js";
 import { untilAnswered } from "../resend/until-answered.js";
+import { uncleanExit } from "./lock-delay.js";
 import type { LockOptions } from "./options.js";
 
 export type { LockOptions, WaitOptions } from "./options.js";
@@ -19,7 +22,12 @@ const MIN_POLL_INTERVAL = 50;
 const MAX_POLL_INTERVAL = 60_000;
 
 /** The wait mode, poll interval and time budget of a wait, checked before anything is sent. */
-export function waitSettings(options: LockOptions): { mode: WaitMode; pollInterval: number; tryOnly: boolean } {
+export function waitSettings(options: LockOptions): {
+  mode: WaitMode;
+  pollInterval: number;
+  tryOnly: boolean;
+  lockDelay: number | undefined;
+} {
   const pollInterval = options.pollInterval === undefined ? 500 : options.pollInterval;
   if (typeof pollInterval !== "number" || !(pollInterval >= MIN_POLL_INTERVAL && pollInterval <= MAX_POLL_INTERVAL)) {
     throw invalidArgument(
@@ -32,7 +40,7 @@ export function waitSettings(options: LockOptions): { mode: WaitMode; pollInterv
   const mode = options.wait === undefined ? "watch" : options.wait;
   if (mode !== "watch" && mode !== "poll")
     throw invalidArgument(`wait must be "watch" or "poll", got ${describe(mode)}`);
-  return { mode, pollInterval, tryOnly: options.timeout === 0 };
+  return { mode, pollInterval, tryOnly: options.timeout === 0, lockDelay: lockDelayArg(options.lockDelay) };
 }
 
 /** How long a failed acquisition waits for its join and cleanup before leaving the cleanup to run on its own. */
@@ -51,6 +59,8 @@ export class Acquisition implements WaitContext {
   readonly tryOnly: boolean;
   readonly mode: WaitMode;
   readonly pollInterval: number;
+  /** Milliseconds to wait before holding after the contender ahead left uncleanly (0: none, and nothing read). */
+  readonly #lockDelay: number;
   readonly #session: LeaseSession;
   readonly #subject: Subject;
   /** Its keys, each with the value its join puts: what is deleted if it fails, or swept if a join lands late. */
@@ -74,6 +84,7 @@ export class Acquisition implements WaitContext {
     this.tryOnly = settings.tryOnly;
     this.mode = settings.mode;
     this.pollInterval = settings.pollInterval;
+    this.#lockDelay = settings.lockDelay ?? session.client.lockDelay;
     this.#session = session;
     this.#subject = subject;
     this.#puts = puts;
@@ -138,6 +149,20 @@ export class Acquisition implements WaitContext {
     traceWaiting(this.#trace, position);
     const events = this.#session.client.transport.events;
     if (events.on) events.emit({ type: "lock.waiting", ...this.#subject, position });
+  }
+
+  /**
+   * Nothing is ahead of us any more, since `departed` left: with a lockDelay, held only that long later if it
+   * left uncleanly (lock-delay.ts), as Chubby's lock-delay. Told to `onEvent` (`lock.delayed`).
+   */
+  async handover(departed: KeyValue): Promise<void> {
+    if (this.#lockDelay === 0) return;
+    const signal = this.signal;
+    const why = await uncleanExit(this.#session.client, departed, signal);
+    if (why === undefined) return;
+    const events = this.#session.client.transport.events;
+    if (events.on) events.emit({ type: "lock.delayed", ...this.#subject, delayMs: this.#lockDelay, why });
+    await delay(this.#lockDelay, signal);
   }
 
   /** SESSION_EXPIRED: our key left the line, so our lease ended (Go concludes so too); `fail` asks etcd. */

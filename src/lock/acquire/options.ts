@@ -18,4 +18,12 @@ export interface LockOptions extends WaitOptions {
    * `timeout` (10 000 ms unless set), as for every call; `election.campaign()` waits until elected.
    */
   timeout?: number | undefined;
+  /**
+   * Milliseconds (0 to 60 000) to wait before holding when the contender ahead left uncleanly: its lease ended
+   * (it crashed, froze or lost its network) or it was revoked (`etcd.revokeLock`), so it may still be writing
+   * to a store that cannot check a fence. After a clean release the lock is taken at once, and with 0 nothing
+   * is asked. Telling the two apart costs two reads at such a handoff. Default: the client's `lockDelay` (0).
+   * Applies to waits behind a contender that leaves; a contender that finds the lock free holds at once.
+   */
+  lockDelay?: number | undefined;
 }

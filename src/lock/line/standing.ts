@@ -73,6 +73,8 @@ export interface WaitContext {
   readonly pollInterval: number;
   /** The error for "our own key is gone": our lease ended while we waited. */
   expired(): EtcdError;
+  /** Nothing is ahead of us since `departed` left (the key we last waited for): settles before we hold. */
+  handover(departed: KeyValue): Promise<void>;
 }
 
 /** What a recipe's wait needs of its acquisition besides the wait's context. */

@@ -1,5 +1,5 @@
 import type { EtcdClient } from "../../api/client.js";
-import type { ResponseHeader } from "../../api/codec.js";
+import type { KeyValue, ResponseHeader } from "../../api/codec.js";
 import { type EtcdError, isEtcdError } from "../../errors/etcd-error.js";
 import { delay } from "../../gateway/signals.js";
 import { lookAgain } from "./look-again.js";
@@ -78,11 +78,17 @@ export async function waitForTurn(
   let ahead = start.predecessorIsFirst ? 1 : start.ahead;
   // Streams through this endpoint come back held back (a buffering proxy): the wait reads instead.
   let mode = client.transport.streamsHeldBack ? "poll" : context.mode;
+  /** The key we last waited for: when nothing is ahead any more, it left last. */
+  let departed: KeyValue | undefined;
   for (;;) {
     // Not held: our key left the line, so our lease ended (Go concludes so too).
     if (!state.present) throw context.expired();
     // I hold: a read (or the join) showed no key older than ours.
-    if (state.predecessor === undefined) return state.header;
+    if (state.predecessor === undefined) {
+      if (departed !== undefined) await context.handover(departed);
+      return state.header;
+    }
+    departed = state.predecessor;
     if (mode === "poll") {
       await delay(context.pollInterval, context.signal);
       state = await read({ signal: context.signal });
@@ -97,7 +103,10 @@ export async function waitForTurn(
       continue;
     }
     // I hold: the key we waited for was the line's head, and only it was ahead of us; keys only join behind us.
-    if ("head" in woken) return woken.head;
+    if ("head" in woken) {
+      await context.handover(departed);
+      return woken.head;
+    }
     state = woken.now;
     ahead = state.predecessorIsFirst ? 1 : ahead === undefined ? undefined : Math.max(1, ahead - 1);
   }
