@@ -154,7 +154,7 @@ describe("Go's Election and the SDK's on one name", () => {
 });
 
 describe("an operator's request and revocation beside Go's Mutex", () => {
-  it("a request to Go's holder or the SDK's misleads neither Go nor the SDK; a revocation hands Go's lock over", async () => {
+  it("a request to either holder misleads neither side; a revocation hands Go's lock over", async () => {
     const name = uniqueName("go-ask");
     const go = peer("lock", name, "10");
     const locked = await go.next(is("locked"), 10_000);
