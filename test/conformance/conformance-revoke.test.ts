@@ -20,7 +20,7 @@ const AT_ONCE_MS = 2_000;
 const requestsOf = async (key: string) => (await etcd.get(`__etcd-edge/requests/${key}`))?.value;
 
 describe("etcd.revokeLock", () => {
-  it("ends the mutex's holding, only it: the holder learns why, its fenced writes are refused, a waiter holds", async () => {
+  it("ends the mutex's holding only: its holder learns why, its fenced writes fail, a waiter holds", async () => {
     const name = fresh();
     const session = await newSession();
     const lock = await session.mutex(name).lock();
