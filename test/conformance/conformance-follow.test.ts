@@ -77,7 +77,7 @@ describe("a holding that has lasted a second, in an auto session", () => {
     await election.resign();
   });
 
-  it("one watch per line and client, however many of the client's holdings are in it, and one for requests", async () => {
+  it("one watch per line and client, however many holdings are in it, and one for requests", async () => {
     const name = fresh();
     const fetch = recordingFetch(backend.fetch);
     const client = backend.client({ fetch });
