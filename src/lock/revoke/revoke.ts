@@ -104,9 +104,8 @@ function revoked(holding: KeyValue, reason: string, header: ResponseHeader): Rev
 function reasonArg(reason: unknown): string {
   if (reason === undefined) return "no reason was given";
   if (typeof reason !== "string" || reason.length === 0 || reason.length > MAX_REASON) {
-    throw invalidArgument(
-      `reason must be a string of 1 to ${MAX_REASON} characters (a sentence for the holder's logs), got ${describe(reason)}`,
-    );
+    const got = typeof reason === "string" ? `a string of ${reason.length} characters` : describe(reason);
+    throw invalidArgument(`reason must be a string of 1 to ${MAX_REASON} characters (a sentence for logs), got ${got}`);
   }
   return reason;
 }
