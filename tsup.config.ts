@@ -68,4 +68,14 @@ export default defineConfig([
   },
   // Node-only speedups, behind their own entry so edge bundles never see them.
   { ...shared, entry: { node: "src/node/index.ts" }, platform: "node", splitting: false },
+  // The operator's command (`npx etcd-edge locks …`): a program, not a module, so no types. Split, so that undici
+  // (an optional peer) is loaded from its own chunk only when TLS files are given.
+  {
+    ...shared,
+    entry: { "etcd-edge": "src/cli/main.ts" },
+    platform: "node",
+    splitting: true,
+    dts: false,
+    outDir: "dist/cli",
+  },
 ]);

@@ -81,25 +81,46 @@ export async function inspectSemaphore(
   return { permits, holders: entries.slice(0, permits), waiters: entries.slice(permits), header };
 }
 
+/** What kind of line a name has, told by its keys. */
+export type LineKind = "mutex" | "semaphore" | "rwlock";
+
+/** A line as one read of it shows it, whatever recipe made it: who holds, who waits, oldest first. */
+export interface LineView {
+  /** A mutex's line is also an election's and `lockAll`'s, and Go's, `etcdctl lock`'s and v3lock's. */
+  kind: LineKind;
+  holders: KeyValue[];
+  waiters: KeyValue[];
+  /** A semaphore's permits. */
+  permits?: number | undefined;
+}
+
 /**
- * The keys holding `name` now, oldest first, from a read of its whole line in order: whatever recipe's line it
- * is, told by its keys. A mutex's, an election's or `lockAll`'s first key; a semaphore's first `permits`; a
- * read-write lock's first writer, or the readers before the first writer. LOCK_NAME_CONFLICT for a line that is
- * none of these, PERMITS_MISMATCH for permits that disagree.
+ * The line of `name` from a read of its whole line in order (undefined when it has no key): a mutex's, an
+ * election's or `lockAll`'s first key holds; a semaphore's first `permits`; a read-write lock's first writer, or
+ * the readers before the first writer. LOCK_NAME_CONFLICT for a line that is none of these, PERMITS_MISMATCH for
+ * permits that disagree.
  */
-export function holdersOf(name: string, kvs: readonly KeyValue[]): KeyValue[] {
+export function lineView(name: string, kvs: readonly KeyValue[]): LineView | undefined {
   const prefix = `${name}/`;
   const first = kvs[0];
-  if (first === undefined) return [];
-  if (isKeyOf("permit", prefix, first.key)) return kvs.slice(0, permitsOf(name, kvs));
+  if (first === undefined) return undefined;
+  const split = (kind: LineKind, held: number, permits?: number): LineView => ({
+    kind,
+    holders: kvs.slice(0, held),
+    waiters: kvs.slice(held),
+    permits,
+  });
+  if (isKeyOf("permit", prefix, first.key)) {
+    const permits = permitsOf(name, kvs);
+    return split("semaphore", permits, permits);
+  }
   if (isKeyOf("rw", prefix, first.key)) {
     contenders("rw", prefix, kvs);
-    if (first.key.startsWith(`${prefix}write/`)) return [first];
     const writer = kvs.findIndex((kv) => kv.key.startsWith(`${prefix}write/`));
-    return kvs.slice(0, writer === -1 ? kvs.length : writer);
+    return split("rwlock", writer === 0 ? 1 : writer === -1 ? kvs.length : writer);
   }
   contenders("mutex", prefix, kvs);
-  return [first];
+  return split("mutex", 1);
 }
 
 /** The permits a semaphore's line agrees on (it has a key). */

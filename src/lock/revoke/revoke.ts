@@ -4,7 +4,7 @@ import { cmp, op } from "../../api/txn.js";
 import { describe, invalidArgument } from "../../errors/catalogue.js";
 import { isEtcdError } from "../../errors/etcd-error.js";
 import type { CallOptions } from "../../gateway/transport.js";
-import { holdersOf } from "../inspect.js";
+import { lineView } from "../inspect.js";
 import { nameArg } from "../line/keys.js";
 import { encodeRequest, MAX_REASON, type RequestKind, requestKey } from "./requests.js";
 
@@ -77,7 +77,7 @@ async function ask(
     sort: { target: "createRevision", order: "ascend" },
     ...call,
   });
-  const holders = holdersOf(name, kvs);
+  const holders = lineView(name, kvs)?.holders ?? [];
   const holding = options.key === undefined ? holders[0] : holders.find((kv) => kv.key === options.key);
   if (holding === undefined) return undefined;
   const token = holding.createRevision;
