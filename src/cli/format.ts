@@ -22,7 +22,9 @@ export function formatLock(name: string, view: LockView | undefined): string {
   const kind = view.kind === "semaphore" ? `semaphore of ${view.permits} permits` : view.kind;
   const out = [`${name}: ${kind}, read at revision ${view.revision}`];
   for (const holder of view.holders) out.push(`  holder  ${describe(holder, view.revision)}`);
-  for (const [i, waiter] of view.waiters.entries()) out.push(`  waiter ${i + 1}  ${describe(waiter, view.revision)}`);
+  for (const [i, waiter] of view.waiters.entries()) {
+    out.push(`  waiter ${i + 1}  ${describe(waiter, view.revision)}`);
+  }
   return out.join("\n");
 }
 
