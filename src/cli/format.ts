@@ -31,7 +31,8 @@ export function formatLock(name: string, view: LockView | undefined): string {
 export function formatAsked(verb: "revoke" | "request-release", name: string, done: Revoked | undefined): string {
   if (done === undefined) return `${name}: nothing held, nothing ${verb === "revoke" ? "revoked" : "asked"}`;
   const what = verb === "revoke" ? "revoked" : "asked to release";
-  return `${name}: ${what} ${done.key} (token ${done.token}, lease ${BigInt(done.leaseId).toString(16)}): ${done.reason}`;
+  const lease = BigInt(done.leaseId).toString(16);
+  return `${name}: ${what} ${done.key} (token ${done.token}, lease ${lease}): ${done.reason}`;
 }
 
 function describe(entry: EntryView, revision: number): string {
