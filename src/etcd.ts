@@ -1,10 +1,10 @@
 import type { CallOptions } from "./gateway/transport.js";
 import { EtcdClient } from "./api/client.js";
-import { inspectLock, inspectSemaphore, type LockInfo, type SemaphoreInfo } from "./lock/inspect.js";
+import { inspectLock, inspectSemaphore, type LockInfo, type SemaphoreInfo } from "./lock/operate/inspect.js";
 import type { MultiLock } from "./lock/lock-all/multi-lock.js";
 import type { Lock, LockTicket } from "./lock/mutex/lock.js";
 import { type ResumeOptions, resumeLock } from "./lock/mutex/resume.js";
-import { requestRelease, type RevokeOptions, type Revoked, revokeLock } from "./lock/revoke/revoke.js";
+import { requestRelease, type RevokeOptions, type Revoked, revokeLock } from "./lock/operate/revoke.js";
 import type { Permit } from "./lock/semaphore/permit.js";
 import { Session } from "./lock/session.js";
 import type { SessionOptions } from "./lock/lease/lease-grant.js";

@@ -1,4 +1,4 @@
-import type { Revoked } from "../lock/revoke/revoke.js";
+import type { Revoked } from "../lock/operate/revoke.js";
 import type { EntryView, LockSummary, LockView } from "./lines.js";
 
 /** Text for a person; `--json` prints the same data as JSON instead. */

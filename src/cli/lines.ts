@@ -1,7 +1,7 @@
 import type { KeyValue } from "../api/codec.js";
 import type { Etcd } from "../etcd.js";
 import { isEtcdError } from "../errors/etcd-error.js";
-import { type LineKind, lineView } from "../lock/inspect.js";
+import { type LineKind, lineView } from "../lock/operate/inspect.js";
 
 /** One key of a line as an operator reads it. */
 export interface EntryView {

@@ -165,7 +165,11 @@ export function instrument(options: InstrumentOptions = {}): Instrumentation {
         if (ended.name !== undefined) span.updateName(ended.name);
         if (ended.errorType !== undefined) {
           span.setAttribute("error.type", ended.errorType);
-          span.setStatus({ code: SpanStatusCode.ERROR });
+          // What the on-call engineer reads: the message (the SDK's carry no secret) and the exception event.
+          const error = message.error;
+          const text = error instanceof Error ? error.message : undefined;
+          span.setStatus({ code: SpanStatusCode.ERROR, ...(text === undefined ? {} : { message: text }) });
+          if (error instanceof Error) span.recordException(error);
         }
         span.end();
       },

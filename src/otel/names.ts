@@ -113,9 +113,11 @@ export function grpcCodeName(error: unknown): string | undefined {
 }
 
 /**
- * How a traced call ended, for its span's status: `errorType` (the `error.type`) only when it failed. A busy
- * answer to a try and the caller's own abort are outcomes, not failures: a healthy service that tries locks
- * shows no error rate. Anything else that threw is: a timeout, a loss, a refusal, a server or transport failure.
+ * How a traced call ended: `outcome` (`etcd_edge.lock.outcome`, one vocabulary for spans and metrics: `ok`,
+ * `acquired`, `released`, `busy`, `aborted`, `lost`, `timeout`, else the error's code in lower case, or `error`),
+ * and `errorType` (the `error.type`, the error's code) only when it failed. A busy answer to a try and the
+ * caller's own abort are outcomes, not failures: a healthy service that tries locks shows no error rate. Anything
+ * else that threw is: a timeout, a loss, a refusal, a server or transport failure.
  */
 export function ending(
   outcome: string | undefined,
@@ -125,10 +127,15 @@ export function ending(
   if (error === undefined && outcome !== undefined && outcome !== "error") return { outcome };
   if (outcome === "ABORTED") return { outcome: "aborted" };
   if (tryOnly && (outcome === "LOCKED" || outcome === "NOT_LEADER")) return { outcome: "busy" };
-  if (outcome !== undefined && outcome !== "error") return { outcome, errorType: outcome };
+  if (outcome !== undefined && outcome !== "error") return { outcome: outcomeOf(outcome), errorType: outcome };
   // Not the SDK's: the class of what the caller's function threw, when it has a plain name.
   const name = (error as { name?: unknown } | undefined)?.name;
   return { outcome: "error", errorType: typeof name === "string" && /^\w{1,64}$/.test(name) ? name : "_OTHER" };
+}
+
+/** An error code as an outcome: the hold-time metric's `lost` is a span's LOCK_LOST. */
+function outcomeOf(code: string): string {
+  return code === "LOCK_LOST" ? "lost" : code.toLowerCase();
 }
 
 /** `server.address`, `server.port` and `url.full` of a call: never the endpoint's user info, query or fragment. */

@@ -86,7 +86,7 @@ describe("a holding that has lasted a second, in an auto session", () => {
     const permits = await Promise.all([semaphore.acquire(), semaphore.acquire(), semaphore.acquire()]);
     const lock = await session.mutex(fresh()).lock();
     await sleep(1_300);
-    // The semaphore's line, the mutex's line, and the operators' records (revoke/requests.ts) of all holdings.
+    // The semaphore's line, the mutex's line, and the operators' records (line/requests.ts) of all holdings.
     const watches = fetch.calls.filter((c) => c.path === "/v3/watch");
     expect(watches).toHaveLength(3);
     await lock.unlock();

@@ -328,7 +328,17 @@ describe("etcd-edge/otel on real etcd", () => {
         .filter((span) => span.name === "mutex.acquire")
         .at(-1)!;
       expect(timedOut.status.code).toBe(SpanStatusCode.ERROR);
-      expect(timedOut.attributes).toMatchObject({ "etcd_edge.lock.outcome": "TIMEOUT", "error.type": "TIMEOUT" });
+      // One vocabulary: the span's outcome is the metrics' (`timeout`, `lost`), its error.type the code; the on-call
+      // engineer reads the message in its status and an exception event.
+      expect(timedOut.attributes).toMatchObject({ "etcd_edge.lock.outcome": "timeout", "error.type": "TIMEOUT" });
+      expect(timedOut.status.message).toMatch(/timed out after 300 ms/);
+      expect(timedOut.events.map((event) => [event.name, event.attributes?.["exception.type"]])).toEqual([
+        ["exception", "TIMEOUT"],
+      ]);
+      expect(timedOut.events[0]!.attributes?.["exception.message"]).toBe(timedOut.status.message);
+      expect(await otel.points("etcd_edge.lock.wait.duration")).toContainEqual(
+        expect.objectContaining({ attributes: expect.objectContaining({ "etcd_edge.lock.outcome": "timeout" }) }),
+      );
 
       const stop = new AbortController();
       let before = watches(otel);
@@ -518,8 +528,16 @@ describe("no secret in a channel message, a span or a metric (auth enabled)", ()
       ...otel.spans().map((span) => spell([span.name, span.attributes, span.status, span.events])),
       ...(await otel.metricAttributes()).map((attributes) => spell(attributes)),
     ];
-    // Not vacuous: the channels and spans saw this test's calls, errors included.
+    // Not vacuous: the channels and spans saw this test's calls, errors included, with their messages and events.
     expect(log.seen.some((s) => s.event === "request:error")).toBe(true);
+    const failed = otel.spans().filter((span) => span.status.code === SpanStatusCode.ERROR);
+    expect(failed.map((span) => span.attributes["error.type"])).toEqual(
+      expect.arrayContaining(["LOCK_LOST", "UNAUTHENTICATED"]),
+    );
+    for (const span of failed) {
+      expect(span.status.message).toBeTruthy();
+      expect(span.events.some((event) => event.name === "exception")).toBe(true);
+    }
     expect(published.some((text) => text.includes(name))).toBe(true);
     for (const secret of secrets) {
       expect(secret.length).toBeGreaterThan(8);

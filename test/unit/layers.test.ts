@@ -24,6 +24,8 @@ const ALLOWED: Record<string, readonly string[]> = {
   otel: ["errors", "events", "version"],
   // The in-memory gateway is etcd's side of the wire: it shares nothing with the client.
   testing: [],
+  // The operator's command (`npx etcd-edge`): a program on top of the front door, with Node's fetch for TLS.
+  cli: ["errors", "events", "gateway", "api", "lock", "front", "node", "version"],
 };
 
 function roomOf(file: string): string {
@@ -96,8 +98,10 @@ const LOCK_ALLOWED: Record<string, readonly string[]> = {
   hold: ["resend", "line", "lease"],
   acquire: ["resend", "line", "lease", "hold"],
   ...Object.fromEntries(RECIPES.map((recipe) => [recipe, ["resend", "line", "lease", "hold", "acquire"]])),
-  // Loose files in src/lock/ (the Session's factories, withLock, inspect): above every folder.
-  loose: ["resend", "line", "lease", "hold", "acquire", ...RECIPES],
+  // What an operator does to any recipe's line: inspect it, revoke a holding, ask for a release.
+  operate: ["resend", "line", "lease", "hold", "acquire"],
+  // Loose files in src/lock/ (the Session's factories, withLock): above every folder.
+  loose: ["resend", "line", "lease", "hold", "acquire", "operate", ...RECIPES],
 };
 const LOCK = join(SRC, "lock");
 /** At most this many files directly in src/lock/: the rest live in folders that name their concept. */

@@ -2,13 +2,13 @@ import type { EtcdClient } from "../../api/client.js";
 import type { KeyValue } from "../../api/codec.js";
 import { leaseText } from "../../errors/catalogue.js";
 import { isEtcdError } from "../../errors/etcd-error.js";
-import { requestFor, requestKey } from "../revoke/requests.js";
+import { requestFor, requestKey } from "../line/requests.js";
 
 /**
  * How the contender ahead (`departed`, as the waiter last read it) left its line, read after its key went: a
  * sentence if it left uncleanly, undefined after a clean release. Its lease gone means it expired or was revoked
  * (a crash, a freeze, a lost network, or a session closed while holding); a revocation record for it
- * (revoke/requests.ts) means an operator took it. A key deleted while its lease lives, with no such record, was
+ * (line/requests.ts) means an operator took it. A key deleted while its lease lives, with no such record, was
  * released: by its holder, or by a tool that deleted it (which no read can tell apart). Two reads at once; a read
  * that fails leaves it unknown, which counts as unclean: a delay too many is safe, one too few is not.
  */

@@ -3,7 +3,7 @@ import { cmp, op } from "../../api/txn.js";
 import { leaseText } from "../../errors/catalogue.js";
 import { isEtcdError } from "../../errors/etcd-error.js";
 import type { CallOptions } from "../../gateway/transport.js";
-import { type Request, requestFor, requestKey } from "../revoke/requests.js";
+import { type Request, requestFor, requestKey } from "../line/requests.js";
 
 /** Why a holding ended before its release: told by `explainLoss`, one or two reads after the fact. */
 export interface Loss {

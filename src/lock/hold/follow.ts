@@ -1,7 +1,7 @@
 import type { KeyValue } from "../../api/codec.js";
 import type { LeaseSession } from "../lease/lease-session.js";
 import { followKey } from "../line/line-watch.js";
-import { REQUESTS, type Request, requestFor, requestKey } from "../revoke/requests.js";
+import { REQUESTS, type Request, requestFor, requestKey } from "../line/requests.js";
 import type { OwnKey } from "./explain.js";
 
 /**
@@ -15,7 +15,7 @@ export const FOLLOW_AFTER = 1_000;
 export interface Followed {
   /** One of its keys may no longer be the holding's. */
   gone(): void;
-  /** An operator left a record for it (requests.ts): a request to release it, or the reason it was revoked. */
+  /** An operator left a record for it (line/requests.ts): a request to release it, or the reason it was revoked. */
   asked(request: Request): void;
 }
 

@@ -13,7 +13,7 @@ import type { Put } from "../lease/orphans.js";
 import { ReleaseSends } from "../lease/release-sends.js";
 import { releasedHere } from "../line/line-watch.js";
 import { untilAnswered } from "../resend/until-answered.js";
-import { type Request, requestKey } from "../revoke/requests.js";
+import { type Request, requestKey } from "../line/requests.js";
 import { explainLoss, type Loss, type OwnKey } from "./explain.js";
 import { FOLLOW_AFTER, follow } from "./follow.js";
 import { type Subject, subjectText } from "./subject.js";
@@ -87,7 +87,7 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   #acquiredAt = 0;
   /** Made on first use of `signal`: most holdings are never asked for one, and aborting costs an Error. */
   #controller: AbortController | undefined;
-  /** An operator's request to release it, once following saw one (requests.ts). */
+  /** An operator's request to release it, once following saw one (line/requests.ts). */
   #request: Request | undefined;
   /** Made on first use of `releaseRequested`, as `#controller`. */
   #requests: AbortController | undefined;

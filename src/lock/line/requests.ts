@@ -1,4 +1,4 @@
-import { RESERVED_PREFIX } from "../line/keys.js";
+import { RESERVED_PREFIX } from "./keys.js";
 
 /**
  * What an operator leaves for a holding (`etcd.revokeLock`, `etcd.requestRelease`): one record per holding key,

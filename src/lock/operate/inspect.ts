@@ -1,9 +1,9 @@
-import type { EtcdClient } from "../api/client.js";
-import type { KeyValue, LeaseId, ResponseHeader } from "../api/codec.js";
-import { permitsMismatch } from "../errors/catalogue.js";
-import { isEtcdError } from "../errors/etcd-error.js";
-import type { CallOptions } from "../gateway/transport.js";
-import { contenders, isKeyOf, nameArg } from "./line/keys.js";
+import type { EtcdClient } from "../../api/client.js";
+import type { KeyValue, LeaseId, ResponseHeader } from "../../api/codec.js";
+import { permitsMismatch } from "../../errors/catalogue.js";
+import { isEtcdError } from "../../errors/etcd-error.js";
+import type { CallOptions } from "../../gateway/transport.js";
+import { contenders, isKeyOf, nameArg } from "../line/keys.js";
 
 /** One key in a line: a holder or a waiter. */
 export interface LineEntry {

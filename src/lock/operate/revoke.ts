@@ -4,9 +4,9 @@ import { cmp, op } from "../../api/txn.js";
 import { describe, invalidArgument } from "../../errors/catalogue.js";
 import { isEtcdError } from "../../errors/etcd-error.js";
 import type { CallOptions } from "../../gateway/transport.js";
-import { lineView } from "../inspect.js";
+import { lineView } from "./inspect.js";
 import { nameArg } from "../line/keys.js";
-import { encodeRequest, MAX_REASON, type RequestKind, requestKey } from "./requests.js";
+import { encodeRequest, MAX_REASON, type RequestKind, requestKey } from "../line/requests.js";
 
 /** What `etcd.revokeLock` and `etcd.requestRelease` take. */
 export interface RevokeOptions extends CallOptions {
@@ -35,7 +35,7 @@ export interface Revoked {
 
 /**
  * Ends the holding of `name` (the oldest, or the one `options.key` names): deletes its key, guarded by its create
- * revision so that only that holding ends, and leaves the reason for its holder (requests.ts). Resolves with what
+ * revision so that only that holding ends, and leaves the reason for its holder (line/requests.ts). Resolves with what
  * it revoked; undefined when nothing holds `name` (or `key`), or when the holding ended by itself meanwhile: a
  * revocation never reaches past the holding it found. Two requests.
  */
