@@ -1,13 +1,15 @@
 // An AWS Lambda handler that processes one order at a time per order id, under an etcd lock.
 //
-// - The client lives at module scope: warm invocations reuse it (it holds no connection or timer itself).
-// - The lease is short and renewed explicitly ("manual"): a frozen sandbox runs no timers, so nothing may
-//   pretend to keep a lock alive between invocations. While this invocation waits for the lock or works
-//   under it, `session.renewWhile` renews the lease; it stops when the awaited work settles. A sandbox
-//   frozen meanwhile renews nothing and loses the lock after `LEASE_TTL_SECONDS`.
-// - Every wait is bounded by the invocation's remaining time, keeping a margin to release in `finally`.
-// - The write is fenced: it succeeds only while this invocation's lock key still has its create revision,
-//   so a holder that was frozen past its lease cannot overwrite the next holder's work.
+// - The client lives at module scope: warm invocations reuse it, and with it the lease `withLock` keeps
+//   (`lease: "shared"`, the default), so a warm invocation costs two requests: the lock, and the fenced write
+//   that releases it (`unlockWith`). A cold one grants the lease first: three.
+// - The lease is short and renewed explicitly (`keepAlive: "manual"`): a frozen sandbox runs no timers, so
+//   nothing may pretend to keep a lock alive between invocations. `withLock` renews it while it waits for the
+//   lock; `session.renewWhile` while the work runs, and it stops when the work settles. A sandbox frozen
+//   meanwhile renews nothing and loses the lock after `LEASE_TTL_SECONDS`.
+// - Every wait is bounded by the invocation's remaining time, keeping a margin for the release.
+// - The write is fenced and releases the lock in one transaction: it lands only while this invocation's lock
+//   key is still its own, so a holder that was frozen past its lease cannot overwrite the next holder's work.
 import { Etcd, isEtcdError, op } from "etcd-edge";
 
 const etcd = new Etcd({
@@ -15,7 +17,7 @@ const etcd = new Etcd({
   timeout: 2_000,
 });
 
-/** Time kept back from the invocation's deadline for the release in `finally`. */
+/** Time kept back from the invocation's deadline for the release. */
 const RELEASE_MARGIN_MS = 1_000;
 const LEASE_TTL_SECONDS = 5;
 
@@ -25,29 +27,33 @@ const LEASE_TTL_SECONDS = 5;
  */
 export async function handler(event, context) {
   const budget = () => Math.max(1, context.getRemainingTimeInMillis() - RELEASE_MARGIN_MS);
-  const session = await etcd.session({ ttl: LEASE_TTL_SECONDS, keepAlive: "manual", timeout: budget() });
+  const options = { ttl: LEASE_TTL_SECONDS, keepAlive: "manual", timeout: budget() };
   try {
-    const mutex = session.mutex(`orders/${event.orderId}/lock`);
-    const lock = await session.renewWhile(() => mutex.lock({ timeout: budget() }));
-    console.log(JSON.stringify({ msg: "lock acquired", orderId: event.orderId, fencingToken: lock.revision }));
-    await session.renewWhile(() => doWork(event));
-    const write = await etcd
-      .txn()
-      .if(lock.ifHeld())
-      .then(
-        op.put(`orders/${event.orderId}/status`, event.status),
-        op.put(`orders/${event.orderId}/token`, String(lock.revision)),
-      )
-      .commit({ timeout: budget() });
-    if (!write.succeeded) return { ok: false, reason: "LOCK_LOST", fencingToken: lock.revision, held: lock.held };
-    await lock.unlock({ timeout: budget() });
-    return { ok: true, fencingToken: lock.revision };
+    return await etcd.withLock(
+      `orders/${event.orderId}/lock`,
+      async (lock) => {
+        console.log(JSON.stringify({ msg: "lock acquired", orderId: event.orderId, fencingToken: lock.revision }));
+        await lock.session.renewWhile(() => doWork(event));
+        try {
+          await lock.unlockWith(
+            [
+              op.put(`orders/${event.orderId}/status`, event.status),
+              op.put(`orders/${event.orderId}/token`, String(lock.revision)),
+            ],
+            { timeout: budget() },
+          );
+        } catch (error) {
+          // The lease ran out under the work: the write was refused, nothing of it landed.
+          if (!isEtcdError(error, "LOCK_LOST")) throw error;
+          return { ok: false, reason: "LOCK_LOST", fencingToken: lock.revision, held: lock.held };
+        }
+        return { ok: true, fencingToken: lock.revision };
+      },
+      options,
+    );
   } catch (error) {
     if (isEtcdError(error)) return { ok: false, reason: error.code, message: error.message };
     throw error;
-  } finally {
-    // Revoking the lease releases anything still held; if it fails, the short lease expires on its own.
-    await session.close({ timeout: RELEASE_MARGIN_MS }).catch(() => {});
   }
 }
 
