@@ -1,3 +1,5 @@
+// First: a Node older than 22 stops here, saying so, before anything runs.
+import "./scripts/lib/node-guard.mjs";
 import { availableParallelism } from "node:os";
 import { configDefaults, defineConfig, type TestProjectInlineConfiguration } from "vitest/config";
 import type { EtcdVersion as MockVersion } from "./src/testing/index.js";
