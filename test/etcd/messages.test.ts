@@ -35,6 +35,9 @@ describe("https:// to etcd's plain-HTTP port", () => {
         "(ECONNRESET): is this etcd's plain-HTTP port? Use http://, or serve TLS with etcd's --cert-file and " +
         "--key-file (etcd-edge's docs/tls.md)",
     );
+    // Refused before a byte of the request went: a write there was not applied, and says so (issue 40).
+    const write = await failure(client({ endpoints: endpoint, fetch, timeout: 3_000 }).put("k", "v"));
+    expect([write.code, write.indeterminate]).toEqual(["UNAVAILABLE", false]);
   });
 });
 
