@@ -15,8 +15,11 @@ export const FOLLOW_AFTER = 1_000;
 export interface Followed {
   /** One of its keys may no longer be the holding's. */
   gone(): void;
-  /** An operator left a record for it (line/requests.ts): a request to release it, or the reason it was revoked. */
-  asked(request: Request): void;
+  /**
+   * An operator left a record for it (line/requests.ts): a request to release it, or the reason it was revoked;
+   * `record` is the record's key and version.
+   */
+  asked(request: Request, record: KeyValue): void;
 }
 
 /**
@@ -41,7 +44,7 @@ export function follow(session: LeaseSession, keys: readonly OwnKey[], on: Follo
       line: REQUESTS,
       seen: (kv) => {
         const request = requestFor(kv?.value, own.revision);
-        if (request !== undefined) on.asked(request);
+        if (request !== undefined) on.asked(request, kv!);
       },
     }),
   ]);

@@ -1,4 +1,4 @@
-import type { LeaseId, ResponseHeader } from "../../api/codec.js";
+import type { KeyValue, LeaseId, ResponseHeader } from "../../api/codec.js";
 import type { Bytes } from "../../api/bytes.js";
 import { type AnyOp, cmp, type Compare, type OpResults, op, type TxnResult } from "../../api/txn.js";
 import { heldLost, heldReleased, releaseRequested } from "../../errors/catalogue.js";
@@ -13,7 +13,7 @@ import type { Put } from "../lease/orphans.js";
 import { ReleaseSends } from "../lease/release-sends.js";
 import { releasedHere } from "../line/line-watch.js";
 import { untilAnswered } from "../resend/until-answered.js";
-import { type Request, requestKey } from "../line/requests.js";
+import type { Request } from "../line/requests.js";
 import { explainLoss, type Loss, type OwnKey } from "./explain.js";
 import { FOLLOW_AFTER, follow } from "./follow.js";
 import { type Subject, subjectText } from "./subject.js";
@@ -87,8 +87,8 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   #acquiredAt = 0;
   /** Made on first use of `signal`: most holdings are never asked for one, and aborting costs an Error. */
   #controller: AbortController | undefined;
-  /** An operator's request to release it, once following saw one (line/requests.ts). */
-  #request: Request | undefined;
+  /** An operator's request to release it, once following saw one (line/requests.ts), and its record's version. */
+  #request: (Request & { record: string; at: number }) | undefined;
   /** Made on first use of `releaseRequested`, as `#controller`. */
   #requests: AbortController | undefined;
   /** Stops following its keys (a timer until it starts). */
@@ -130,7 +130,7 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
       const timer = backgroundTimer(() => {
         this.#unfollow = follow(session, this.#keys, {
           gone: () => void this.#gone(),
-          asked: (request) => this.#requested(request),
+          asked: (request, record) => this.#requested(request, record),
         });
       }, FOLLOW_AFTER);
       this.#unfollow = () => clearTimeout(timer);
@@ -317,7 +317,7 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
       result = await this.session.client
         .txn()
         .if(...this.#guards())
-        .then(...ops, ...this.#deletes())
+        .then(...ops, ...this.#keys.map((own) => op.delete(own.key)))
         .commit({ ...options, onSent: releasing.sends.sent });
     } catch (error) {
       if (this.#status === releasing) this.#unsent(releasing, error);
@@ -339,6 +339,7 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     if (deleted) for (const own of this.#keys) releasedHere(this.session.client, own.key, deleted);
     const was = this.#status;
     this.#end({ is: "released", why: "it was released", untold: false });
+    this.#forgetRequest();
     const reuse = this.#reuse;
     if (deleted && was.is === "releasing" && !was.background && !this.#ticketed && !this.#lateJoin && reuse) {
       reuse(this.#keys.map((own) => own.key));
@@ -359,12 +360,6 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     this.#controller?.abort(releasing.pending);
   }
 
-  /** What its release deletes: its keys, and the records of a request for it that following saw. */
-  #deletes(): AnyOp[] {
-    const keys = this.#keys.map((own) => op.delete(own.key));
-    return this.#request === undefined ? keys : [...keys, ...this.#keys.map((own) => op.delete(requestKey(own.key)))];
-  }
-
   /** Its fencing compares: each key still the version the holding has. */
   #guards(): Compare[] {
     return this.#keys.map((own) => cmp.modRevision(own.key, "==", own.modRevision));
@@ -376,7 +371,7 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     const release = this.session.client
       .txn()
       .if(...this.#guards())
-      .then(...this.#deletes())
+      .then(...keys.map((own) => op.delete(own.key)))
       .prepare();
     const call = { ...options, idempotent: true } as const;
     const result = keys.length === 1 ? await release.commitWithOthers(keys[0]!.key, call) : await release.commit(call);
@@ -410,11 +405,27 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     return judgment;
   }
 
+  /**
+   * Released after an operator asked for it: the request's record goes too, once its release is answered. A
+   * request of its own, in the background (the release never waits for it, nor fails for it: a holder whose role
+   * cannot delete the records leaves them to its lease), guarded by the record's version.
+   */
+  #forgetRequest(): void {
+    const request = this.#request;
+    if (request === undefined) return;
+    void this.session.client
+      .txn()
+      .if(cmp.modRevision(request.record, "==", request.at))
+      .then(op.delete(request.record))
+      .commit({ background: true })
+      .catch(() => {});
+  }
+
   /** Following saw an operator's record for it: a request to release it is told once; a revocation ends it. */
-  #requested(request: Request): void {
+  #requested(request: Request, record: KeyValue): void {
     if (request.kind === "revoke") return void this.#gone();
     if (this.#request !== undefined || this.#status.is !== "held") return;
-    this.#request = request;
+    this.#request = { ...request, record: record.key, at: record.modRevision };
     this.#requests?.abort(releaseRequested(this.#what, request.reason));
   }
 
