@@ -13,6 +13,7 @@ import { holdingLearns } from "./sections/holding-learns.mjs";
 import { oneShot } from "./sections/one-shot.mjs";
 import { roundTrips } from "./sections/round-trips.mjs";
 import { sessionLock } from "./sections/session-lock.mjs";
+import { lockDelay } from "./sections/lock-delay.mjs";
 import { throughProxy } from "./sections/through-proxy.mjs";
 
 const SECTIONS = {
@@ -25,8 +26,9 @@ const SECTIONS = {
   7: roundTrips,
   8: holdingLearns,
   9: throughProxy,
+  10: lockDelay,
 };
-const NEEDS_ETCD = [1, 2, 3, 4, 5, 7, 8, 9];
+const NEEDS_ETCD = [1, 2, 3, 4, 5, 7, 8, 9, 10];
 
 let options;
 try {

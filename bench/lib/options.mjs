@@ -51,12 +51,12 @@ const KNOBS = {
   idleRounds: { env: "BENCH_IDLE_ROUNDS", def: 3, help: "idle gaps timed in section 9" },
 };
 
-export const SECTIONS = [1, 2, 3, 4, 5, 6, 7, 8, 9];
+export const SECTIONS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10];
 /**
  * The order a full run takes: §6 first, on a machine nothing has loaded yet (it needs no etcd, and its cold
  * imports stand for a fresh process's start), then the others in turn.
  */
-const RUN_ORDER = [6, 1, 2, 3, 4, 5, 7, 8, 9];
+const RUN_ORDER = [6, 1, 2, 3, 4, 5, 7, 8, 9, 10];
 
 export function parseOptions(argv, env = process.env) {
   const options = Object.fromEntries(Object.entries(KNOBS).map(([name, knob]) => [name, env[knob.env] ?? knob.def]));
