@@ -66,7 +66,7 @@ export async function lockDelay({ endpoint, summary, run }) {
   console.log("");
 }
 
-/** Two clients take `name` in turn with withLock, CLEAN_HANDOFFS handoffs in all: each handoff's ms, and the delayed. */
+/** Two clients take `name` in turn with withLock, CLEAN_HANDOFFS handoffs in all: each one's ms, and the delayed. */
 async function handoffs(endpoint, name, lockDelayMs) {
   let delayed = 0;
   const onEvent = (event) => {
