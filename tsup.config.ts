@@ -66,6 +66,10 @@ export default defineConfig([
     platform: "neutral",
     splitting: false,
   },
+  // The operator's front door (inspect, revoke, request a release): kept out of the lock user's bundle.
+  { ...shared, entry: { operate: "src/operate/index.ts" }, platform: "neutral", splitting: false },
+  // Fences checked by the store that takes the write: no dependency, each store's helper tree-shaken apart.
+  { ...shared, entry: { fence: "src/fence/index.ts" }, platform: "neutral", splitting: false },
   // Node-only speedups, behind their own entry so edge bundles never see them.
   { ...shared, entry: { node: "src/node/index.ts" }, platform: "node", splitting: false },
   // The operator's command (`npx etcd-edge locks …`): a program, not a module, so no types. Split, so that undici

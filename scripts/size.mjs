@@ -14,6 +14,8 @@ const entries = {
   "etcd-edge/testing/server": { file: "dist/testing-server.js", platform: "node" },
   "etcd-edge/node": { file: "dist/node.js", platform: "node" },
   "etcd-edge/otel": { file: "dist/otel.js", platform: "neutral" },
+  "etcd-edge/fence": { file: "dist/fence.js", platform: "neutral" },
+  "etcd-edge/operate": { file: "dist/operate.js", platform: "neutral" },
 };
 
 /** One row per entry: gzipped and minified bytes, its budget, and whether it fits. */

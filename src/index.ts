@@ -51,8 +51,6 @@ export type { LockTicket } from "./lock/mutex/lock.js";
 export type { ResumeOptions } from "./lock/mutex/resume.js";
 export { Election } from "./lock/election/election.js";
 export type { Leader } from "./lock/election/election.js";
-export type { LineEntry, LockInfo, SemaphoreInfo } from "./lock/operate/inspect.js";
-export type { Revoked, RevokeOptions } from "./lock/operate/revoke.js";
 /** Anything held under a session's lease: a lock, a permit, a read or write lock, several locks, leadership. */
 export type Held<S extends Lease = Lease> = Holding<S>;
 /** A holding of one key: a lock, a permit, a read or write lock, leadership. */

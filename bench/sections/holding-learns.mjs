@@ -1,9 +1,10 @@
 // §8 A holding that learns at once: in a session with keepAlive "auto", a lock held for more than a second
 // follows its key on its line's watch, and its operator records on the client's requests stream. Another client
-// deletes the key, revokes the session's lease, revokes the lock (`etcd.revokeLock`) or asks for its release
-// (`etcd.requestRelease`); the figure is the time from that call's start to the holding's `signal` aborting (held
-// false, LOCK_LOST with the cause) or, for a request, its `releaseRequested` aborting, on loopback.
+// deletes the key, revokes the session's lease, revokes the lock (`operator.revokeLock`) or asks for its
+// release (`operator.requestRelease`); the figure is the time from that call's start to the holding's `signal`
+// aborting (held false, LOCK_LOST with the cause) or, for a request, its `releaseRequested` aborting, on loopback.
 import { Etcd } from "etcd-edge";
+import { EtcdOperator } from "etcd-edge/operate";
 import { fmt, median, quantile } from "../lib/stats.mjs";
 import { meets } from "../lib/summary.mjs";
 import { printTable } from "../lib/table.mjs";
@@ -19,7 +20,7 @@ export async function holdingLearns({ endpoint, options, summary, run }) {
       `${PER_ROUND} holdings each; ms from the outside request's send to the holding's signal`,
   );
   const etcd = new Etcd({ endpoints: endpoint });
-  const outside = new Etcd({ endpoints: endpoint });
+  const outside = new EtcdOperator({ endpoints: endpoint });
   const samples = { delete: [], revoke: [], revokeLock: [], requestRelease: [] };
   try {
     for (let round = 0; round < rounds; round++) {
@@ -46,8 +47,8 @@ export async function holdingLearns({ endpoint, options, summary, run }) {
   const said = {
     delete: "its key deleted by another client",
     revoke: "its lease revoked",
-    revokeLock: "etcd.revokeLock (held false, LOCK_LOST)",
-    requestRelease: "etcd.requestRelease (releaseRequested)",
+    revokeLock: "operator.revokeLock (held false, LOCK_LOST)",
+    requestRelease: "operator.requestRelease (releaseRequested)",
   };
   const rows = Object.entries(samples).map(([how, ms]) => [
     said[how],

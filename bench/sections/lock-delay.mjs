@@ -4,6 +4,7 @@
 // revoked (as a crash's expiry ends it) with a waiter behind it; the time from the revocation to the waiter's
 // holding, every one at least lockDelay (1 s here).
 import { Etcd } from "etcd-edge";
+import { EtcdOperator } from "etcd-edge/operate";
 import { fmt, median, quantile } from "../lib/stats.mjs";
 import { meets } from "../lib/summary.mjs";
 import { printTable } from "../lib/table.mjs";
@@ -94,7 +95,7 @@ async function handoffs(endpoint, name, lockDelayMs) {
 
 /** A waiter behind a holder whose lease is revoked: ms from the revocation to the waiter's holding. */
 async function uncleanHandoffs(endpoint, prefix) {
-  const etcd = new Etcd({ endpoints: endpoint });
+  const etcd = new EtcdOperator({ endpoints: endpoint });
   const waits = [];
   try {
     for (let i = 0; i < UNCLEAN_HANDOFFS; i++) {

@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import { Etcd } from "../etcd.js";
+import { EtcdOperator } from "../operate/operator.js";
 import { isEtcdError } from "../errors/etcd-error.js";
 import { type Command, type Connection, parseCommand, USAGE, UsageError } from "./args.js";
 import { formatAsked, formatList, formatLock } from "./format.js";
@@ -31,7 +31,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     io.out(USAGE);
     return EXIT.done;
   }
-  let etcd: Etcd;
+  let etcd: EtcdOperator;
   try {
     etcd = await connect(command.connection);
   } catch (error) {
@@ -51,7 +51,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   }
 }
 
-async function run(etcd: Etcd, command: Command, io: CliIo): Promise<number> {
+async function run(etcd: EtcdOperator, command: Command, io: CliIo): Promise<number> {
   const { name, json, connection } = command;
   const print = (data: unknown, text: string) => io.out(json ? JSON.stringify(data) : text);
   switch (command.verb) {
@@ -82,7 +82,7 @@ async function run(etcd: Etcd, command: Command, io: CliIo): Promise<number> {
 
 /** Prints the line now, then after each change (a batch of events), until interrupted or `--count` changes. */
 async function watch(
-  etcd: Etcd,
+  etcd: EtcdOperator,
   { name, count, connection }: Command,
   io: CliIo,
   print: (data: unknown, text: string) => void,
@@ -107,10 +107,10 @@ async function watch(
   return EXIT.done;
 }
 
-async function connect(connection: Connection): Promise<Etcd> {
+async function connect(connection: Connection): Promise<EtcdOperator> {
   const { cacert, cert, key } = connection;
   const tls = cacert !== undefined || cert !== undefined || key !== undefined;
-  return new Etcd({
+  return new EtcdOperator({
     endpoints: connection.endpoints,
     timeout: connection.timeout,
     ...(connection.user === undefined ? {} : { auth: connection.user }),

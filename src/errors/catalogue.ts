@@ -357,14 +357,14 @@ export function lockLost(name: string, why = "its session's lease ended", cause?
 }
 
 /**
- * An operator asked the holder of `what` to release it (`etcd.requestRelease`): the reason of its
+ * An operator asked the holder of `what` to release it (`operator.requestRelease`): the reason of its
  * `releaseRequested` signal. Nothing else changed: it is still held.
  */
 export function releaseRequested(what: string, reason: string): EtcdError {
   return new EtcdError(
     "RELEASE_REQUESTED",
-    `the release of ${what} was requested (etcd.requestRelease): ${reason}. It is still held: release it when its ` +
-      "work can stop",
+    `the release of ${what} was requested (operator.requestRelease): ${reason}. It is still held: release it ` +
+      "when its work can stop",
   );
 }
 
@@ -417,4 +417,27 @@ export function permitsMismatch(name: string, permits: number | undefined, key: 
       ? `semaphore ${name}'s line does not agree on its permits: ${key} has ${found} permits`
       : `semaphore ${name} is used with ${permits} permits here, but ${key} in its line has ${found} permits`;
   return new EtcdError("PERMITS_MISMATCH", message);
+}
+
+// --- fences (etcd-edge/fence) -----------------------------------------------------------------------------
+
+/**
+ * A store refused a write fenced with `token` on `resource`: it had seen a newer token (`newest`, when the store
+ * said which), so a later holder has the lock and this one lost it. Nothing of the write landed.
+ */
+export function fenceRefused(resource: string, token: number, newest?: number): EtcdError {
+  const seen = newest === undefined ? "a newer token" : `token ${newest}`;
+  return new EtcdError(
+    "LOCK_LOST",
+    `the write to ${resource} fenced with token ${token} was refused: the store has seen ${seen}, a later ` +
+      "holder's. This holder lost its lock (its lease ended while it worked); nothing of the write landed",
+  );
+}
+
+/** A store answered a fenced write with a failure of its own (not a refusal): `what` says which request. */
+export function storeFailed(what: string, status: number, body: string): EtcdError {
+  return new EtcdError(
+    "UNAVAILABLE",
+    `${what} failed with HTTP ${status}${body ? `: ${body.slice(0, BODY_PREVIEW)}` : ""}; nothing was fenced`,
+  );
 }

@@ -9,7 +9,8 @@
 // never starts etcd and the etcd path never loads the mock.
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, inject } from "vitest";
-import type { Etcd, EtcdOptions, Fetch } from "../../src/index.js";
+import type { EtcdOptions, Fetch } from "../../src/index.js";
+import type { EtcdOperator as Etcd } from "../../src/operate/index.js";
 import type { AuthOptions, EtcdVersion, MockEtcd } from "../../src/testing/index.js";
 import { sleep } from "../support/async.js";
 import { client, clientOptions, sharedEndpoint } from "../support/etcd.js";

@@ -1,8 +1,9 @@
 // Lock-delay after an unclean loss (issue 40), as Chubby's: with `lockDelay`, a waiter whose predecessor left
 // uncleanly (its lease ended, or an operator revoked it) holds only `lockDelay` later, while a stale holder may
 // still be writing to a store that cannot check a fence; after a clean release it holds at once, and with no
-// lockDelay nothing is asked. For a mutex, `withLock`, an election's campaign and a read-write lock, and as a
-// client default. The figures (delays after clean and unclean handoffs on real etcd) come from `npm run bench`.
+// lockDelay nothing is asked. For a mutex, `withLock`, an election's campaign, a read-write lock and a
+// semaphore, and as a client default. The figures (delays after clean and unclean handoffs on real etcd) come
+// from `npm run bench`.
 import { describe, expect, it } from "vitest";
 import type { EtcdEvent } from "../../src/index.js";
 import { sleep, stillPending, until, within } from "../support/async.js";
@@ -140,16 +141,34 @@ describe("lockDelay", () => {
     await Promise.all([a.close(), b.close()]);
   });
 
-  it("refuses a bad lockDelay, and a semaphore's", async () => {
+  it("applies to a semaphore: a permit left uncleanly is taken lockDelay later, a released one at once", async () => {
+    const name = fresh();
+    const holderSession = await newSession();
+    await holderSession.semaphore(name, { permits: 1 }).acquire();
+    const waiting = (await newSession()).semaphore(name, { permits: 1 }).acquire({ lockDelay: DELAY_MS });
+    await until("in line", 5_000, async () => (await keysUnder(etcd, name)).length === 2);
+    const start = performance.now();
+    await etcd.lease.revoke(holderSession.leaseId);
+    expect(await stillPending(waiting, DELAY_MS / 2)).toBe(true);
+    const permit = await within(DELAY_MS * 3, "the waiter's permit, delayed", waiting);
+    expect(performance.now() - start).toBeGreaterThanOrEqual(DELAY_MS);
+
+    const next = (await newSession()).semaphore(name, { permits: 1 }).acquire({ lockDelay: DELAY_MS });
+    await until("in line", 5_000, async () => (await keysUnder(etcd, name)).length === 2);
+    await permit.release();
+    await (await within(DELAY_MS / 2, "the next permit, at once", next)).release();
+  });
+
+  it("refuses a bad lockDelay", async () => {
     const session = await newSession();
     for (const bad of [-1, 60_001, Number.NaN, "5" as never]) {
       await expect(session.mutex(fresh()).lock({ lockDelay: bad })).rejects.toMatchObject({
         code: "INVALID_ARGUMENT",
       });
+      await expect(session.semaphore(fresh(), { permits: 2 }).acquire({ lockDelay: bad })).rejects.toMatchObject({
+        code: "INVALID_ARGUMENT",
+      });
     }
     expect(() => backend.client({ lockDelay: 61_000 })).toThrow(/lockDelay must be a number of milliseconds/);
-    await expect(session.semaphore(fresh(), { permits: 2 }).acquire({ lockDelay: 10 })).rejects.toMatchObject({
-      code: "INVALID_ARGUMENT",
-    });
   });
 });

@@ -1,5 +1,5 @@
-// Taking a lock away from its holder, and asking it to let go (issue 40): `etcd.revokeLock` ends one holding (its
-// key deleted, guarded by its token) and tells its holder the operator's reason; `etcd.requestRelease` only asks,
+// Taking a lock away from its holder, and asking it to let go (issue 40): `operator.revokeLock` ends one holding (its
+// key deleted, guarded by its token) and tells its holder the operator's reason; `operator.requestRelease` only asks,
 // through a record beside the line that no contender reads. For every recipe: a mutex, an election's leader, a
 // semaphore's permits, a read-write lock's writer and readers. Go's Mutex, `etcdctl lock` and v3lock beside a
 // request are in test/etcd/revoke-interop.test.ts; the learn latency (p99) in `npm run bench`.
@@ -19,7 +19,7 @@ const AT_ONCE_MS = 2_000;
 
 const requestsOf = async (key: string) => (await etcd.get(`__etcd-edge/requests/${key}`))?.value;
 
-describe("etcd.revokeLock", () => {
+describe("operator.revokeLock", () => {
   it("ends the mutex's holding only: its holder learns why, its fenced writes fail, a waiter holds", async () => {
     const name = fresh();
     const session = await newSession();
@@ -35,7 +35,7 @@ describe("etcd.revokeLock", () => {
     await until("the holder learns it", AT_ONCE_MS, () => !lock.held);
     expect(lock.signal.reason).toMatchObject({ code: "LOCK_LOST" });
     const message = (lock.signal.reason as Error).message;
-    expect(message).toContain("revoked (etcd.revokeLock)");
+    expect(message).toContain("revoked (operator.revokeLock)");
     expect(message).toContain("deploy 42 needs the nightly job stopped");
     expect(await fencedPut(etcd, lock, `${name}-data`)).toBe(false);
     await expect(lock.unlock()).rejects.toMatchObject({ code: "LOCK_LOST" });
@@ -57,7 +57,7 @@ describe("etcd.revokeLock", () => {
     expect(await fencedPut(etcd, lock, `${name}-data`)).toBe(false);
     const error = await lock.unlock().catch((e: unknown) => e);
     expect(error).toMatchObject({ code: "LOCK_LOST" });
-    expect((error as Error).message).toContain("revoked (etcd.revokeLock): stuck");
+    expect((error as Error).message).toContain("revoked (operator.revokeLock): stuck");
   });
 
   it("resolves undefined on a free lock, and on a key that holds nothing", async () => {
@@ -136,7 +136,7 @@ describe("etcd.revokeLock", () => {
   });
 });
 
-describe("etcd.requestRelease", () => {
+describe("operator.requestRelease", () => {
   it("aborts the holder's releaseRequested with the reason, and changes nothing else", async () => {
     const name = fresh();
     const session = await newSession();

@@ -163,7 +163,7 @@ describe("v3lock and the SDK's mutex share one line", () => {
     expect((await etcd.inspectLock(name)).holder).toBeUndefined();
   });
 
-  it("etcd.requestRelease neither blocks nor misleads v3lock, whichever side holds", async () => {
+  it("operator.requestRelease neither blocks nor misleads v3lock, whichever side holds", async () => {
     const name = fresh();
     const held = await v3lock(name, await grant());
     const waiting = (await session()).mutex(name).lock();

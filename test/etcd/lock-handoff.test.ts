@@ -7,7 +7,8 @@
 // creation, the waiter rightly reads the line once more, so exact request counts need a quiet member.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { renewAhead } from "../../src/api/watch.js";
-import type { Etcd, EtcdOptions, Lock, Session } from "../../src/index.js";
+import type { EtcdOptions, Lock, Session } from "../../src/index.js";
+import type { EtcdOperator as Etcd } from "../../src/operate/index.js";
 import { SECOND_WATCH_AFTER, WAIT_IDLE_TIMEOUT } from "../../src/lock/line/wait.js";
 import { sleep, stillPending, until, within } from "../support/async.js";
 import { client, recordingFetch, uniqueName } from "../support/etcd.js";

@@ -146,7 +146,7 @@ describe("etcdctl lock and the SDK on one name", () => {
     await until("line empty", 5_000, async () => (await keysUnder(etcd, name)).length === 0);
   });
 
-  it("a request to release etcdctl's holder (etcd.requestRelease) misleads nobody; revokeLock hands over", async () => {
+  it("a request to release etcdctl's holder (requestRelease) misleads nobody; revokeLock hands over", async () => {
     const name = uniqueName();
     const ctl = etcdctlLock(name);
     await until("etcdctl holds", 10_000, () => ctl.lines.length > 0);

@@ -4,9 +4,10 @@
 // (`inject`), so the same file runs unchanged on etcd 3.4 and 3.5.
 import { randomUUID } from "node:crypto";
 import { afterAll, afterEach, inject } from "vitest";
+import { EtcdOperator } from "../../src/operate/index.js";
 import {
   type Compare,
-  Etcd,
+  type Etcd,
   type EtcdOptions,
   type Fetch,
   isEtcdError,
@@ -36,8 +37,8 @@ export function sharedEndpoint(): string {
  * The client every test uses: on the shared member unless `endpoints` (or `fetch`) says otherwise, with a
  * timeout that bounds every call even on a loaded machine.
  */
-export function client(options: Partial<EtcdOptions> = {}): Etcd {
-  return new Etcd(clientOptions(options));
+export function client(options: Partial<EtcdOptions> = {}): EtcdOperator {
+  return new EtcdOperator(clientOptions(options));
 }
 
 /** The options `client()` makes its client with: for a client of another copy of the SDK (a restored sandbox). */

@@ -1,6 +1,7 @@
 // The in-memory etcd (src/testing) from a test: a client on a fresh mock, and one raw request to a mock as a
 // gateway client without the SDK would send it. No msw: the client calls the mock's own fetch.
-import { Etcd, type EtcdOptions, type Fetch } from "../../src/index.js";
+import { EtcdOperator } from "../../src/operate/index.js";
+import type { EtcdOptions, Fetch } from "../../src/index.js";
 import { type AuthOptions, createMockEtcd, type MockEtcd } from "../../src/testing/index.js";
 
 /** Where clients of the mock send their requests: the mock's fetch answers any URL. */
@@ -24,7 +25,7 @@ export type Through = (input: string, init: Parameters<Fetch>[1], forward: Fetch
 
 export interface MockClient {
   mock: MockEtcd;
-  etcd: Etcd;
+  etcd: EtcdOperator;
   /** The fetch `etcd` uses: it records each request's path in `calls`, then hands it to the mock (via `through`). */
   fetch: Fetch;
   /** The path of every request the client sent, in order. */
@@ -45,7 +46,7 @@ export function mockClient(
     calls.push(new URL(input).pathname);
     return through === undefined ? forward(input, init) : through(input, init, forward);
   };
-  return { mock, etcd: new Etcd({ endpoints: [MOCK_ENDPOINT], fetch, ...options }), fetch, calls };
+  return { mock, etcd: new EtcdOperator({ endpoints: [MOCK_ENDPOINT], fetch, ...options }), fetch, calls };
 }
 
 /** What the mock answered to a raw request. */

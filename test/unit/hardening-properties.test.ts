@@ -3,6 +3,7 @@
 // anything (the in-memory member's revision, keys and leases are unchanged).
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import type { EtcdOperator } from "../../src/operate/index.js";
 import { cmp, Etcd, EtcdError, type EtcdOptions, type LockTicket, op } from "../../src/index.js";
 import { within } from "../support/async.js";
 import { MOCK_ENDPOINT, type MockClient, mockClient } from "../support/mock.js";
@@ -146,7 +147,10 @@ async function refused(ctx: MockClient, call: () => unknown): Promise<void> {
 }
 
 /** Every call `calls` draws is refused on a fresh member (holding key `k/1` when `seeded`, its put not counted). */
-async function refusesEvery(calls: fc.Arbitrary<(etcd: Etcd) => unknown>, { seeded = false } = {}): Promise<void> {
+async function refusesEvery(
+  calls: fc.Arbitrary<(etcd: EtcdOperator) => unknown>,
+  { seeded = false } = {},
+): Promise<void> {
   await fc.assert(
     fc.asyncProperty(calls, async (call) => {
       const ctx = mockClient({ retries: 0 });
@@ -525,8 +529,8 @@ describe("bad arguments are refused before any request", () => {
 
   it("inspectLock", async () => {
     const calls = fc.oneof(
-      badName.map((name) => (e: Etcd) => e.inspectLock(any(name))),
-      badCallOptions.map((options) => (e: Etcd) => e.inspectLock("job", any(options))),
+      badName.map((name) => (e: EtcdOperator) => e.inspectLock(any(name))),
+      badCallOptions.map((options) => (e: EtcdOperator) => e.inspectLock("job", any(options))),
     );
     await refusesEvery(calls);
   });

@@ -24,8 +24,12 @@ const ALLOWED: Record<string, readonly string[]> = {
   otel: ["errors", "events", "version"],
   // The in-memory gateway is etcd's side of the wire: it shares nothing with the client.
   testing: [],
+  // etcd-edge/fence: statements and conditions for the stores that check a fence; nothing of the client.
+  fence: ["errors", "version"],
+  // etcd-edge/operate: the front door with an operator's calls.
+  operate: ["errors", "events", "gateway", "api", "lock", "front", "version"],
   // The operator's command (`npx etcd-edge`): a program on top of the front door, with Node's fetch for TLS.
-  cli: ["errors", "events", "gateway", "api", "lock", "front", "node", "version"],
+  cli: ["errors", "events", "gateway", "api", "lock", "front", "operate", "node", "version"],
 };
 
 function roomOf(file: string): string {

@@ -20,7 +20,7 @@ export interface LockOptions extends WaitOptions {
   timeout?: number | undefined;
   /**
    * Milliseconds (0 to 60 000) to wait before holding when the contender ahead left uncleanly: its lease ended
-   * (it crashed, froze or lost its network) or it was revoked (`etcd.revokeLock`), so it may still be writing
+   * (it crashed, froze or lost its network) or it was revoked (`operator.revokeLock`), so it may still be writing
    * to a store that cannot check a fence. After a clean release the lock is taken at once, and with 0 nothing
    * is asked. Telling the two apart costs two reads at such a handoff. Default: the client's `lockDelay` (0).
    * Applies to waits behind a contender that leaves; a contender that finds the lock free holds at once.

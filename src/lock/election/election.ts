@@ -55,7 +55,7 @@ export class Election<S extends LeaseSession = LeaseSession> {
 
   /**
    * While elected: aborts with RELEASE_REQUESTED when an operator asks the leader to step down
-   * (`etcd.requestRelease(name)`), as a lock's `releaseRequested`. Nothing else changes: resign when you can.
+   * (`operator.requestRelease(name)`), as a lock's `releaseRequested`. Nothing else changes: resign when you can.
    */
   get releaseRequested(): AbortSignal | undefined {
     return this.#leadership?.releaseRequested;

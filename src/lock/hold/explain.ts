@@ -80,9 +80,9 @@ export async function explainLoss(
   return undefined;
 }
 
-/** How a loss by `etcd.revokeLock` is told: the operator's reason, in their words. */
+/** How a loss by `operator.revokeLock` is told: the operator's reason, in their words. */
 export function revokedText(request: Request): string {
-  return `it was revoked (etcd.revokeLock): ${request.reason}`;
+  return `it was revoked (operator.revokeLock): ${request.reason}`;
 }
 
 /**

@@ -150,7 +150,7 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   }
 
   /**
-   * Aborts when an operator asks for its release (`etcd.requestRelease`, `npx etcd-edge locks request-release`),
+   * Aborts when an operator asks for its release (`operator.requestRelease`, `npx etcd-edge locks request-release`),
    * with RELEASE_REQUESTED whose message gives their reason. Nothing else changes: it is still held until released.
    * Learned as `held` learns of an outside delete: in an `"auto"` session, by a holding older than a second,
    * within one watch event.
@@ -293,9 +293,7 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     }
     // Deleted while its own: protected to the end, whatever the local deadline says by now.
     if (deleted || releasing.sends.goneMeansDone) return this.#released(deleted);
-    const loss = await this.#explain(options);
-    if (this.#status === releasing) this.#lose(loss ?? { why: "its keys had changed when it was released" });
-    throw this.#ended();
+    return this.#refused(releasing, options);
   }
 
   /**
@@ -328,6 +326,11 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
       this.#released(result.header);
       return result.responses.slice(0, ops.length) as OpResults<Ops>;
     }
+    return this.#refused(releasing, options);
+  }
+
+  /** Its release found its keys changed or gone: lost, and why (one read), unless something ended it meanwhile. */
+  async #refused(releasing: Releasing, options: CallOptions): Promise<never> {
     const loss = await this.#explain(options);
     if (this.#status === releasing) this.#lose(loss ?? { why: "its keys had changed when it was released" });
     throw this.#ended();

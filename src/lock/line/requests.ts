@@ -1,7 +1,7 @@
 import { RESERVED_PREFIX } from "./keys.js";
 
 /**
- * What an operator leaves for a holding (`etcd.revokeLock`, `etcd.requestRelease`): one record per holding key,
+ * What an operator leaves for a holding (`operator.revokeLock`, `operator.requestRelease`): one record per holding key,
  * `__etcd-edge/requests/<holding key>`, bound to the holding's own lease (so it goes with the holding's session)
  * and naming the holding by its token, since a mutex reuses its keys. It lives outside every line: Go's
  * `concurrency`, `etcdctl lock` and v3lock order contenders by everything under `<name>/`, and a record there

@@ -8,7 +8,7 @@ import { lineView } from "./inspect.js";
 import { nameArg } from "../line/keys.js";
 import { encodeRequest, MAX_REASON, type RequestKind, requestKey } from "../line/requests.js";
 
-/** What `etcd.revokeLock` and `etcd.requestRelease` take. */
+/** What `operator.revokeLock` and `operator.requestRelease` take. */
 export interface RevokeOptions extends CallOptions {
   /** Told to the holder: LOCK_LOST's message for a revocation, RELEASE_REQUESTED's for a request. */
   reason?: string | undefined;

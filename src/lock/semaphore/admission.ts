@@ -153,13 +153,20 @@ async function countDeletes(
       signal: context.signal,
     });
     for await (const batch of deletes) {
+      /** The permit whose delete admitted us: with a lockDelay, held later if its holder left uncleanly. */
+      let departed: KeyValue | undefined;
       for (const { kv, prevKv } of batch.events) {
         if (kv.key === line.key) throw context.expired();
         // etcd leaves prevKv out when the key's previous revision was compacted: count again.
         if (prevKv === undefined) return undefined;
-        if (prevKv.createRevision < revision) older--;
+        if (prevKv.createRevision >= revision) continue;
+        older--;
+        if (older < line.permits) departed ??= prevKv;
       }
-      if (older < line.permits) return batch.header;
+      if (departed !== undefined) {
+        await context.handover(departed);
+        return batch.header;
+      }
     }
   } catch (error) {
     const again = isEtcdError(error, "COMPACTED") || isEtcdError(error, "STREAM_HELD_BACK");

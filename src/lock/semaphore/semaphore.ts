@@ -1,4 +1,4 @@
-import { invalidArgument, noPermit } from "../../errors/catalogue.js";
+import { noPermit } from "../../errors/catalogue.js";
 import { isEtcdError } from "../../errors/etcd-error.js";
 import { traceLock } from "../../events/channels.js";
 import { wholeArg } from "../../gateway/config.js";
@@ -72,13 +72,10 @@ export class Semaphore<S extends LeaseSession = LeaseSession> {
    * Waits for a permit in the order contenders asked. Uncontended it is one request; a waiter sends one
    * more (a watch) and nothing else. On abort, timeout or session loss its key is deleted so it blocks
    * nobody. `timeout: 0` tries once and throws LOCKED when every permit is taken; PERMITS_MISMATCH when
-   * the line uses another number of permits. `lockDelay` is for locks: a permit is taken at once.
+   * the line uses another number of permits. With `lockDelay`, a permit freed by a holder that left uncleanly
+   * (its lease ended, or it was revoked) is taken that much later, as a lock is.
    */
   acquire(options: LockOptions = {}): Promise<Permit<S>> {
-    if (options.lockDelay !== undefined && options.lockDelay !== 0) {
-      const why = "a semaphore's permits are taken at once (the client's lockDelay does not apply to them either)";
-      return Promise.reject(invalidArgument(`lockDelay is for locks, elections and read-write locks: ${why}`));
-    }
     return traceLock("permit", this.name, options, () => this.#acquire(options));
   }
 

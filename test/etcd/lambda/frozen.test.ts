@@ -8,7 +8,8 @@
 // Runs in the etcd-3.x projects (on their shared member) and needs the build: `npm run build` first.
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Etcd, op, type Lock, type Session } from "../../../src/index.js";
+import { op, type Lock, type Session } from "../../../src/index.js";
+import type { EtcdOperator as Etcd } from "../../../src/operate/index.js";
 import { sleep } from "../../support/async.js";
 import { client, sharedEndpoint } from "../../support/etcd.js";
 import { startSandbox, type Sandbox } from "./sandbox.js";
