@@ -90,6 +90,18 @@ export default defineConfig({
       ]),
       {
         test: {
+          name: "stores",
+          // The fences of etcd-edge/fence on the stores they write to (test/support/stores.ts starts them), worker
+          // processes on the built package, one etcd version a day, in turn (as the proxies' projects).
+          include: ["test/stores/**/*.test.ts"],
+          globalSetup: ["test/etcd/global-setup.ts"],
+          provide: { backend: "etcd", etcdVersion: PROXIED_ETCD },
+          testTimeout: 120_000,
+          hookTimeout: 120_000,
+        },
+      },
+      {
+        test: {
           name: "runtimes",
           include: ["test/runtimes/**/*.test.ts"],
           // One etcd member per version, then the built package packed and installed into a temp project.

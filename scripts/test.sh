@@ -11,6 +11,8 @@ ensure_deps
 ensure_etcd_versions
 # nginx, HAProxy and Caddy (Debian's): the proxy-* projects run the suites through each.
 ensure_proxies
+# Postgres and moto: the stores project fences writes to them (SQLite, D1 and R2 need nothing more).
+ensure_stores
 
 step() {
   echo

@@ -134,3 +134,32 @@ ensure_proxies() {
   fi
   echo "env: proxies $(nginx -v 2>&1 | sed 's/.*\///'), haproxy $(haproxy -v | sed -n 's/^HAProxy version \([^ ]*\).*/\1/p'), caddy $(caddy version | cut -d' ' -f1)"
 }
+
+# The stores the fence tests write to (test/stores): Postgres from Debian's packages, and moto (an S3 and DynamoDB
+# emulator, PyPI) in a venv under .cache/stores. SQLite is node:sqlite; D1 and R2 are Miniflare's (npm).
+MOTO_VERSION=5.2.5
+ensure_stores() {
+  if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+    if command -v apt-get >/dev/null 2>&1 && _as_root true; then
+      echo "env: installing postgresql with apt-get"
+      _as_root apt-get update -qq &&
+        _as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql ||
+        echo "env: apt-get could not install postgresql" >&2
+    fi
+  fi
+  if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+    echo "env: Postgres required (test/stores fences a table in it) but not installed." >&2
+    echo "  Debian/Ubuntu: sudo apt-get install postgresql" >&2
+    return 1
+  fi
+  local venv=.cache/stores/moto
+  if ! "$venv/bin/python" -c "import moto, sys; sys.exit(moto.__version__ != '$MOTO_VERSION')" 2>/dev/null; then
+    echo "env: installing moto[server]==$MOTO_VERSION into $venv"
+    rm -rf "$venv"
+    python3 -m venv "$venv" && "$venv/bin/pip" install -q "moto[server]==$MOTO_VERSION" || {
+      echo "env: could not install moto (python3-venv and PyPI needed: sudo apt-get install python3-venv)" >&2
+      return 1
+    }
+  fi
+  echo "env: stores postgres $(ls /usr/lib/postgresql | sort -V | tail -1), moto $MOTO_VERSION"
+}

@@ -23,6 +23,17 @@ export interface DynamoFenceOptions {
   attribute?: string | undefined;
 }
 
+/** What a fenced write always has: the condition, its names and values, and the old item on a refusal. */
+export type Fenced = Required<
+  Pick<
+    DynamoWrite,
+    | "ConditionExpression"
+    | "ExpressionAttributeNames"
+    | "ExpressionAttributeValues"
+    | "ReturnValuesOnConditionCheckFailure"
+  >
+>;
+
 const NAME = "#etcdEdgeFence";
 const VALUE = ":etcdEdgeFence";
 
@@ -33,7 +44,7 @@ const VALUE = ":etcdEdgeFence";
  * `dynamoRefusal` turns into LOCK_LOST. The item's old value comes back with that failure
  * (`ReturnValuesOnConditionCheckFailure: "ALL_OLD"`), so a refusal of your own condition is told apart.
  */
-export function dynamoFenced<W extends DynamoWrite>(input: W, options: DynamoFenceOptions): W {
+export function dynamoFenced<W extends DynamoWrite>(input: W, options: DynamoFenceOptions): W & Fenced {
   const token = tokenArg(options.token);
   const attribute = options.attribute ?? "etcdEdgeFence";
   if (typeof attribute !== "string" || attribute.length === 0) {
@@ -41,7 +52,7 @@ export function dynamoFenced<W extends DynamoWrite>(input: W, options: DynamoFen
   }
   const number = { N: String(token) };
   const fence = `(attribute_not_exists(${NAME}) OR ${NAME} <= ${VALUE})`;
-  const fenced: W = {
+  const fenced: W & Fenced = {
     ...input,
     ConditionExpression: input.ConditionExpression ? `(${input.ConditionExpression}) AND ${fence}` : fence,
     ExpressionAttributeNames: { ...input.ExpressionAttributeNames, [NAME]: attribute },

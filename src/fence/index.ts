@@ -8,7 +8,7 @@
  *
  * @module etcd-edge/fence
  */
-export { type DynamoFenceOptions, type DynamoWrite, dynamoFenced, dynamoRefusal } from "./dynamodb.js";
+export { type DynamoFenceOptions, type DynamoWrite, dynamoFenced, dynamoRefusal, type Fenced } from "./dynamodb.js";
 export { FENCE_METADATA, fencedObjectWrite, type ObjectFenceOptions, type SignedFetch } from "./object.js";
 export { fencedR2Write, type R2BucketLike, type R2FenceOptions, type R2ObjectLike } from "./r2.js";
 export {
