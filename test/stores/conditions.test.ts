@@ -77,7 +77,7 @@ describe("S3 (moto)", () => {
 
 describe("DynamoDB (moto)", () => {
   const dynamo = new AwsClient({ ...credentials, service: "dynamodb" });
-  const call = async (target: string, body: object) => {
+  const dynamoCall = async (target: string, body: object) => {
     const answer = await dynamo.fetch(moto.url, {
       method: "POST",
       headers: { "content-type": "application/x-amz-json-1.0", "x-amz-target": `DynamoDB_20120810.${target}` },
@@ -90,7 +90,7 @@ describe("DynamoDB (moto)", () => {
   const TableName = "conditions";
 
   beforeAll(async () => {
-    await call("CreateTable", {
+    await dynamoCall("CreateTable", {
       TableName,
       KeySchema: [{ AttributeName: "id", KeyType: "HASH" }],
       AttributeDefinitions: [{ AttributeName: "id", AttributeType: "S" }],
@@ -101,7 +101,7 @@ describe("DynamoDB (moto)", () => {
   it("an UpdateItem fenced: newer and equal tokens write, an older one is LOCK_LOST", async () => {
     const Key = { id: { S: uniqueName("item") } };
     const update = (token: number, value: string) =>
-      call(
+      dynamoCall(
         "UpdateItem",
         dynamoFenced(
           {
@@ -121,7 +121,7 @@ describe("DynamoDB (moto)", () => {
       code: "LOCK_LOST",
       message: expect.stringContaining("token 4"),
     });
-    const { Item } = (await call("GetItem", { TableName, Key, ConsistentRead: true })) as {
+    const { Item } = (await dynamoCall("GetItem", { TableName, Key, ConsistentRead: true })) as {
       Item: Record<string, { S?: string; N?: string }>;
     };
     expect(Item.value!.S).toBe("by 4 again");
@@ -131,9 +131,11 @@ describe("DynamoDB (moto)", () => {
   it("a refusal of the caller's own condition is not called a lost lock", async () => {
     const Key = { id: { S: uniqueName("own") } };
     const names = { ExpressionAttributeNames: { "#s": "state" } };
-    await call("PutItem", { TableName, Item: { ...Key, state: { S: "open" } } });
+    await dynamoCall("PutItem", { TableName, Item: { ...Key, state: { S: "open" } } });
     const mine = { TableName, Item: { ...Key, state: { S: "done" } }, ConditionExpression: "attribute_not_exists(#s)" };
-    const failure = await call("PutItem", dynamoFenced({ ...mine, ...names }, { token: 2 })).catch((e: unknown) => e);
+    const failure = await dynamoCall("PutItem", dynamoFenced({ ...mine, ...names }, { token: 2 })).catch(
+      (e: unknown) => e,
+    );
     expect((failure as { __type: string }).__type).toMatch(/ConditionalCheckFailedException/);
     expect(dynamoRefusal(failure, { token: 2, resource: "own" })).toBeUndefined();
   });
