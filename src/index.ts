@@ -78,6 +78,7 @@ export type {
   FailoverEvent,
   HoldingKind,
   LockAcquiredEvent,
+  LockDelayedEvent,
   LockLostEvent,
   LockReleasedEvent,
   LockWaitingEvent,
@@ -86,6 +87,7 @@ export type {
   SessionLostEvent,
   SessionRenewedEvent,
   SessionRenewFailedEvent,
+  WatchHeldBackEvent,
   WatchReconnectedEvent,
 } from "./events/events.js";
 export { VERSION } from "./version.js";

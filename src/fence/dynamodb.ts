@@ -4,18 +4,24 @@ import { resourceArg, tokenArg } from "./args.js";
 
 /** The parts of a DynamoDB PutItem or UpdateItem input a fence adds to (the AWS SDK's and the JSON API's names). */
 export interface DynamoWrite {
+  /** The table written to. */
   TableName?: string;
   /** PutItem: the item; the fence attribute is set on it. */
   Item?: Record<string, unknown>;
   /** UpdateItem: the fence attribute is set by it too. */
   UpdateExpression?: string;
+  /** Your own condition, if any: the fence is ANDed with it. */
   ConditionExpression?: string;
+  /** Your attribute names (`#name`): the fence's `#etcdEdgeFence` is added. */
   ExpressionAttributeNames?: Record<string, string>;
+  /** Your attribute values (`:value`): the fence's `:etcdEdgeFence` is added. */
   ExpressionAttributeValues?: Record<string, unknown>;
+  /** Set to `ALL_OLD` by the fence: a refusal then says which fence the item had. */
   ReturnValuesOnConditionCheckFailure?: string;
   [other: string]: unknown;
 }
 
+/** The fence of a DynamoDB write: the holder's token, and the item attribute that keeps it. */
 export interface DynamoFenceOptions {
   /** The holder's fencing token: `lock.revision`. */
   token: number;

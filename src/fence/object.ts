@@ -19,6 +19,7 @@ const ATTEMPTS = 5;
 /** A fetch that signs for your store: aws4fetch's `aws.fetch.bind(aws)`, or any `(url, init) => Response`. */
 export type SignedFetch = (url: string, init: RequestInit) => Promise<Response>;
 
+/** A fenced object write: the holder's token, the new body, and the PUT's own headers. */
 export interface ObjectFenceOptions {
   /** The holder's fencing token: `lock.revision`. */
   token: number;

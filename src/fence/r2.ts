@@ -4,7 +4,9 @@ import { FENCE_METADATA } from "./object.js";
 
 /** What of a Worker's R2 object a fenced write reads: its ETag and custom metadata (R2's `R2Object`). */
 export interface R2ObjectLike {
+  /** The version a conditional put names (`onlyIf: { etagMatches }`). */
   etag: string;
+  /** Where the fence is kept (`etcd-edge-fence`), beside your own metadata. */
   customMetadata?: Record<string, string> | undefined;
 }
 
@@ -13,7 +15,9 @@ export interface R2ObjectLike {
  * answers null when its condition fails.
  */
 export interface R2BucketLike<O extends R2ObjectLike = R2ObjectLike> {
+  /** The object, or null when there is none. */
   get(key: string): Promise<O | null>;
+  /** Writes it if `onlyIf` holds; null if it did not. */
   put(
     key: string,
     value: never,
@@ -21,6 +25,7 @@ export interface R2BucketLike<O extends R2ObjectLike = R2ObjectLike> {
   ): Promise<R2ObjectLike | null>;
 }
 
+/** A fenced R2 write: the holder's token and the new value. */
 export interface R2FenceOptions<O extends R2ObjectLike> {
   /** The holder's fencing token: `lock.revision`. */
   token: number;

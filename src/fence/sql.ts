@@ -6,11 +6,15 @@ export type SqlDialect = "postgres" | "sqlite";
 
 /** A statement and its parameters, for your driver: `client.query(sql, params)`, `db.prepare(sql).bind(...params)`. */
 export interface SqlStatement {
+  /** The SQL text, with numbered parameters in the dialect's form. */
   sql: string;
+  /** The parameters, in order. */
   params: unknown[];
 }
 
+/** The fence of a SQL write: the dialect, the resource, the holder's token, the fences' table. */
 export interface SqlFenceOptions {
+  /** `"postgres"`, or `"sqlite"` (also Cloudflare D1). */
   dialect: SqlDialect;
   /** What the lock protects: one fence per resource (a lock name is a good one). */
   resource: string;
