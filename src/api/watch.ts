@@ -123,10 +123,18 @@ export async function* watch(
     return taken;
   };
   /** A renewal (a successor, a reopening) is the watch's own doing, traced as background like its renewals. */
-  const open = (avoid: string | undefined, background = true, life = idle): Opening => {
+  // A renewal starts after the last revision delivered, except with progress notifications: etcd 3.6 and later
+  // send none to a watcher that starts in the future, as that one does while nothing changes, so it starts at the
+  // last one delivered, and what that replays is left out below.
+  const open = (
+    avoid: string | undefined,
+    background = true,
+    life = idle,
+    start = next && request.progress_notify ? next - 1 : next,
+  ): Opening => {
     const stream = new WatchStream(outer, life);
     stream.follow();
-    const body = { create_request: { ...request, start_revision: next === undefined ? undefined : String(next) } };
+    const body = { create_request: { ...request, start_revision: start === undefined ? undefined : String(start) } };
     const opened = transport.open("/v3/watch", body, stream.signal, {
       timeout: query.timeout,
       headers: WatchStream.serverTimeout(life),
@@ -144,7 +152,7 @@ export async function* watch(
       // Only the first opening avoids an endpoint: a reopened stream goes wherever the client's endpoints now point.
       const { stream, opened: opening } =
         renewed ??
-        (first ? open(query.avoid, query.background === true, Math.min(idle, FIRST_STREAM_MS)) : open(undefined, true));
+        (first ? open(query.avoid, query.background === true, Math.min(idle, FIRST_STREAM_MS), next) : open(undefined));
       let endpoint: string | undefined;
       let proved = false;
       /** When its first message came, in milliseconds of its age. */

@@ -124,11 +124,15 @@ describe("3-member cluster", () => {
     const reopened = watcher.fetch.calls.filter((c) => c.path === "/v3/watch" && c.status === 200);
     expect(reopened.length).toBeGreaterThanOrEqual(1);
     expect(reopened.every((c) => c.endpoint !== cluster.endpoints[0])).toBe(true);
-    // A tracer sees the break: where the stream was, why it ended, and the revision it resumes from.
+    // A watch's first stream lives a second (FIRST_STREAM_MS): its renewal may already have moved it to a live
+    // member before the stopped one's stream broke (3.6 and 3.7 keep a stopping member's streams open, silent, and
+    // the successor takes over). When it broke first, a tracer sees the break: where the stream was, why it
+    // ended, and the revision it resumes from.
     const reconnects = channels!.seen.filter((s) => s.event === "watch.reconnect").map((s) => s.message);
-    expect(reconnects.length).toBeGreaterThanOrEqual(1);
-    expect(reconnects[0]).toMatchObject({ endpoint: cluster.endpoints[0], code: expect.any(String) });
-    expect(reconnects[0]!.revision).toBeGreaterThan(revisions[0]!);
+    for (const reconnect of reconnects) {
+      expect(reconnect).toMatchObject({ endpoint: cluster.endpoints[0], code: expect.any(String) });
+      expect(reconnect.revision).toBeGreaterThan(revisions[0]!);
+    }
   });
 
   it("a member without quorum fails fast with UNAVAILABLE (requireLeader), not after ~7 s", async () => {

@@ -77,11 +77,6 @@ export interface Follower {
   readonly line?: string | undefined;
   /** `kv`: the key as a read or an event shows it; undefined once it is deleted. */
   seen(kv: KeyValue | undefined): void;
-  /**
-   * etcd's RBAC refused the line's stream: it is not opened again (a refusal does not pass), and the follower
-   * is dropped. Without it, the follower is dropped silently.
-   */
-  refused?(error: unknown): void;
 }
 
 /** What a waiter of one line is given by `enterLine`. */
@@ -212,7 +207,9 @@ class Line {
       ended: (error) => {
         if (this.stream !== opened) return;
         this.stream = undefined;
-        if (isEtcdError(error, "PERMISSION_DENIED")) this.#refused(error);
+        // RBAC refused it (a holder without read on the requests' records): a refusal does not pass, so it is not
+        // opened again, and its followers are dropped.
+        if (isEtcdError(error, "PERMISSION_DENIED")) this.#followers.clear();
         if (this.#followers.size === 0) return this.forgetIfUnused();
         // Broken beyond its own reconnections: open it again, after a pause, while anyone follows.
         void delay(resendPause(this.#failures++), undefined, true).then(() => {
@@ -237,13 +234,6 @@ class Line {
       if (this.#followers.size > 0 && this.stream === undefined) this.#follow();
       else this.forgetIfUnused();
     });
-  }
-
-  /** RBAC refused the line's stream: its followers are told and dropped, and it is not reopened for them. */
-  #refused(error: unknown): void {
-    const followers = [...this.#followers.values()].flatMap((set) => [...set]);
-    this.#followers.clear();
-    for (const follower of followers) follower.refused?.(error);
   }
 
   /** One read of `followers`' keys: what changed before the stream could show it. */
