@@ -120,19 +120,20 @@ export class Join {
       },
     };
     if (call.tryOnly) {
-      // A try holds at once or not at all: the put into an empty line, else the holder, read whole. One request,
-      // and no key of ours left to delete.
+      // A try holds at once or not at all: the put into an empty line, else the holder and the two newest keys,
+      // read whole, as a join reads them (a stranger among them is refused, not called busy). One request, and no
+      // key of ours left to delete.
       const tried = await this.#client
         .txn()
         .if(empty)
         .then(this.#put)
-        .else(holder)
+        .else(holder, newest)
         .prepare()
         .commitWithOthers(prefix, sending);
       if (tried.succeeded) return intoEmptyLine(tried.header);
       sending.onRefused();
-      const [first] = tried.responses;
-      contenders(this.#kind, prefix, first.kvs);
+      const [first, latest] = tried.responses;
+      contenders(this.#kind, prefix, first.kvs, latest.kvs);
       const { header } = tried;
       return { header, revision: 0, present: false, created: false, holder: first.kvs[0], busy: true };
     }
