@@ -20,5 +20,8 @@ export default defineConfig({
     ],
     provide: { backend: "mock", mockVersion: "3.4" },
     testTimeout: 30_000,
+    // Stryker tells which test covers a mutant by the test running when it ran: the suites that run their tests
+    // side by side (describe.concurrent, to shorten their real-time waits) run them one at a time here.
+    maxConcurrency: 1,
   },
 });

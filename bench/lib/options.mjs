@@ -49,6 +49,11 @@ const KNOBS = {
   coldRounds: { env: "BENCH_COLD_ROUNDS", def: 8, help: "fresh processes per cold contender per RTT in section 7" },
   idleGap: { env: "BENCH_IDLE_GAP", def: 30, help: "seconds a function idles between calls in section 9" },
   idleRounds: { env: "BENCH_IDLE_ROUNDS", def: 3, help: "idle gaps timed in section 9" },
+  proxyRtt: {
+    env: "BENCH_PROXY_RTT",
+    def: 20,
+    help: "RTT the relay adds between the client and each proxy (or the member) in section 9's second pass, ms",
+  },
 };
 
 export const SECTIONS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10];
@@ -99,7 +104,8 @@ function usage() {
     "  etcd3; warm withLock, locked write, releasing write (lock.unlockWith), release handed to waitUntil, a",
     "  two-process handoff, etcd3's equivalents; each in RTTs beside its floor (sequential round trips).",
     "9 through a proxy: nginx, HAProxy and Caddy as docs/deploying.md recommends, TLS at the proxy: warm withLock",
-    "  and handoff p99 ÷ direct; a call after an idle gap ÷ a warm one, by etcd-edge/node keep-alive setting.",
+    "  and handoff p99 ÷ direct; a call after an idle gap ÷ a warm one, by etcd-edge/node keep-alive setting;",
+    "  then the same with a relay adding --proxyRtt between the client and the proxy (or the member), as a network.",
     "8 a holding learns: ms from an outside delete or revocation to a lasting holding's signal (keepAlive auto).",
     "--etcd 3.4|3.5|3.6|3.7 (BENCH_ETCD, default 3.7): the version of the member started for the run, got as",
     "  the tests get it; 3.6 and 3.7 come with the Go peer (etcd's client/v3/concurrency) whose rows sit beside",

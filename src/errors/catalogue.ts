@@ -434,6 +434,18 @@ export function fenceRefused(resource: string, token: number, newest?: number): 
   );
 }
 
+/**
+ * A fenced write lost its race `attempts` times in a row: the object changed between each read and conditional
+ * write, each time with no newer token. Not a lost lock: nothing says a later holder wrote.
+ */
+export function fenceContended(resource: string, token: number, attempts: number): EtcdError {
+  return new EtcdError(
+    "UNAVAILABLE",
+    `the write to ${resource} fenced with token ${token} lost its race to another write ${attempts} times in a ` +
+      "row, never to a newer token; nothing of it landed. Try again, or write it from fewer places at once",
+  );
+}
+
 /** A store answered a fenced write with a failure of its own (not a refusal): `what` says which request. */
 export function storeFailed(what: string, status: number, body: string): EtcdError {
   return new EtcdError(

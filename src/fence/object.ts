@@ -1,4 +1,4 @@
-import { fenceRefused, storeFailed } from "../errors/catalogue.js";
+import { fenceContended, fenceRefused, storeFailed } from "../errors/catalogue.js";
 import { resourceArg, tokenArg } from "./args.js";
 
 /**
@@ -13,8 +13,11 @@ import { resourceArg, tokenArg } from "./args.js";
 /** The metadata that carries the fence: `x-amz-meta-etcd-edge-fence` on S3, `etcd-edge-fence` on R2. */
 export const FENCE_METADATA = "etcd-edge-fence";
 
-/** How many times a write that lost a race (412) reads and tries again before it gives up. */
-const ATTEMPTS = 5;
+/**
+ * How many times a fenced write that lost a race (another write came between its read and its conditional write)
+ * reads and tries again before it gives up with UNAVAILABLE: on S3 and R2 alike.
+ */
+export const RACE_ATTEMPTS = 5;
 
 /** A fetch that signs for your store: aws4fetch's `aws.fetch.bind(aws)`, or any `(url, init) => Response`. */
 export type SignedFetch = (url: string, init: RequestInit) => Promise<Response>;
@@ -32,7 +35,7 @@ export interface ObjectFenceOptions {
 /**
  * Writes `url` (an S3-compatible object) fenced with `token`: LOCK_LOST if the object was written with a newer
  * token. `send` is your signed fetch. Resolves with the PUT's response. Two requests; a write that raced another
- * reads and tries again (the other's token decides), up to five times.
+ * reads and tries again (the other's token decides), up to five times: then UNAVAILABLE.
  */
 export async function fencedObjectWrite(
   send: SignedFetch,
@@ -67,7 +70,7 @@ export async function fencedObjectWrite(
     const text = await put.text();
     // Another write came between: read again (a newer token there refuses this one). 409: S3's conflict between
     // two conditional writes at once.
-    if ((put.status === 412 || put.status === 409) && attempt < ATTEMPTS) continue;
-    throw storeFailed(`PUT ${url}`, put.status, text);
+    if (put.status !== 412 && put.status !== 409) throw storeFailed(`PUT ${url}`, put.status, text);
+    if (attempt === RACE_ATTEMPTS) throw fenceContended(url, token, attempt);
   }
 }

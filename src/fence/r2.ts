@@ -1,6 +1,6 @@
-import { fenceRefused } from "../errors/catalogue.js";
+import { fenceContended, fenceRefused } from "../errors/catalogue.js";
 import { resourceArg, tokenArg } from "./args.js";
-import { FENCE_METADATA } from "./object.js";
+import { FENCE_METADATA, RACE_ATTEMPTS } from "./object.js";
 
 /** What of a Worker's R2 object a fenced write reads: its ETag and custom metadata (R2's `R2Object`). */
 export interface R2ObjectLike {
@@ -33,14 +33,11 @@ export interface R2FenceOptions<O extends R2ObjectLike> {
   update: (current: O | null) => unknown;
 }
 
-/** How many times a write that lost a race (null) reads and tries again. */
-const ATTEMPTS = 5;
-
 /**
  * Writes `key` in an R2 bucket (a Worker's binding) fenced with `token`, as `fencedObjectWrite` does on S3: reads it,
  * refuses (LOCK_LOST) if its `etcd-edge-fence` metadata holds a newer token, and puts the new value only if the
  * object is still the version read (`onlyIf` its ETag; `If-None-Match: *` when there was none). Resolves with
- * the put's object.
+ * the put's object. A write that keeps losing its race gives up as on S3: UNAVAILABLE.
  */
 export async function fencedR2Write<O extends R2ObjectLike>(
   bucket: R2BucketLike<O>,
@@ -58,6 +55,7 @@ export async function fencedR2Write<O extends R2ObjectLike>(
     const customMetadata = { ...current?.customMetadata, [FENCE_METADATA]: String(token) };
     const put = await bucket.put(key, value, { onlyIf, customMetadata });
     if (put !== null) return put;
-    if (attempt === ATTEMPTS) throw fenceRefused(key, token);
+    // Another write came between (the put answered null): read again, as on S3.
+    if (attempt === RACE_ATTEMPTS) throw fenceContended(key, token, attempt);
   }
 }

@@ -8,7 +8,7 @@
 // The mock is used through its own `fetch` (no msw). Each backend's modules are loaded lazily, so the mock path
 // never starts etcd and the etcd path never loads the mock.
 import { randomUUID } from "node:crypto";
-import { afterAll, beforeAll, inject } from "vitest";
+import { afterAll, beforeAll, describe, inject } from "vitest";
 import type { EtcdOptions, Fetch } from "../../src/index.js";
 import type { EtcdOperator as Etcd } from "../../src/operate/index.js";
 import type { AuthOptions, EtcdVersion, MockEtcd } from "../../src/testing/index.js";
@@ -16,6 +16,13 @@ import { sleep } from "../support/async.js";
 import { client, clientOptions, sharedEndpoint } from "../support/etcd.js";
 
 export type BackendName = "mock" | "etcd";
+
+/**
+ * `describe` for tests that wait out real time and may do so side by side: concurrent on etcd, where `advance()`
+ * is each test's own sleep; one at a time on the mock, whose clock `advance()` moves for every test.
+ */
+export const describeSideBySide: (name: string, body: () => void) => void =
+  inject("backend") === "mock" ? describe : describe.concurrent;
 
 export interface Backend {
   readonly name: BackendName;

@@ -4,6 +4,8 @@
 // watch event: before, it said `held` until its lease's deadline or its release. A short holding opens nothing.
 // The latency (p99 on loopback) is measured by `npm run bench`; the bound here only tells "at once" from "at
 // the next renewal or later".
+// Tests run side by side (describe.concurrent) to overlap their one-second waits: each has its own client,
+// session and names; those that count requests run alone.
 import { describe, expect, it } from "vitest";
 import { type EtcdEvent, op } from "../../src/index.js";
 import { sleep, until } from "../support/async.js";
@@ -28,7 +30,7 @@ async function lastingLock() {
 /** How long, at most, a holding takes to learn what happened to its key: one event, one read, and slack. */
 const AT_ONCE_MS = 2_000;
 
-describe("a holding that has lasted a second, in an auto session", () => {
+describe.concurrent("a holding that has lasted a second, in an auto session", () => {
   it("learns that another client deleted its key", async () => {
     const { lock, events } = await lastingLock();
     expect(lock.held).toBe(true);
@@ -76,7 +78,10 @@ describe("a holding that has lasted a second, in an auto session", () => {
     expect(election.isLeader).toBe(true);
     await election.resign();
   });
+});
 
+// Alone: it counts its client's requests, which a slow machine's renewals would add to.
+describe("a holding that has lasted a second, in an auto session: its streams", () => {
   it("one watch per line and client, however many holdings are in it, and one for requests", async () => {
     const name = fresh();
     const fetch = recordingFetch(backend.fetch);
@@ -97,7 +102,7 @@ describe("a holding that has lasted a second, in an auto session", () => {
   });
 });
 
-describe("an overwrite that keeps the holder's lease (issue 37, finding 5)", () => {
+describe.concurrent("an overwrite that keeps the holder's lease (issue 37, finding 5)", () => {
   // A write of another client to a holding's key, bound to the holding's own lease: the key keeps its create
   // revision and its lease, so only its version tells. Every holding learns it as a mutex's lock does; on
   // 4e52409 a leader, a permit and a read or write lock went on saying held, and their release was clean.

@@ -4,9 +4,10 @@
 // `observe()` end with STREAM_HELD_BACK naming the cause and the fix, told once to `onEvent`; the SDK's own waits and
 // holdings work on reads through that endpoint meanwhile. Here a fetch that gives each watch answer back whole, at
 // its end, stands in for the proxy (test/proxies runs the real ones).
+// Tests run side by side (describe.concurrent) to overlap their bounds: each has its own clients and names.
 import { describe, expect, it } from "vitest";
 import type { EtcdEvent } from "../../src/index.js";
-import { rejection, sleep, until, within } from "../support/async.js";
+import { rejection, sleep, stillPending, until, within } from "../support/async.js";
 import { freshNames, useSessions } from "../support/etcd.js";
 import { bufferingFetch } from "../support/outage.js";
 import { useBackend } from "./backend.js";
@@ -21,7 +22,7 @@ function buffered() {
   return { client, events };
 }
 
-describe("a stream held back whole", () => {
+describe.concurrent("a stream held back whole", () => {
   it("ends etcd.watch() with STREAM_HELD_BACK within two seconds, naming the fixes, told once", async () => {
     const { client, events } = buffered();
     const started = performance.now();
@@ -56,7 +57,8 @@ describe("a stream held back whole", () => {
     const name = fresh();
     const holder = await (await newSession()).mutex(name).lock();
     const waiting = (await newSession({}, client)).mutex(name).lock({ timeout: 10_000 });
-    await sleep(1_500);
+    // Past the moment it finds its stream held back: it must go on waiting while the holder holds.
+    expect(await stillPending(waiting, 2_500)).toBe(true);
     await holder.unlock();
     const released = performance.now();
     const lock = await within(5_000, "the waiter", waiting);
@@ -69,7 +71,8 @@ describe("a stream held back whole", () => {
     const name = fresh();
     const holder = await (await newSession()).semaphore(name, { permits: 1 }).acquire();
     const waiting = (await newSession({}, client)).semaphore(name, { permits: 1 }).acquire({ timeout: 10_000 });
-    await sleep(1_500);
+    // Past the moment it finds its stream held back: it must go on waiting while the holder holds.
+    expect(await stillPending(waiting, 2_500)).toBe(true);
     await holder.release();
     const released = performance.now();
     const permit = await within(5_000, "the waiter", waiting);

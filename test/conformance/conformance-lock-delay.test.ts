@@ -4,6 +4,7 @@
 // lockDelay nothing is asked. For a mutex, `withLock`, an election's campaign, a read-write lock and a
 // semaphore, and as a client default. The figures (delays after clean and unclean handoffs on real etcd) come
 // from `npm run bench`.
+// Tests run side by side (describe.concurrent) to overlap their delays: each has its own clients and names.
 import { describe, expect, it } from "vitest";
 import type { EtcdEvent } from "../../src/index.js";
 import { sleep, stillPending, until, within } from "../support/async.js";
@@ -31,7 +32,7 @@ async function holderAndWaiter(lockDelay: number | undefined, clientDelay?: numb
   return { name, lock, holderSession, waiting, events, fetch };
 }
 
-describe("lockDelay", () => {
+describe.concurrent("lockDelay", () => {
   it("after a clean release: held at once, and nothing more is asked", async () => {
     const { lock, waiting, events, fetch } = await holderAndWaiter(DELAY_MS);
     const before = fetch.calls.length;

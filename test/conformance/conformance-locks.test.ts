@@ -7,7 +7,7 @@ import { type Etcd, EtcdError, type Fetch, type Lock, op, type Session } from ".
 import { rejection, stillPending, until, within } from "../support/async.js";
 import { freshNames, untilLineLength, recordingFetch, useSessions } from "../support/etcd.js";
 import { heldWatches } from "../support/outage.js";
-import { useBackend } from "./backend.js";
+import { describeSideBySide, useBackend } from "./backend.js";
 
 const { backend, etcd } = useBackend();
 // After useBackend: the sessions close before the backend does.
@@ -333,7 +333,9 @@ describe("handoff cost", () => {
   });
 });
 
-describe("expiry", () => {
+// Each waits out a short lease: side by side on etcd, where each wait is a sleep of its own, one at a time on the
+// mock, whose clock advance() moves for all.
+describeSideBySide("expiry", () => {
   it("a waiter whose lease expires fails with SESSION_EXPIRED, and its key leaves the line", async () => {
     const name = fresh();
     const holder = await (await session(60)).mutex(name).lock();

@@ -6,8 +6,8 @@
 // members (3.4.23, 3.5.16) predate that check; the mock's 3.6 and 3.7 dialects enforce it.
 import { describe, expect, it } from "vitest";
 import { op } from "../../src/index.js";
-import { rejection } from "../support/async.js";
-import { freshNames } from "../support/etcd.js";
+import { rejection, sleep, until } from "../support/async.js";
+import { freshNames, recordingFetch } from "../support/etcd.js";
 import { useBackend } from "./backend.js";
 
 const auth = { rootPassword: "root-pw", users: { locker: { password: "locker-pw", prefix: "app/locks/" } } };
@@ -60,6 +60,28 @@ describe("readwrite on the names' prefix is all a lock user needs", () => {
     expect(error.code).toBe("PERMISSION_DENIED");
     expect((await root().range({ prefix: "elsewhere/" })).count).toBe(0);
     await session.close();
+  });
+});
+
+describe("a holding that lasts, for a user who may not read the operators' records", () => {
+  it("asks for their stream once and, refused, never again; its own line's stream still serves it", async () => {
+    const fetch = recordingFetch(backend.fetch);
+    const etcd = backend.client({ fetch, auth: { username: "locker", password: "locker-pw" } });
+    const session = await etcd.session({ ttl: 30, keepAlive: "auto" });
+    const name = fresh();
+    const lock = await session.mutex(name).lock();
+    // A holding follows its key after a second; a refused stream reopened would come back within 2 s many times.
+    await sleep(3_000);
+    const watched = fetch.calls
+      .filter((c) => c.path === "/v3/watch")
+      .map((c) => atob((JSON.parse(c.body) as { create_request: { key: string } }).create_request.key));
+    expect(watched.filter((key) => key === "__etcd-edge/requests/")).toHaveLength(1);
+    expect(watched).toContain(`${name}/`);
+    expect(lock.held).toBe(true);
+    await root().delete(lock.key);
+    await until("the holding learns its key was deleted", 2_000, () => !lock.held);
+    await session.close();
+    await etcd.close();
   });
 });
 

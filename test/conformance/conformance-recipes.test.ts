@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 import { type Etcd, EtcdError, type Fetch, op, type Session } from "../../src/index.js";
 import { rejection, sleep, stillPending, until, within } from "../support/async.js";
 import { freshNames, lineLength, recordingFetch, untilLineLength, useSessions } from "../support/etcd.js";
-import { useBackend } from "./backend.js";
+import { describeSideBySide, useBackend } from "./backend.js";
 
 const { backend, etcd } = useBackend();
 // After useBackend: the sessions close before the backend does.
@@ -221,49 +221,6 @@ describe("semaphore", () => {
     }
   });
 
-  it(
-    "a holder whose lease expires loses its permit: signal aborts, " +
-      "fenced write refused, the waiter is admitted, release → LOCK_LOST",
-    async () => {
-      const name = fresh("sem");
-      const resource = `${fresh("res")}/data`;
-      const short = await session(2);
-      const lost = await short.semaphore(name, { permits: 1 }).acquire();
-      const signal = lost.signal;
-      const next = (await session(60)).semaphore(name, { permits: 1 }).acquire();
-      await untilLineLength(etcd, name, 2);
-      await backend.advance(3_500);
-      const nextPermit = await within(
-        EXPIRY_GRACE_MS + 1_000,
-        "waiter admitted after the holder's lease expired",
-        next,
-      );
-      await until("the lost permit's signal aborts", 3_000, () => signal.aborted);
-      expect(lost.held).toBe(false);
-      const stale = await etcd.txn().if(lost.ifHeld()).then(op.put(resource, "stale")).commit();
-      expect(stale.succeeded).toBe(false);
-      expect((await etcd.txn().if(nextPermit.ifHeld()).then(op.put(resource, "fresh")).commit()).succeeded).toBe(true);
-      await expect(lost.release()).rejects.toMatchObject({ code: "LOCK_LOST" });
-      await nextPermit.release();
-      expect(await lineLength(etcd, name)).toBe(0);
-    },
-  );
-
-  it("a waiter whose lease expires fails with SESSION_EXPIRED and leaves the line", async () => {
-    const name = fresh("sem");
-    const holder = await (await session(60)).semaphore(name, { permits: 1 }).acquire();
-    const waiting = (await session(2)).semaphore(name, { permits: 1 }).acquire();
-    const outcome = waiting.then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    await untilLineLength(etcd, name, 2);
-    await backend.advance(3_500);
-    expect(await within(EXPIRY_GRACE_MS + 2_000, "waiter fails", outcome)).toMatchObject({ code: "SESSION_EXPIRED" });
-    expect(await lineLength(etcd, name)).toBe(1);
-    await holder.release();
-  });
-
   it("a join whose answer was lost is resent: the waiter keeps one key and its exact place in line", async () => {
     const name = fresh("sem");
     const permits = 2;
@@ -284,6 +241,57 @@ describe("semaphore", () => {
     expect(fetch.lost).toBe(1);
     expect((await etcd.inspectSemaphore(name)).holders.map((h) => h.key)).toEqual([first.key, permit.key]);
     await Promise.all([first.release(), permit.release()]);
+    expect(await lineLength(etcd, name)).toBe(0);
+  });
+
+  it("a waiter behind that gives up moves nobody ahead of it: the next one waits for a holder to release", async () => {
+    const name = fresh("sem");
+    const holder = await (await session()).semaphore(name, { permits: 1 }).acquire();
+    const next = (await session()).semaphore(name, { permits: 1 }).acquire();
+    await untilLineLength(etcd, name, 2);
+    const abort = new AbortController();
+    const behind = (await session()).semaphore(name, { permits: 1 }).acquire({ signal: abort.signal });
+    await untilLineLength(etcd, name, 3);
+    abort.abort();
+    expect((await rejection(behind)).code).toBe("ABORTED");
+    expect(await lineLength(etcd, name)).toBe(2);
+    // The delete of a key behind it is no permit coming free: the waiter ahead is not admitted by it.
+    expect(await stillPending(next, 300)).toBe(true);
+    await holder.release();
+    const permit = await within(5_000, "the waiter, once the holder released", next);
+    await permit.release();
+  });
+
+  it("a waiter whose own key another client deletes fails with SESSION_EXPIRED at once, and never holds", async () => {
+    const name = fresh("sem");
+    const holder = await (await session()).semaphore(name, { permits: 1 }).acquire();
+    const waiting = (await session()).semaphore(name, { permits: 1 }).acquire();
+    const outcome = waiting.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    await untilLineLength(etcd, name, 2);
+    const [, waiterKey] = (await etcd.range({ prefix: `${name}/`, sort: { target: "createRevision" } })).kvs;
+    await etcd.delete(waiterKey!.key);
+    expect(await within(2_000, "the waiter fails", outcome)).toMatchObject({ code: "SESSION_EXPIRED" });
+    expect(holder.held).toBe(true);
+    await holder.release();
+  });
+
+  it('wait: "poll": a waiter whose own key another client deletes is SESSION_EXPIRED, never holds', async () => {
+    const name = fresh("sem");
+    const holder = await (await session()).semaphore(name, { permits: 1 }).acquire();
+    const waiting = (await session()).semaphore(name, { permits: 1 }).acquire({ wait: "poll", pollInterval: 50 });
+    const outcome = waiting.then(
+      () => "held",
+      (e: unknown) => e,
+    );
+    await untilLineLength(etcd, name, 2);
+    const [, waiterKey] = (await etcd.range({ prefix: `${name}/`, sort: { target: "createRevision" } })).kvs;
+    await etcd.delete(waiterKey!.key);
+    // Free the permit at once: a waiter that missed its own key's loss would take it, holding nothing in etcd.
+    await holder.release();
+    expect(await within(2_000, "the waiter's outcome", outcome)).toMatchObject({ code: "SESSION_EXPIRED" });
     expect(await lineLength(etcd, name)).toBe(0);
   });
 
@@ -371,35 +379,6 @@ describe("read-write lock", () => {
       await Promise.all([first.unlock(), second.unlock()]);
     },
   );
-
-  it("fencing: a lost writer's and a lost reader's ifHeld() fail; abort and timeout leave no key", async () => {
-    const name = fresh("rw");
-    const resource = `${fresh("res")}/data`;
-    const short = await session(2);
-    const reader = await short.rwlock(name).readLock();
-    const writerSession = await session(60);
-    const writing = writerSession.rwlock(name).writeLock();
-    await untilLineLength(etcd, name, 2);
-    await backend.advance(3_500);
-    const writer = await within(EXPIRY_GRACE_MS + 1_000, "writer after the reader's lease expired", writing);
-    expect((await etcd.txn().if(reader.ifHeld()).then(op.put(resource, "stale read")).commit()).succeeded).toBe(false);
-    expect((await etcd.txn().if(writer.ifHeld()).then(op.put(resource, "written")).commit()).succeeded).toBe(true);
-    await expect(reader.unlock()).rejects.toMatchObject({ code: "LOCK_LOST" });
-
-    const other = (await session()).rwlock(name);
-    const abort = new AbortController();
-    const aborted = other.readLock({ signal: abort.signal });
-    await untilLineLength(etcd, name, 2);
-    abort.abort();
-    expect((await rejection(aborted)).code).toBe("ABORTED");
-    expect((await rejection(other.writeLock({ timeout: 150 }))).code).toBe("TIMEOUT");
-    expect(await lineLength(etcd, name)).toBe(1);
-
-    // The writer's lease is revoked: its fenced write is refused from then on.
-    await etcd.lease.revoke(writerSession.leaseId);
-    expect((await etcd.txn().if(writer.ifHeld()).then(op.put(resource, "late")).commit()).succeeded).toBe(false);
-    expect((await etcd.get(resource))?.value).toBe("written");
-  });
 
   it(
     "a reader's and a writer's join whose answer was lost are resent: " + "one key each, and they wait their turn",
@@ -553,29 +532,6 @@ describe("lockAll", () => {
     },
   );
 
-  it("a multi-lock whose lease expires is lost: fenced write refused, unlock → LOCK_LOST", async () => {
-    const [a, b] = [fresh("acct"), fresh("acct")];
-    const short = await session(2);
-    const both = await short.lockAll([a, b]);
-    const next = (await session(60)).mutex(a).lock();
-    await untilLineLength(etcd, a, 2);
-    await backend.advance(3_500);
-    const lock = await within(EXPIRY_GRACE_MS + 1_000, "mutex after the multi-lock's lease expired", next);
-    expect(
-      (
-        await etcd
-          .txn()
-          .if(...both.ifHeld())
-          .then(op.put(`${a}-x`, "stale"))
-          .commit()
-      ).succeeded,
-    ).toBe(false);
-    // `held` is the client's view: false once the session's own deadline (real clock) has passed.
-    await until("held turns false", 3_000, () => !both.held);
-    await expect(both.unlock()).rejects.toMatchObject({ code: "LOCK_LOST" });
-    await lock.unlock();
-  });
-
   it("a join whose answer was lost is resent: one key per line, one revision, and it waits its turn", async () => {
     const [a, b] = [fresh("acct"), fresh("acct")];
     const holder = await (await session()).mutex(b).lock();
@@ -646,5 +602,104 @@ describe("withSemaphore, withLocks", () => {
     expect([await lineLength(etcd, name), await lineLength(etcd, a), await lineLength(etcd, b)]).toEqual([0, 0, 0]);
     await expect(etcd.withSemaphore(name, 0, () => 1)).rejects.toBeInstanceOf(EtcdError);
     await expect(etcd.withLocks([a, a], () => 1)).rejects.toMatchObject({ code: "INVALID_ARGUMENT" });
+  });
+});
+
+// Each waits out a short lease: side by side on etcd, where each wait is a sleep of its own, one at a time on the
+// mock, whose clock advance() moves for all.
+describeSideBySide("a lease that expires", () => {
+  it(
+    "semaphore: a holder whose lease expires loses its permit: signal aborts, " +
+      "fenced write refused, the waiter is admitted, release → LOCK_LOST",
+    async () => {
+      const name = fresh("sem");
+      const resource = `${fresh("res")}/data`;
+      const short = await session(2);
+      const lost = await short.semaphore(name, { permits: 1 }).acquire();
+      const signal = lost.signal;
+      const next = (await session(60)).semaphore(name, { permits: 1 }).acquire();
+      await untilLineLength(etcd, name, 2);
+      await backend.advance(3_500);
+      const nextPermit = await within(
+        EXPIRY_GRACE_MS + 1_000,
+        "waiter admitted after the holder's lease expired",
+        next,
+      );
+      await until("the lost permit's signal aborts", 3_000, () => signal.aborted);
+      expect(lost.held).toBe(false);
+      const stale = await etcd.txn().if(lost.ifHeld()).then(op.put(resource, "stale")).commit();
+      expect(stale.succeeded).toBe(false);
+      expect((await etcd.txn().if(nextPermit.ifHeld()).then(op.put(resource, "fresh")).commit()).succeeded).toBe(true);
+      await expect(lost.release()).rejects.toMatchObject({ code: "LOCK_LOST" });
+      await nextPermit.release();
+      expect(await lineLength(etcd, name)).toBe(0);
+    },
+  );
+
+  it("semaphore: a waiter whose lease expires fails with SESSION_EXPIRED and leaves the line", async () => {
+    const name = fresh("sem");
+    const holder = await (await session(60)).semaphore(name, { permits: 1 }).acquire();
+    const waiting = (await session(2)).semaphore(name, { permits: 1 }).acquire();
+    const outcome = waiting.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    await untilLineLength(etcd, name, 2);
+    await backend.advance(3_500);
+    expect(await within(EXPIRY_GRACE_MS + 2_000, "waiter fails", outcome)).toMatchObject({ code: "SESSION_EXPIRED" });
+    expect(await lineLength(etcd, name)).toBe(1);
+    await holder.release();
+  });
+
+  it("read-write lock: fencing refuses a lost writer and a lost reader; abort and timeout leave no key", async () => {
+    const name = fresh("rw");
+    const resource = `${fresh("res")}/data`;
+    const short = await session(2);
+    const reader = await short.rwlock(name).readLock();
+    const writerSession = await session(60);
+    const writing = writerSession.rwlock(name).writeLock();
+    await untilLineLength(etcd, name, 2);
+    await backend.advance(3_500);
+    const writer = await within(EXPIRY_GRACE_MS + 1_000, "writer after the reader's lease expired", writing);
+    expect((await etcd.txn().if(reader.ifHeld()).then(op.put(resource, "stale read")).commit()).succeeded).toBe(false);
+    expect((await etcd.txn().if(writer.ifHeld()).then(op.put(resource, "written")).commit()).succeeded).toBe(true);
+    await expect(reader.unlock()).rejects.toMatchObject({ code: "LOCK_LOST" });
+
+    const other = (await session()).rwlock(name);
+    const abort = new AbortController();
+    const aborted = other.readLock({ signal: abort.signal });
+    await untilLineLength(etcd, name, 2);
+    abort.abort();
+    expect((await rejection(aborted)).code).toBe("ABORTED");
+    expect((await rejection(other.writeLock({ timeout: 150 }))).code).toBe("TIMEOUT");
+    expect(await lineLength(etcd, name)).toBe(1);
+
+    // The writer's lease is revoked: its fenced write is refused from then on.
+    await etcd.lease.revoke(writerSession.leaseId);
+    expect((await etcd.txn().if(writer.ifHeld()).then(op.put(resource, "late")).commit()).succeeded).toBe(false);
+    expect((await etcd.get(resource))?.value).toBe("written");
+  });
+
+  it("lockAll: a multi-lock whose lease expires is lost: fenced write refused, unlock → LOCK_LOST", async () => {
+    const [a, b] = [fresh("acct"), fresh("acct")];
+    const short = await session(2);
+    const both = await short.lockAll([a, b]);
+    const next = (await session(60)).mutex(a).lock();
+    await untilLineLength(etcd, a, 2);
+    await backend.advance(3_500);
+    const lock = await within(EXPIRY_GRACE_MS + 1_000, "mutex after the multi-lock's lease expired", next);
+    expect(
+      (
+        await etcd
+          .txn()
+          .if(...both.ifHeld())
+          .then(op.put(`${a}-x`, "stale"))
+          .commit()
+      ).succeeded,
+    ).toBe(false);
+    // `held` is the client's view: false once the session's own deadline (real clock) has passed.
+    await until("held turns false", 3_000, () => !both.held);
+    await expect(both.unlock()).rejects.toMatchObject({ code: "LOCK_LOST" });
+    await lock.unlock();
   });
 });

@@ -8,7 +8,7 @@
 import { describe, expect, it } from "vitest";
 import { rejection } from "../support/async.js";
 import { freshNames, keysUnder } from "../support/etcd.js";
-import { restoredPair, type SdkCopy } from "../support/restore.js";
+import { restoredPair, type SdkCopy, withFrozenRandomness } from "../support/restore.js";
 import type { Fetch } from "../../src/index.js";
 import { useBackend } from "./backend.js";
 
@@ -43,5 +43,19 @@ describe("two sandboxes restored from one snapshot", () => {
       await a.close();
       expect(await keysUnder(etcd, name)).toEqual([]);
     }
+  });
+
+  it("are two contenders even without a reseed: one secret drawn twice is no earlier send", async () => {
+    const name = fresh();
+    const { a, b } = await restoredPair(backend.fetch, (sdk, fetch) => image(sdk, fetch, name));
+    // Each draws the same bytes, so each puts the image's reused key with the same value: only the count of its
+    // own sends tells B that the key it finds was not its own join landing late.
+    const first = await withFrozenRandomness(() => a.mutex(name).lock({ timeout: 2_000 }));
+    const second = await rejection(withFrozenRandomness(() => b.mutex(name).lock({ timeout: 500 })));
+    expect(second.code).toBe("TIMEOUT");
+    expect(await keysUnder(etcd, name)).toEqual([first.key]);
+    await first.unlock();
+    await a.close();
+    await b.close();
   });
 });

@@ -3,6 +3,7 @@
 // through a record beside the line that no contender reads. For every recipe: a mutex, an election's leader, a
 // semaphore's permits, a read-write lock's writer and readers. Go's Mutex, `etcdctl lock` and v3lock beside a
 // request are in test/etcd/revoke-interop.test.ts; the learn latency (p99) in `npm run bench`.
+// Tests run side by side (describe.concurrent) to overlap their waits: each has its own clients and names.
 import { describe, expect, it } from "vitest";
 import { sleep, stillPending, until, within } from "../support/async.js";
 import { fencedPut, freshNames, keysUnder, useSessions } from "../support/etcd.js";
@@ -19,7 +20,7 @@ const AT_ONCE_MS = 2_000;
 
 const requestsOf = async (key: string) => (await etcd.get(`__etcd-edge/requests/${key}`))?.value;
 
-describe("operator.revokeLock", () => {
+describe.concurrent("operator.revokeLock", () => {
   it("ends the mutex's holding only: its holder learns why, its fenced writes fail, a waiter holds", async () => {
     const name = fresh();
     const session = await newSession();
@@ -136,7 +137,7 @@ describe("operator.revokeLock", () => {
   });
 });
 
-describe("operator.requestRelease", () => {
+describe.concurrent("operator.requestRelease", () => {
   it("aborts the holder's releaseRequested with the reason, and changes nothing else", async () => {
     const name = fresh();
     const session = await newSession();

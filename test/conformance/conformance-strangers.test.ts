@@ -65,6 +65,20 @@ describe("a lease-less key of the mutex's form at the head of the line", () => {
     await holder.unlock();
   });
 
+  it("a try refuses it rather than calling the line busy, at the head or behind a holder", async () => {
+    const atHead = fresh();
+    const first = form.mutex(atHead);
+    await etcd.put(first, "left by a put");
+    const session = await newSession();
+    await refusedAtOnce(atHead, () => session.mutex(atHead).tryLock(), [first]);
+    const behind = fresh();
+    const holder = await (await newSession()).mutex(behind).lock();
+    const stranger = form.mutex(behind, "7b2");
+    await etcd.put(stranger, "left by a put");
+    await refusedAtOnce(behind, () => session.mutex(behind).tryLock(), [holder.key, stranger]);
+    await holder.unlock();
+  });
+
   it("a resent join (its first answer lost) checks the line as a first join does", async () => {
     const name = fresh();
     const stranger = form.mutex(name);

@@ -39,6 +39,19 @@ function freeze(): () => void {
   };
 }
 
+/**
+ * Runs `work` with the CSPRNG stubbed to the fixed stream from its start: two calls draw the same bytes, as two
+ * sandboxes restored from one image would if the platform did not reseed.
+ */
+export async function withFrozenRandomness<T>(work: () => Promise<T>): Promise<T> {
+  const thaw = freeze();
+  try {
+    return await work();
+  } finally {
+    thaw();
+  }
+}
+
 /** A fresh copy of the SDK's modules: one sandbox's. */
 async function sandbox(): Promise<SdkCopy> {
   vi.resetModules();

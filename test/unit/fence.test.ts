@@ -101,6 +101,23 @@ describe("object stores", () => {
     };
     await expect(fencedObjectWrite(send, "https://s3/b/k", { token: 1, update: () => "x" })).rejects.toMatchObject({
       code: "UNAVAILABLE",
+      message: expect.stringContaining("lost its race to another write 5 times in a row"),
+    });
+    expect(puts).toBe(5);
+  });
+
+  it("fencedR2Write: a write that keeps losing its race gives up after five tries, as on S3", async () => {
+    let puts = 0;
+    const bucket = {
+      get: async () => ({ etag: `e${puts}`, customMetadata: { "etcd-edge-fence": "1" } }),
+      put: async () => {
+        puts++;
+        return null;
+      },
+    };
+    await expect(fencedR2Write(bucket, "k", { token: 2, update: () => "v" })).rejects.toMatchObject({
+      code: "UNAVAILABLE",
+      message: expect.stringContaining("lost its race to another write 5 times in a row"),
     });
     expect(puts).toBe(5);
   });

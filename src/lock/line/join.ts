@@ -172,7 +172,8 @@ export class Join {
     const [mine, first] = line.responses;
     const kv = mine.kvs[0];
     if (kv === undefined) throw internal(`key ${key} vanished inside one transaction`);
-    if (kv.value !== this.value || this.#unsettled < 2) throw new KeyTaken();
+    // Not ours: an answer (never resent); the mutex draws a new key.
+    if (kv.value !== this.value || this.#unsettled < 2) throw new KeyTaken(key);
     contenders(this.#kind, prefix, first.kvs);
     const revision = kv.createRevision;
     const owner = first.kvs[0]?.createRevision === revision ? undefined : first.kvs[0];

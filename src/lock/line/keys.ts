@@ -2,6 +2,7 @@ import type { KeyValue } from "../../api/codec.js";
 import { wellFormedText } from "../../api/bytes.js";
 import { randomHex } from "../../api/random.js";
 import { describe, invalidArgument, lockNameConflict } from "../../errors/catalogue.js";
+import { EtcdError } from "../../errors/etcd-error.js";
 
 /**
  * The keys of a line (docs/protocol.md, "The line"). Every acquisition puts a key of its own under `<name>/`,
@@ -17,8 +18,15 @@ import { describe, invalidArgument, lockNameConflict } from "../../errors/catalo
  * send, takes a new key (`KeyTaken`): a sandbox restored from the same snapshot made it.
  */
 
-/** A join found its reused key there under another value: not this acquisition's (see the module's comment). */
-export class KeyTaken {}
+/**
+ * A join found its key there, not put by this acquisition (see the module's comment): an answer, so never sent
+ * again (an EtcdError of a final code), and the mutex draws a new key.
+ */
+export class KeyTaken extends EtcdError {
+  constructor(key: string) {
+    super("ALREADY_EXISTS", `key ${key} is another acquisition's`);
+  }
+}
 
 /** What can stand in a line: a mutex's is what Go's `concurrency` writes too. */
 export type KeyKind = "mutex" | "permit" | "rw";
