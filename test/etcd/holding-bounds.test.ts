@@ -3,7 +3,7 @@
 // follow stream runs on goes half-open (a NAT or a proxy dropped the flow: open, silent, for good) and when every
 // connection is reset. Every holding kind: a lock, a permit, a read and a write lock, lockAll, leadership. On
 // 4e52409 a half-open follow stream was trusted until the server's own end of it (30 s) and a grace: 29 s.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import type { Etcd, Session } from "../../src/index.js";
 import { type FaultProxy, startFaultProxy } from "../support/fault-proxy.ts";
 import { sleep, until } from "../support/async.js";
@@ -11,20 +11,23 @@ import { client, sharedEndpoint, uniqueName } from "../support/etcd.js";
 
 const BOUND_MS = 2_000;
 const etcd = client();
-let proxy: FaultProxy;
+const proxies: FaultProxy[] = [];
 const sessions: Session[] = [];
-
-beforeAll(async () => {
-  proxy = await startFaultProxy(sharedEndpoint());
-});
 
 afterAll(async () => {
   await Promise.all(sessions.map((s) => s.close().catch(() => {})));
-  await proxy?.close();
+  await Promise.all(proxies.map((proxy) => proxy.close()));
 });
 
-/** A client that reaches etcd only through the relay. */
-const relayed = (): Etcd => client({ endpoints: [proxy.url], timeout: 5_000 });
+/**
+ * A relay of the test's own in front of the member, and a client that reaches etcd only through it: a test's
+ * faults touch no other test's connections, so the tests run side by side.
+ */
+async function relayed(): Promise<{ client: Etcd; proxy: FaultProxy }> {
+  const proxy = await startFaultProxy(sharedEndpoint());
+  proxies.push(proxy);
+  return { client: client({ endpoints: [proxy.url], timeout: 5_000 }), proxy };
+}
 
 interface Holding {
   key: string;
@@ -78,14 +81,17 @@ const kinds: Array<[string, (session: Session, name: string) => Promise<Holding>
   ],
 ];
 
-/** A holding of `kind` that has followed its key for a while through the relay. */
-async function lasting(take: (session: Session, name: string) => Promise<Holding>): Promise<Holding> {
-  const session = await relayed().session({ ttl: 30, keepAlive: "auto" });
+/** A holding of `kind` that has followed its key for a while through a relay of its own, and that relay. */
+async function lasting(
+  take: (session: Session, name: string) => Promise<Holding>,
+): Promise<{ holding: Holding; proxy: FaultProxy }> {
+  const { client: through, proxy } = await relayed();
+  const session = await through.session({ ttl: 30, keepAlive: "auto" });
   sessions.push(session);
   const holding = await take(session, uniqueName("bounds"));
   await sleep(1_500);
   expect(holding.held()).toBe(true);
-  return holding;
+  return { holding, proxy };
 }
 
 /** Deletes the holding's key from outside and measures how long `held` takes to turn false. */
@@ -96,9 +102,9 @@ async function learns(holding: Holding): Promise<number> {
   return performance.now() - deleted;
 }
 
-describe("a holding whose follow connection goes half-open", () => {
+describe.concurrent("a holding whose follow connection goes half-open", () => {
   it.each(kinds)("%s learns that its key was deleted within 2 s", async (_, take) => {
-    const holding = await lasting(take);
+    const { holding, proxy } = await lasting(take);
     // The next stream of its line's watch (each lives a second) reaches etcd, and its answer never comes back:
     // that connection stays open and silent for good (a NAT, a proxy restarted behind it). Others work.
     const cut = proxy.dropNextAnswer({ path: "/v3/watch", then: "silence" });
@@ -108,7 +114,7 @@ describe("a holding whose follow connection goes half-open", () => {
   });
 
   it("a lock learns it within 2 s when every open connection of its client goes half-open at once", async () => {
-    const holding = await lasting(kinds[0]![1]);
+    const { holding, proxy } = await lasting(kinds[0]![1]);
     // A NAT forgets every flow: the client's pooled connections are dead too, and a request on one costs it an
     // attempt (the client's timeout here is 5 s: an attempt is 1.7 s).
     proxy.silence({ drop: true });
@@ -117,9 +123,9 @@ describe("a holding whose follow connection goes half-open", () => {
   });
 });
 
-describe("a holding whose connections are reset", () => {
+describe.concurrent("a holding whose connections are reset", () => {
   it.each(kinds)("%s learns that its key was deleted within 2 s", async (_, take) => {
-    const holding = await lasting(take);
+    const { holding, proxy } = await lasting(take);
     proxy.reset();
     expect(await learns(holding)).toBeLessThan(BOUND_MS);
   });

@@ -266,7 +266,8 @@ describe("release is idempotent and honest", () => {
   });
 });
 
-describe("manual leases wait as long as the caller allows", () => {
+// Side by side: both wait out leases of their own on the member directly, not through the relay.
+describe.concurrent("manual leases wait as long as the caller allows", () => {
   // Before: renewWhile waited ttl/3 before its first renewal even when less than that was left, so a
   // session alive when renewWhile started expired inside it.
   it("renewWhile renews at once when less than two thirds of the TTL is left", async () => {

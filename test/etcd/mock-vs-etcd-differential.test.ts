@@ -1,7 +1,7 @@
 /// <reference path="./provided.d.ts" />
 // Differential test over real HTTP: a long seeded sequence of requests (every endpoint the mock serves, valid and
 // invalid bodies, integers as JSON numbers) sent in lockstep to a fresh real etcd member and to the mock served by
-// etcd-edge/testing/server; every answer must match. The requests run in MOCK_DIFF_LANES (2) lanes, each a
+// etcd-edge/testing/server; every answer must match. The requests run in MOCK_DIFF_LANES (3) lanes, each a
 // member and a mock of its own with seed MOCK_DIFF_SEED + lane. Reproduce one lane with MOCK_DIFF_LANES=1,
 // MOCK_DIFF_SEED=<its seed> and MOCK_DIFF_OPS=<its request count>.
 //
@@ -28,7 +28,7 @@ const OPS = Number(process.env.MOCK_DIFF_OPS ?? 10_000);
 /** How long an observer etcd has not answered when the run ends may still take (see finishAll). */
 const LATE_OBSERVER_MS = 10_000;
 /** Independent member+mock pairs run side by side, each with its own seed (SEED, SEED + 1, ...). */
-const LANES = Number(process.env.MOCK_DIFF_LANES ?? 2);
+const LANES = Number(process.env.MOCK_DIFF_LANES ?? 3);
 
 type Side = "real" | "mock";
 const SIDES: Side[] = ["real", "mock"];

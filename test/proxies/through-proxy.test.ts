@@ -21,7 +21,8 @@ const fresh = freshNames("proxied");
 /** Whether this project's proxy holds streamed answers back until they end. */
 const holdsBack = () => inject("proxy") === "nginx" && inject("proxyConfig") === "first";
 
-describe(`through ${inject("proxy")} (${inject("proxyConfig")} configuration)`, () => {
+// Side by side: each test has its own names, sessions and clients, and most of it is waiting out the read timeout.
+describe.concurrent(`through ${inject("proxy")} (${inject("proxyConfig")} configuration)`, () => {
   it("a waiter takes the free lock within 1.5 s of its release", async () => {
     const name = fresh();
     const holder = await (await newSession()).mutex(name).lock();
