@@ -98,11 +98,7 @@ async function compare(contenders, title, suffix, { options, summary, run }) {
     const warmRatio = pairedRatio(w.values, direct.warm);
     const hotRatio = pairedRatio(h.values, direct.hot);
     rows.push([
-      name === "direct"
-        ? "direct (http)"
-        : name.endsWith(" h2")
-          ? `${name.slice(0, -3)} (https, HTTP/2)`
-          : `${name} (https)`,
+      name === "direct" ? "direct (http)" : `${name} (https)`,
       withSpread(summarize(w.values)),
       name === "direct" ? "1.00×" : ratioText(warmRatio),
       withSpread(summarize(h.values), 1),

@@ -262,38 +262,26 @@ describe("semaphore", () => {
     await permit.release();
   });
 
-  it("a waiter whose own key another client deletes fails with SESSION_EXPIRED at once, and never holds", async () => {
-    const name = fresh("sem");
-    const holder = await (await session()).semaphore(name, { permits: 1 }).acquire();
-    const waiting = (await session()).semaphore(name, { permits: 1 }).acquire();
-    const outcome = waiting.then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    await untilLineLength(etcd, name, 2);
-    const [, waiterKey] = (await etcd.range({ prefix: `${name}/`, sort: { target: "createRevision" } })).kvs;
-    await etcd.delete(waiterKey!.key);
-    expect(await within(2_000, "the waiter fails", outcome)).toMatchObject({ code: "SESSION_EXPIRED" });
-    expect(holder.held).toBe(true);
-    await holder.release();
-  });
-
-  it('wait: "poll": a waiter whose own key another client deletes is SESSION_EXPIRED, never holds', async () => {
-    const name = fresh("sem");
-    const holder = await (await session()).semaphore(name, { permits: 1 }).acquire();
-    const waiting = (await session()).semaphore(name, { permits: 1 }).acquire({ wait: "poll", pollInterval: 50 });
-    const outcome = waiting.then(
-      () => "held",
-      (e: unknown) => e,
-    );
-    await untilLineLength(etcd, name, 2);
-    const [, waiterKey] = (await etcd.range({ prefix: `${name}/`, sort: { target: "createRevision" } })).kvs;
-    await etcd.delete(waiterKey!.key);
-    // Free the permit at once: a waiter that missed its own key's loss would take it, holding nothing in etcd.
-    await holder.release();
-    expect(await within(2_000, "the waiter's outcome", outcome)).toMatchObject({ code: "SESSION_EXPIRED" });
-    expect(await lineLength(etcd, name)).toBe(0);
-  });
+  it.each(["watch", "poll"] as const)(
+    "wait: %s: a waiter whose own key another client deletes fails with SESSION_EXPIRED at once, never holds",
+    async (wait) => {
+      const name = fresh("sem");
+      const holder = await (await session()).semaphore(name, { permits: 1 }).acquire();
+      const waiting = (await session()).semaphore(name, { permits: 1 }).acquire({ wait, pollInterval: 50 });
+      const outcome = waiting.then(
+        () => "held",
+        (e: unknown) => e,
+      );
+      await untilLineLength(etcd, name, 2);
+      const [, waiterKey] = (await etcd.range({ prefix: `${name}/`, sort: { target: "createRevision" } })).kvs;
+      await etcd.delete(waiterKey!.key);
+      expect(holder.held).toBe(true);
+      // Free the permit at once: a waiter that missed its own key's loss would take it, holding nothing in etcd.
+      await holder.release();
+      expect(await within(2_000, "the waiter's outcome", outcome)).toMatchObject({ code: "SESSION_EXPIRED" });
+      expect(await lineLength(etcd, name)).toBe(0);
+    },
+  );
 
   it('wait: "poll" counts only the keys ahead, not those behind', async () => {
     const name = fresh("sem");

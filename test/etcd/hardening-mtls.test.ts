@@ -10,10 +10,10 @@ import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync } fr
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { runCli } from "../../src/cli/cli.js";
 import { Etcd, EtcdError, type EtcdOptions, op } from "../../src/index.js";
 import { createNodeFetch, type NodeFetch, type NodeFetchOptions } from "../../src/node/index.js";
 import { within } from "../support/async.js";
+import { runCaptured } from "../support/cli.js";
 import { freePort } from "../support/etcd-members.js";
 import { Pki, run } from "../support/pki.js";
 import { cleanEnv, runProcess, tail } from "../support/processes.js";
@@ -345,14 +345,6 @@ describe("mutual TLS (--client-cert-auth) with createNodeFetch({ ca, cert, key }
 });
 
 describe("npx etcd-edge locks over TLS, as etcdctl takes it", () => {
-  /** Runs the operator's command in-process, as the bin does; its exit code and what it printed. */
-  async function cli(args: string[], env: Record<string, string>) {
-    const out: string[] = [];
-    const err: string[] = [];
-    const code = await runCli(args, { env, out: (text) => out.push(text), err: (text) => err.push(text) });
-    return { code, out: out.join("\n"), err: err.join("\n") };
-  }
-
   it("--cacert, --cert and --key, or etcdctl's variables, reach a member under mutual TLS; else exit 3", async () => {
     const etcd = tlsClient(mutual, {
       fetch: nodeFetch({ ca: pem("ca.pem"), cert: pem("client.pem"), key: pem("client-key.pem") }),
@@ -362,13 +354,13 @@ describe("npx etcd-edge locks over TLS, as etcdctl takes it", () => {
     const files = { cacert: pki.path("ca.pem"), cert: pki.path("client.pem"), key: pki.path("client-key.pem") };
     const flags = ["--cacert", files.cacert, "--cert", files.cert, "--key", files.key];
     const endpoints = { ETCDCTL_ENDPOINTS: mutual.url };
-    const byFlags = await cli(["locks", "inspect", "mtls/cli", "--json", ...flags], endpoints);
+    const byFlags = await runCaptured(["locks", "inspect", "mtls/cli", "--json", ...flags], endpoints);
     expect(byFlags.code).toBe(0);
     expect(JSON.parse(byFlags.out)).toMatchObject({
       kind: "mutex",
       holders: [{ key: lock.key, token: lock.revision }],
     });
-    const byEnv = await cli(["locks", "inspect", "mtls/cli", "--json"], {
+    const byEnv = await runCaptured(["locks", "inspect", "mtls/cli", "--json"], {
       ...endpoints,
       ETCDCTL_CACERT: files.cacert,
       ETCDCTL_CERT: files.cert,
@@ -377,7 +369,7 @@ describe("npx etcd-edge locks over TLS, as etcdctl takes it", () => {
     expect(byEnv.code).toBe(0);
     expect(JSON.parse(byEnv.out)).toMatchObject({ holders: [{ key: lock.key }] });
     // Without the client certificate etcd refuses the handshake: exit 3 (etcd failed), the reason on stderr.
-    const refused = await cli(["locks", "inspect", "mtls/cli", "--cacert", files.cacert], endpoints);
+    const refused = await runCaptured(["locks", "inspect", "mtls/cli", "--cacert", files.cacert], endpoints);
     expect(refused.code).toBe(3);
     expect(refused.err).toMatch(/client cert/);
     await lock.unlock();

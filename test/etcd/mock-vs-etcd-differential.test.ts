@@ -19,7 +19,7 @@ import fc from "fast-check";
 import { afterAll, beforeAll, expect, inject, it } from "vitest";
 import type { EtcdVersion } from "../../src/testing/index.js";
 import { serveMockEtcd, type MockEtcdServer } from "../../src/testing/server/index.js";
-import { sleep } from "../support/async.js";
+import { sleep, until } from "../support/async.js";
 import { startEtcd, type EtcdMember } from "./harness.js";
 import { EXPLICIT_LEASES, ops, type Op, type Tpl } from "./mock-vs-etcd-ops.js";
 
@@ -674,8 +674,8 @@ class Differential {
         (s) =>
           s.op.kind === "observe" && s.collectors.real.status === "no answer" && s.collectors.mock.lines.length > 0,
       );
-    for (const started = performance.now(); late() && performance.now() - started < LATE_OBSERVER_MS; )
-      await sleep(100);
+    // Past that, the comparison below says how they differ.
+    await until("etcd answers every observer", LATE_OBSERVER_MS, () => !late(), 100).catch(() => {});
     for (const s of this.streams) {
       const realLines = s.collectors.real.lines;
       let mockLines =

@@ -3,9 +3,9 @@
 // documented exit codes, endpoints and a user from flags or etcdctl's environment variables. The packed bin
 // itself runs in test/runtimes/operator-cli.test.ts.
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { runCli } from "../../src/cli/cli.js";
 import type { Session } from "../../src/index.js";
 import { sleep, until } from "../support/async.js";
+import { runCaptured } from "../support/cli.js";
 import { client, leaseHex, sharedEndpoint, uniqueName } from "../support/etcd.js";
 import { addUser, enableAuth } from "../support/etcd-members.js";
 import { startEtcd } from "./harness.js";
@@ -25,16 +25,8 @@ async function newSession(on = etcd): Promise<Session> {
 }
 
 /** Runs one command line; its exit code and what it printed. */
-async function cli(args: string[], env: Record<string, string> = {}, signal?: AbortSignal) {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await runCli(args, {
-    env: { ETCDCTL_ENDPOINTS: sharedEndpoint(), ...env },
-    out: (text) => out.push(text),
-    err: (text) => err.push(text),
-    signal,
-  });
-  return { code, out: out.join("\n"), err: err.join("\n") };
+function cli(args: string[], env: Record<string, string> = {}, signal?: AbortSignal) {
+  return runCaptured(args, { ETCDCTL_ENDPOINTS: sharedEndpoint(), ...env }, signal);
 }
 
 describe("npx etcd-edge locks", () => {
