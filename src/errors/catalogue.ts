@@ -86,11 +86,10 @@ export function unavailable(message: string, details: EtcdErrorDetails = {}): Et
 export function streamHeldBack(endpoint: string, waitedMs: number): EtcdError {
   return new EtcdError(
     "STREAM_HELD_BACK",
-    `the watch stream from ${endpoint} delivered its first message only when it ended, ${Math.round(waitedMs)} ms ` +
-      "after it opened (etcd sends one at once): a proxy or load balancer between holds streamed answers back " +
-      "until they are complete. Let it stream: nginx `proxy_http_version 1.1; proxy_buffering off;`, HAProxy " +
-      "`option http-no-delay`, Caddy `flush_interval -1`, a cloud load balancer or tunnel with response " +
-      "streaming (see docs/deploying.md)",
+    `the watch stream from ${endpoint} gave its first message only as it ended, ${Math.round(waitedMs)} ms after ` +
+      "it opened (etcd sends one at once): a proxy or load balancer between buffers streamed answers. Let it " +
+      "stream: nginx `proxy_http_version 1.1; proxy_buffering off;`, HAProxy `option http-no-delay`, Caddy " +
+      "`flush_interval -1`, a cloud load balancer or tunnel with response streaming (docs/deploying.md)",
     { endpoint },
   );
 }
