@@ -414,6 +414,29 @@ describe("13. a late join's sweep and a ticket (issue 37, finding 2)", () => {
   });
 });
 
+describe("14. a full join that landed but whose answer was lost, behind a holder (issue 37)", () => {
+  // The resend finds the key its own (an earlier send made it) and must read where it stands: made to hold at
+  // once as a first join into an empty line does, it held beside the holder (a surviving mutant of join.ts).
+  it("waits its turn, then holds with its one key", async () => {
+    const name = fresh();
+    const holder = await (await session()).mutex(name).lock();
+    const fetch = answerLosingFetch(
+      backend.fetch,
+      (path, body) => path === "/v3/kv/txn" && body.includes("request_txn"),
+    );
+    const waiting = (await session(backend.client({ fetch }))).mutex(name).lock();
+    await until("the join landed", 5_000, async () => (await keysOf(name)).length === 2);
+    expect(await stillPending(waiting, 300)).toBe(true);
+    expect(fetch.lost).toBe(1);
+    expect(holder.held).toBe(true);
+    await holder.unlock();
+    const lock = await within(5_000, "the resent join's lock", waiting);
+    expect(await keysOf(name)).toEqual([lock.key]);
+    expect(lock.revision).toBeGreaterThan(holder.revision);
+    await lock.unlock();
+  });
+});
+
 describe("a key per acquisition", () => {
   it("is `<name>/<leaseHex>_<16 hex>`, its own in use; a mutex reuses one once its release deleted it", async () => {
     const name = fresh();

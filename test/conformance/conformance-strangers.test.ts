@@ -92,6 +92,25 @@ describe("a lease-less key of the mutex's form at the head of the line", () => {
     await refusedAtOnce(name, () => session.mutex(name).lock(WAIT), [stranger]);
     expect(fetch.lost).toBe(1);
   });
+
+  it("a full join resent behind a longer line refuses a stranger at its head, which its own reads never reach", async () => {
+    const name = fresh();
+    const stranger = form.mutex(name);
+    await etcd.put(stranger, "left by a put");
+    // Two contenders behind it that never leave: a waiter reads only the three newest keys up to its own.
+    const lease = await etcd.lease.grant(30);
+    const behind = [form.mutex(name, "7b2"), form.mutex(name, "7c3")];
+    for (const key of behind) await etcd.put(key, "", { lease: lease.id });
+    // The full join (a nested transaction) lands, its answer is lost; the resend finds the key its own.
+    const fetch = answerLosingFetch(
+      backend.fetch,
+      (path, body) => path === "/v3/kv/txn" && body.includes("request_txn"),
+    );
+    const session = await newSession({}, backend.client({ fetch }));
+    await refusedAtOnce(name, () => session.mutex(name).lock(WAIT), [stranger, ...behind]);
+    expect(fetch.lost).toBe(1);
+    await etcd.lease.revoke(lease.id);
+  });
 });
 
 describe("a key of another form in the line", () => {

@@ -160,7 +160,6 @@ export class Join {
         revision,
         present: true,
         created: true,
-        holder: first.kvs[0],
         predecessor: latest.kvs.find((kv) => kv.createRevision < revision),
         predecessorIsFirst: latest.count === 2,
         // Ours is the newest key under the prefix, so every other one is ahead of it.
@@ -174,10 +173,11 @@ export class Join {
     if (kv === undefined) throw internal(`key ${key} vanished inside one transaction`);
     // Not ours: an answer (never resent); the mutex draws a new key.
     if (kv.value !== this.value || this.#unsettled < 2) throw new KeyTaken(key);
+    // The holder, which the reads of a waiter behind a longer line never reach (read.ts): a stranger there is
+    // refused now, as a first join refuses it.
     contenders(this.#kind, prefix, first.kvs);
-    const revision = kv.createRevision;
-    const owner = first.kvs[0]?.createRevision === revision ? undefined : first.kvs[0];
-    return { header, revision, present: true, created: false, holder: owner };
+    // This answer shows the holder, not the key just ahead of ours: one read finds that (wait.ts).
+    return { header, revision: kv.createRevision, present: true, created: false };
   }
 }
 
