@@ -5,8 +5,8 @@
 import { describe, expect, it } from "vitest";
 import { type Etcd, EtcdError, type Fetch, type Lock, op, type Session } from "../../src/index.js";
 import { rejection, stillPending, until, within } from "../support/async.js";
-import { freshNames, untilLineLength, recordingFetch, useSessions } from "../support/etcd.js";
-import { heldWatches } from "../support/outage.js";
+import { freshNames, keysUnder, recordingFetch, untilLineLength, useSessions } from "../support/etcd.js";
+import { heldWatches, switchableFetch } from "../support/outage.js";
 import { describeSideBySide, useBackend } from "./backend.js";
 
 const { backend, etcd } = useBackend();
@@ -331,6 +331,74 @@ describe("handoff cost", () => {
     await lock.unlock();
     await Promise.all([lastSession.close(), holderSession.close()]);
   });
+});
+
+describe.concurrent("a waiter through an outage that breaks its streams (issue 38)", () => {
+  // Its watch gives up after its reconnections and the wait reads its line after a pause instead (wait.ts,
+  // afterStreamFailure): it waits out its own timeout, as Go's does, and holds once etcd is back and the holder
+  // has gone. On 2b58f09 each failed UNAVAILABLE within the outage, as its streams gave up.
+  const waits: Array<[string, (s: Session, name: string) => Promise<{ key: string }>]> = [
+    ["a mutex", (s, name) => s.mutex(name).lock({ timeout: 30_000 })],
+    ["a semaphore", (s, name) => s.semaphore(name, { permits: 1 }).acquire({ timeout: 30_000 })],
+    [
+      "a campaign",
+      async (s, name) => {
+        const election = s.election(name);
+        await election.campaign("w", { timeout: 30_000 });
+        return { key: election.key! };
+      },
+    ],
+  ];
+  const holders: Array<(s: Session, name: string) => Promise<{ key: string; release(): Promise<void> }>> = [
+    async (s, name) => {
+      const lock = await s.mutex(name).lock();
+      return { key: lock.key, release: () => lock.unlock() };
+    },
+    async (s, name) => {
+      const permit = await s.semaphore(name, { permits: 1 }).acquire();
+      return { key: permit.key, release: () => permit.release() };
+    },
+    async (s, name) => {
+      const election = s.election(name);
+      await election.campaign("h");
+      return { key: election.key!, release: () => election.resign() };
+    },
+  ];
+
+  it.each(waits.map((wait, i) => [...wait, holders[i]!] as const))(
+    "%s waits on, reading its line without a loop, and holds once etcd is back",
+    async (_, wait, hold) => {
+      const name = fresh();
+      const holder = await hold(await session(), name);
+      const cut = switchableFetch(backend.fetch, { breakStreams: true });
+      const fetch = recordingFetch(cut);
+      const waiting = wait(await session(30, backend.client({ fetch })), name);
+      let settled = false;
+      waiting.then(
+        () => (settled = true),
+        () => (settled = true),
+      );
+      await untilLineLength(etcd, name, 2);
+      expect(await stillPending(waiting, 200)).toBe(true);
+      const mark = fetch.mark();
+      cut.down = true;
+      try {
+        // Its streams give up after their reconnections (seconds: each pause drawn up to 2 s); then it reads.
+        const reads = () => fetch.since(mark).filter((path) => path === "/v3/kv/range").length;
+        await until("the wait reads its line instead", 30_000, () => reads() > 0 || settled, 50);
+        expect(await stillPending(waiting, 1_000)).toBe(true);
+        // Its read (four attempts a call) is resent while unanswered after growing pauses: about twenty fetches in
+        // that second, where a loop would make thousands.
+        expect(reads()).toBeLessThan(50);
+      } finally {
+        cut.down = false;
+      }
+      expect(await stillPending(waiting, 300)).toBe(true);
+      await holder.release();
+      const held = await within(5_000, "the waiter, after the outage", waiting);
+      expect(await keysUnder(etcd, name)).toEqual([held.key]);
+    },
+  );
 });
 
 // Each waits out a short lease: side by side on etcd, where each wait is a sleep of its own, one at a time on the

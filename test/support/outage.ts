@@ -4,12 +4,53 @@ import type { Fetch } from "../../src/index.js";
 
 export type SwitchableFetch = Fetch & { down: boolean };
 
-export function switchableFetch(inner: Fetch): SwitchableFetch {
-  const fetch = ((input, init) => {
-    if (fetch.down) return Promise.reject(new TypeError("fetch failed", { cause: new Error("connect ECONNREFUSED") }));
-    return inner(input, init);
+/**
+ * `breakStreams`: going down also breaks the watch streams open through it, as a dead network does to a
+ * connection in use; without it they carry on, as a stream already open through a proxy that went down may.
+ */
+export function switchableFetch(inner: Fetch, { breakStreams = false } = {}): SwitchableFetch {
+  let down = false;
+  /** Breaks one stream open through it. */
+  const open = new Set<() => void>();
+  const fetch = (async (input, init) => {
+    if (down) throw new TypeError("fetch failed", { cause: new Error("connect ECONNREFUSED") });
+    const response = await inner(input, init);
+    if (!breakStreams || !input.endsWith("/v3/watch") || response.body === null) return response;
+    const reader = (response.body as ReadableStream<Uint8Array>).getReader();
+    let breaker = () => {};
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        breaker = () => {
+          controller.error(new TypeError("terminated", { cause: new Error("other side closed") }));
+          reader.cancel().catch(() => {});
+        };
+        open.add(breaker);
+      },
+      async pull(controller) {
+        const { done, value } = await reader.read().catch((error: unknown) => {
+          open.delete(breaker);
+          throw error;
+        });
+        if (!done) return controller.enqueue(value);
+        open.delete(breaker);
+        controller.close();
+      },
+      cancel(reason) {
+        open.delete(breaker);
+        return reader.cancel(reason);
+      },
+    });
+    return new Response(body, { status: response.status, headers: (response as { headers?: HeadersInit }).headers });
   }) as SwitchableFetch;
-  fetch.down = false;
+  Object.defineProperty(fetch, "down", {
+    get: () => down,
+    set(value: boolean) {
+      down = value;
+      if (!value) return;
+      for (const breaker of open) breaker();
+      open.clear();
+    },
+  });
   return fetch;
 }
 

@@ -39,6 +39,23 @@ export function waitIdleTimeout(ahead: number | undefined): number {
   return ahead === undefined ? WAIT_IDLE_TIMEOUT : Math.min(30_000, WAIT_IDLE_TIMEOUT + 100 * Math.max(0, ahead - 1));
 }
 
+/** How long a wait whose stream broke beyond its reconnections pauses before it reads its line instead. */
+export const BROKEN_STREAM_PAUSE = 1_000;
+
+/**
+ * What a wait does when the stream it waits on fails. A history compacted away or a stream held back: it reads
+ * again at once. A stream broken beyond its own reconnections (an outage, a proxy that drops streams): it reads
+ * again after BROKEN_STREAM_PAUSE, so that it waits out its own timeout through an outage, as Go's waiter does,
+ * instead of failing on its stream's error, and a stream that breaks as soon as it opens costs a read per pause,
+ * never a loop. Anything else (a refusal, the wait's own abort) ends the wait: thrown.
+ */
+export async function afterStreamFailure(error: unknown, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) throw error;
+  if (isEtcdError(error, "COMPACTED") || isEtcdError(error, "STREAM_HELD_BACK")) return;
+  if (!isEtcdError(error, "UNAVAILABLE") && !isEtcdError(error, "TIMEOUT")) throw error;
+  await delay(BROKEN_STREAM_PAUSE, signal);
+}
+
 /**
  * A contender's wait after its join: none into an empty line; else, from where the join showed it (a resent join
  * reads the line first), `busy` for a try that may not wait, or its turn (`waitForTurn`).
@@ -98,8 +115,9 @@ export async function waitForTurn(
     try {
       woken = await predecessorGone(client, read, state, context.signal, ahead, own);
     } catch (error) {
-      if (!isEtcdError(error, "STREAM_HELD_BACK") || context.signal.aborted) throw error;
-      mode = "poll";
+      await afterStreamFailure(error, context.signal);
+      if (isEtcdError(error, "STREAM_HELD_BACK")) mode = "poll";
+      else state = await read({ signal: context.signal });
       continue;
     }
     // I hold: the key we waited for was the line's head, and only it was ahead of us; keys only join behind us.

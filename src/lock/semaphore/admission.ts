@@ -2,12 +2,11 @@ import type { EtcdClient } from "../../api/client.js";
 import type { KeyValue, ResponseHeader } from "../../api/codec.js";
 import { cmp, op } from "../../api/txn.js";
 import { internal, permitsMismatch } from "../../errors/catalogue.js";
-import { isEtcdError } from "../../errors/etcd-error.js";
 import { delay } from "../../gateway/signals.js";
 import { contenders } from "../line/keys.js";
 import { NEWEST_FIRST, OLDEST } from "../line/read.js";
 import type { JoinCall, Standing, WaitContext } from "../line/standing.js";
-import { WAIT_IDLE_TIMEOUT } from "../line/wait.js";
+import { afterStreamFailure, WAIT_IDLE_TIMEOUT } from "../line/wait.js";
 import { untilAnswered } from "../resend/until-answered.js";
 
 /**
@@ -133,7 +132,8 @@ export async function waitForPermit(
 /**
  * Follows the deletes under the line's prefix from just after `start`, each carrying the deleted key's
  * create revision (prevKv): one older than ours brings us one place forward. Resolves with the header that
- * admitted us, or undefined when the count must be read again (history compacted away).
+ * admitted us, or undefined when the count must be read again (history compacted away, its stream held back
+ * or broken: `afterStreamFailure`).
  */
 async function countDeletes(
   client: EtcdClient,
@@ -169,8 +169,7 @@ async function countDeletes(
       }
     }
   } catch (error) {
-    const again = isEtcdError(error, "COMPACTED") || isEtcdError(error, "STREAM_HELD_BACK");
-    if (!again || context.signal.aborted) throw error;
+    await afterStreamFailure(error, context.signal);
   }
   return undefined;
 }
