@@ -93,7 +93,7 @@ describe("a lease-less key of the mutex's form at the head of the line", () => {
     expect(fetch.lost).toBe(1);
   });
 
-  it("a resent full join behind a longer line refuses a stranger at its head, which its reads never reach", async () => {
+  it("a resent full join behind a longer line refuses a stranger at its head, which reads never reach", async () => {
     const name = fresh();
     const stranger = form.mutex(name);
     await etcd.put(stranger, "left by a put");
