@@ -1,11 +1,12 @@
 // `npm run chaos`: a 3-member loopback etcd cluster behind fault proxies, worker processes doing fenced
 // read-modify-writes under one lock with the built package, beside them workers doing the same under the
-// recipes (a semaphore, a read-write lock, lockAll and plain mutexes on shared names), faults on a seeded
-// schedule, then the checks.
+// recipes (a semaphore, a read-write lock, lockAll and plain mutexes on shared names), and rounds of the fence
+// control on each store (fence-rounds.ts: Postgres, SQLite, D1, R2, S3, DynamoDB), faults on a seeded schedule,
+// then the checks.
 //
 // Usage: node test/chaos/run.ts [--duration 450] [--seed N] [--workers 6] [--ttl 8] [--sdk dist]
 //                               [--json report.json] [--free-wait-bound 4550] [--faults kill-leader,silence|none]
-//                               [--no-recipes] [--permits 2|3] [--etcd 3.4|3.5|3.6|3.7]
+//                               [--no-recipes] [--no-fence] [--permits 2|3] [--etcd 3.4|3.5|3.6|3.7]
 // Exit code: 0 when every check passes, 1 when one fails, 2 when the run itself could not be carried out.
 import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -30,7 +31,9 @@ import { Monitor } from "./monitor.ts";
 import { seeded } from "./random.ts";
 import { linearizableCheck } from "./linearizable.ts";
 import { recipeChecks } from "./recipe-checks.ts";
+import { type FenceRound, fenceCheck, fenceRounds } from "./fence-rounds.ts";
 import { figures, formatReport } from "./report.ts";
+import { type Stores, startStores } from "../stores/control.ts";
 import { WorkerPool } from "./workers.ts";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
@@ -47,6 +50,8 @@ const { values: args } = parseArgs({
     faults: { type: "string" },
     // The recipe workers run by default; this leaves them out (the mutex alone, as before they existed).
     "no-recipes": { type: "boolean", default: false },
+    // The fence control's rounds run by default (the stores' workers use dist/, which chaos.sh builds).
+    "no-fence": { type: "boolean", default: false },
     permits: { type: "string" },
     // The cluster's etcd version (test/etcd/harness.ts reads it from ETCD_EDGE_ETCD_VERSION; 3.4 by default).
     etcd: { type: "string" },
@@ -103,6 +108,7 @@ const seed = args.seed === undefined ? Math.floor(Math.random() * 2 ** 31) : Mat
 const workerCount = Math.floor(positive("workers", args.workers));
 const ttl = positive("ttl", args.ttl);
 const withRecipes = !args["no-recipes"];
+const withFence = !args["no-fence"];
 // 2 or 3 permits, drawn from the seed unless given (on a stream of its own, so the schedule does not move).
 const permits =
   args.permits === undefined
@@ -164,6 +170,7 @@ let proxies: FaultProxy[] = [];
 let monitor: Monitor | undefined;
 let pool: WorkerPool | undefined;
 let schedule: FaultSchedule | undefined;
+let stores: Stores | undefined;
 let exitCode = 2;
 
 try {
@@ -177,7 +184,11 @@ try {
       : "recipes: none",
   );
   log(`run dir ${runDir}; etcd ${etcdVersion()}`);
-  cluster = await startCluster(3, { electionMs: ELECTION_TIMEOUT_MS });
+  log(withFence ? "fence: rounds on every store (starting them)" : "fence: none");
+  [cluster, stores] = await Promise.all([
+    startCluster(3, { electionMs: ELECTION_TIMEOUT_MS }),
+    withFence ? startStores() : undefined,
+  ]);
   proxies = await Promise.all(cluster.members.map((m) => startFaultProxy(m.clientUrl)));
   const { revision } = await rangePrefix(cluster.endpoints, linesPrefix);
   monitor = new Monitor(cluster.endpoints, linesPrefix, revision + 1);
@@ -219,13 +230,20 @@ try {
     { cluster, proxies, monitor, pool, rng: seeded(seed), ttl, lockPrefix, log, recipeRng },
     kinds,
   );
+  let faulting = true;
+  const fenceAt = proxies.map((p) => p.url);
+  const fencing: Promise<FenceRound[]> | undefined =
+    stores === undefined ? undefined : fenceRounds(stores, fenceAt, `${prefix}fence/`, () => faulting, log);
   try {
     await sleep(2_000);
     await schedule.run(startedAt + durationMs);
   } finally {
+    faulting = false;
     schedule.restore();
     clearInterval(progress);
   }
+  // The round under way when the faults ended finishes before the workers are asked to.
+  const fences = await fencing;
   const faultsEndedAt = wallNow();
   log("fault period over; asking workers to finish their round");
   await pool.drain(settings.drainBoundMs + 5_000);
@@ -298,7 +316,13 @@ try {
     recipes,
   };
   writeFileSync(join(runDir, "record.json"), JSON.stringify(record));
-  const checks = [...runChecks(record), ...recipeChecks(record), linearizableCheck(record, runDir)];
+  if (fences !== undefined) writeFileSync(join(runDir, "fence.json"), JSON.stringify(fences));
+  const checks = [
+    ...runChecks(record),
+    ...recipeChecks(record),
+    linearizableCheck(record, runDir),
+    ...(fences === undefined ? [] : [fenceCheck(fences)]),
+  ];
   console.log(`\n${formatReport(record, checks, { runDir })}`);
   for (const w of pool.all()) {
     if (w.stderr.length > 0) log(`stderr of ${w.id}:\n  ${w.stderr.join("\n  ")}`);
@@ -316,5 +340,6 @@ try {
   await monitor?.stop();
   await Promise.all(proxies.map((p) => p.close()));
   await cluster?.stop();
+  await stores?.stop();
 }
 process.exit(exitCode);

@@ -1,6 +1,8 @@
-// One process of the fence control (fence-control.test.ts), on the built package. Its role, from the JSON in argv:
+// One process of the fence control (control.ts), on the built package. Its role, from the JSON in argv:
 // - "setup": makes the store's counter (0) and fence table; "read": prints the counter.
-// - "worker": `increments` times, under the lock: reads the counter, writes it plus one (fenced or not).
+// - "worker": `increments` times, under the lock: reads the counter, writes it plus one (fenced or not), and says
+//   so once the store acknowledged it. A call that fails (etcd behind faults in `npm run chaos`) is tried again;
+//   an increment acknowledged before its release failed counts.
 // - "victim": takes the lock on a short lease, reads the counter, prints it, and waits for a line on stdin: the test
 //   freezes it there (SIGSTOP) past its lease, lets others take the lock, resumes it, and it writes what it read plus
 //   one, as a holder that still believes it holds.
@@ -12,7 +14,7 @@ import { adapters } from "./adapters.mjs";
 const config = JSON.parse(process.argv[2]);
 const say = (event) => process.stdout.write(`${JSON.stringify(event)}\n`);
 const store = await adapters[config.store](config.conn, config.resource);
-const etcd = new Etcd({ endpoints: [config.etcd] });
+const etcd = new Etcd({ endpoints: config.etcd });
 
 try {
   if (config.role === "setup") {
@@ -21,17 +23,38 @@ try {
   } else if (config.role === "read") {
     say({ event: "value", value: await store.read() });
   } else if (config.role === "worker") {
-    for (let i = 0; i < config.increments; i++) {
-      await etcd.withLock(
-        config.name,
-        async (lock) => store.write((await store.read()) + 1, lock.revision, config.fenced),
-        { timeout: 30_000 },
-      );
+    let done = 0;
+    for (let tries = 0; done < config.increments && tries < 10 * config.increments; tries++) {
+      try {
+        await etcd.withLock(
+          config.name,
+          async (lock) => {
+            await store.write((await store.read()) + 1, lock.revision, config.fenced);
+            done++;
+            say({ event: "incremented", token: lock.revision });
+          },
+          { timeout: 30_000 },
+        );
+      } catch (error) {
+        say({ event: "failed", code: error.code, message: error.message });
+      }
     }
-    say({ event: "done", increments: config.increments });
+    say({ event: "done", increments: done });
   } else if (config.role === "victim") {
-    const session = await etcd.session({ ttl: 2 });
-    const lock = await session.mutex(config.name).lock({ timeout: 30_000 });
+    // Its 2 s lease may run out before the lock is taken when etcd is slow (behind faults in `npm run chaos`):
+    // the session then says so, and the victim tries again with a new one.
+    let session;
+    let lock;
+    for (let tries = 1; lock === undefined; tries++) {
+      try {
+        session = await etcd.session({ ttl: 2 });
+        lock = await session.mutex(config.name).lock({ timeout: 30_000 });
+      } catch (error) {
+        await session?.close().catch(() => {});
+        if (tries === 10) throw error;
+        say({ event: "failed", code: error.code, message: error.message });
+      }
+    }
     const value = await store.read();
     say({ event: "read", value, token: lock.revision });
     await new Promise((resolve) => createInterface({ input: process.stdin }).once("line", resolve));

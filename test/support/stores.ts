@@ -8,8 +8,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { build } from "esbuild";
 import { Miniflare } from "miniflare";
-import { freePort } from "./etcd-members.js";
-import { runProcess, spawnChild, tail } from "./processes.js";
+import { freePort } from "./etcd-members.ts";
+import { runProcess, spawnChild, tail } from "./processes.ts";
 
 /** A started store: where it listens, and how to stop it. */
 export interface Store {
