@@ -19,7 +19,7 @@ const fresh = freshNames("delay");
 const DELAY_MS = 1_500;
 
 /** A holder, and a waiter behind it in another session with `lockDelay`, and what the waiter's client told. */
-async function holderAndWaiter(lockDelay: number | undefined, clientDelay?: number) {
+async function holderAndWaiter(lockDelay: number | undefined, clientDelay?: number, wait?: "watch" | "poll") {
   const name = fresh();
   const holderSession = await newSession();
   const lock = await holderSession.mutex(name).lock();
@@ -27,7 +27,7 @@ async function holderAndWaiter(lockDelay: number | undefined, clientDelay?: numb
   const fetch = recordingFetch(backend.fetch);
   const client = backend.client({ fetch, onEvent: (e) => events.push(e), lockDelay: clientDelay });
   const waiterSession = await newSession({}, client);
-  const waiting = waiterSession.mutex(name).lock({ lockDelay, timeout: 20_000 });
+  const waiting = waiterSession.mutex(name).lock({ lockDelay, timeout: 20_000, wait });
   await until("the waiter is in line", 5_000, async () => (await keysUnder(etcd, name)).length === 2);
   return { name, lock, holderSession, waiting, events, fetch };
 }
@@ -57,20 +57,24 @@ describe.concurrent("lockDelay", () => {
     await next.unlock();
   });
 
-  it("after the holder's lease ended: held lockDelay later, told to onEvent", async () => {
-    const { name, holderSession, waiting, events } = await holderAndWaiter(DELAY_MS);
-    const start = performance.now();
-    await etcd.lease.revoke(holderSession.leaseId);
-    // Delayed: its key is first in line meanwhile, so nobody else holds either.
-    expect(await stillPending(waiting, DELAY_MS / 2)).toBe(true);
-    expect((await etcd.inspectLock(name)).waiters).toEqual([]);
-    const next = await within(DELAY_MS * 3, "the waiter's lock, delayed", waiting);
-    expect(performance.now() - start).toBeGreaterThanOrEqual(DELAY_MS);
-    const delayed = events.find((e) => e.type === "lock.delayed");
-    expect(delayed).toMatchObject({ kind: "lock", name, delayMs: DELAY_MS });
-    expect((delayed as { why: string }).why).toMatch(/ended \(it expired or was revoked\)/);
-    await next.unlock();
-  });
+  // A watching waiter right behind the holder learns from the delete itself; a polling one from a read.
+  it.for(["watch", "poll"] as const)(
+    "after the holder's lease ended (wait: %s): held lockDelay later, told",
+    async (wait) => {
+      const { name, holderSession, waiting, events } = await holderAndWaiter(DELAY_MS, undefined, wait);
+      const start = performance.now();
+      await etcd.lease.revoke(holderSession.leaseId);
+      // Delayed: its key is first in line meanwhile, so nobody else holds either.
+      expect(await stillPending(waiting, DELAY_MS / 2)).toBe(true);
+      expect((await etcd.inspectLock(name)).waiters).toEqual([]);
+      const next = await within(DELAY_MS * 3, "the waiter's lock, delayed", waiting);
+      expect(performance.now() - start).toBeGreaterThanOrEqual(DELAY_MS);
+      const delayed = events.find((e) => e.type === "lock.delayed");
+      expect(delayed).toMatchObject({ kind: "lock", name, delayMs: DELAY_MS });
+      expect((delayed as { why: string }).why).toMatch(/ended \(it expired or was revoked\)/);
+      await next.unlock();
+    },
+  );
 
   it("after a revocation by an operator, from the client's default", async () => {
     const { name, waiting, events } = await holderAndWaiter(undefined, DELAY_MS);

@@ -232,6 +232,33 @@ describe("one client's waiters on the line's shared stream (issue 37, finding 1)
     await next.unlock();
   });
 
+  it("a waiter that read it is not first, then gave up, wakes the client's waiter behind it to read, not to hold", async () => {
+    // The line: the holder (another client), then three waiters of one client; the first watches on its own, the
+    // others on the line's stream. When the first gives up, the second reads that the holder is still ahead: it
+    // must not mark its key the head, or its own giving up would let the third hold beside the holder.
+    const name = fresh();
+    const holder = await (await session()).mutex(name).lock();
+    const client = backend.client();
+    const [g1, g2] = [new AbortController(), new AbortController()];
+    const first = (await session(30, client)).mutex(name).lock({ signal: g1.signal, timeout: 10_000 });
+    await untilLineLength(etcd, name, 2);
+    const second = (await session(30, client)).mutex(name).lock({ signal: g2.signal, timeout: 10_000 });
+    await untilLineLength(etcd, name, 3);
+    const third = (await session(30, client)).mutex(name).lock({ timeout: 10_000 });
+    await untilLineLength(etcd, name, 4);
+    g1.abort();
+    expect((await rejection(first)).code).toBe("ABORTED");
+    expect(await stillPending(second, 300)).toBe(true);
+    g2.abort();
+    expect((await rejection(second)).code).toBe("ABORTED");
+    expect(await stillPending(third, 500)).toBe(true);
+    expect(holder.held).toBe(true);
+    await holder.unlock();
+    const lock = await within(5_000, "the third waiter's lock", third);
+    expect(lock.revision).toBeGreaterThan(holder.revision);
+    await lock.unlock();
+  });
+
   it("a release wakes the client's waiter behind it on its own answer, with every watch stream held back", async () => {
     const watches = heldWatches(backend.fetch);
     const client = backend.client({ fetch: watches.fetch });
