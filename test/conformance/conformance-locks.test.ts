@@ -232,7 +232,7 @@ describe("one client's waiters on the line's shared stream (issue 37, finding 1)
     await next.unlock();
   });
 
-  it("a waiter that read it is not first, then gave up, wakes the client's waiter behind it to read, not to hold", async () => {
+  it("a waiter that read it is not first, then gave up, wakes the one behind it to read, not to hold", async () => {
     // The line: the holder (another client), then three waiters of one client; the first watches on its own, the
     // others on the line's stream. When the first gives up, the second reads that the holder is still ahead: it
     // must not mark its key the head, or its own giving up would let the third hold beside the holder.
