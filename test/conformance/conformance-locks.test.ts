@@ -209,6 +209,34 @@ describe("a join's requests are built for its own name (issue 37, finding 8)", (
   });
 });
 
+describe("waiters whose predecessors give up, each on a watch of its own (issue 37)", () => {
+  // The line: the holder, then three waiters of three clients. When the second gives up, the last reads that two
+  // keys are still ahead of it: its predecessor is not the head, so that predecessor's giving up in turn must
+  // make it read again, not hold. Read as the head, it held beside the holder (a surviving mutant of read.ts).
+  it("the last reads again when its new predecessor gives up, and holds only after the holder", async () => {
+    const name = fresh();
+    const holder = await (await session()).mutex(name).lock();
+    const [g1, g2] = [new AbortController(), new AbortController()];
+    const first = (await session()).mutex(name).lock({ signal: g1.signal, timeout: 10_000 });
+    await untilLineLength(etcd, name, 2);
+    const second = (await session()).mutex(name).lock({ signal: g2.signal, timeout: 10_000 });
+    await untilLineLength(etcd, name, 3);
+    const last = (await session()).mutex(name).lock({ timeout: 10_000 });
+    await untilLineLength(etcd, name, 4);
+    g2.abort();
+    expect((await rejection(second)).code).toBe("ABORTED");
+    expect(await stillPending(last, 300)).toBe(true);
+    g1.abort();
+    expect((await rejection(first)).code).toBe("ABORTED");
+    expect(await stillPending(last, 500)).toBe(true);
+    expect(holder.held).toBe(true);
+    await holder.unlock();
+    const lock = await within(5_000, "the last waiter's lock", last);
+    expect(lock.revision).toBeGreaterThan(holder.revision);
+    await lock.unlock();
+  });
+});
+
 describe("one client's waiters on the line's shared stream (issue 37, finding 1)", () => {
   // Two waiters of one client share the line's stream; each still waits for its own predecessor. On 4e52409 a
   // mutant that took any predecessor's delete seen there for "I am first" (the `wasFirst` condition dropped), or

@@ -7,7 +7,7 @@
 // (and the reader's, the semaphore's and the resent join's on every version).
 import { describe, expect, it } from "vitest";
 import type { Session } from "../../src/index.js";
-import { rejection } from "../support/async.js";
+import { rejection, until } from "../support/async.js";
 import { freshNames, keysUnder, leaseHex, useSessions } from "../support/etcd.js";
 import { answerLosingFetch } from "../support/outage.js";
 import { useBackend } from "./backend.js";
@@ -110,6 +110,24 @@ describe("a lease-less key of the mutex's form at the head of the line", () => {
     await refusedAtOnce(name, () => session.mutex(name).lock(WAIT), [stranger, ...behind]);
     expect(fetch.lost).toBe(1);
     await etcd.lease.revoke(lease.id);
+  });
+});
+
+describe("a holder's key cut loose by a put while waiters wait", () => {
+  it("the waiter that reads it after its predecessor gave up refuses it at once", async () => {
+    const name = fresh();
+    const holder = await (await newSession()).mutex(name).lock();
+    const giveUp = new AbortController();
+    const ahead = (await newSession()).mutex(name).lock({ signal: giveUp.signal, timeout: 10_000 });
+    await until("the waiter ahead is in line", 5_000, async () => (await keysUnder(etcd, name)).length === 2);
+    const session = await newSession();
+    const waiting = session.mutex(name).lock(WAIT);
+    await until("the waiter is in line", 5_000, async () => (await keysUnder(etcd, name)).length === 3);
+    // A plain put over the holder's key: no lease ends it now (its holder's session is manual: it follows nothing).
+    await etcd.put(holder.key, "left by a put");
+    giveUp.abort();
+    expect((await rejection(ahead)).code).toBe("ABORTED");
+    await refusedAtOnce(name, () => waiting, [holder.key]);
   });
 });
 
