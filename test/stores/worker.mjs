@@ -58,11 +58,19 @@ try {
     const value = await store.read();
     say({ event: "read", value, token: lock.revision });
     await new Promise((resolve) => createInterface({ input: process.stdin }).once("line", resolve));
-    try {
-      await store.write(value + 1, lock.revision, config.fenced);
-      say({ event: "wrote", value: value + 1 });
-    } catch (error) {
-      say({ event: "refused", code: error.code, message: error.message });
+    // A connection to the store kept alive while it was frozen may be gone (a server closed it meanwhile): a write
+    // that failed without an answer (no code: not the fence's refusal) is sent again, as a user's retry would be.
+    // The same value either way, and a fenced write is conditional: a second send changes nothing more.
+    for (let tries = 1; ; tries++) {
+      try {
+        await store.write(value + 1, lock.revision, config.fenced);
+        say({ event: "wrote", value: value + 1 });
+        break;
+      } catch (error) {
+        if (error.code === undefined && tries < 3) continue;
+        say({ event: "refused", code: error.code, message: error.message });
+        break;
+      }
     }
     await session.close().catch(() => {});
   }
