@@ -19,6 +19,37 @@ const session = (ttl = 30, client: Etcd = etcd): Promise<Session> => open({ ttl 
 /** How long after advance(3_500) a 2 s lease may still take to go on real etcd. */
 const EXPIRY_GRACE_MS = 3_000;
 
+/**
+ * A holder, then `count` waiters in line behind it that can each give up, on sessions of `client` (one client:
+ * its second waiter on shares the line's stream; by default each waiter's client is the test's own).
+ */
+async function holderAndWaiters(name: string, count: number, client: Etcd = etcd) {
+  const holder = await (await session()).mutex(name).lock();
+  const giveUp = Array.from({ length: count }, () => new AbortController());
+  const waiting: Promise<Lock>[] = [];
+  for (const [i, controller] of giveUp.entries()) {
+    waiting.push((await session(30, client)).mutex(name).lock({ signal: controller.signal, timeout: 10_000 }));
+    await untilLineLength(etcd, name, i + 2);
+  }
+  return { holder, waiting, giveUp };
+}
+
+/** Gives up `which` of the waiters; their calls say ABORTED. */
+async function giveUpOn(line: { waiting: Promise<Lock>[]; giveUp: AbortController[] }, which: number) {
+  line.giveUp[which]!.abort();
+  expect((await rejection(line.waiting[which]!)).code).toBe("ABORTED");
+}
+
+/** `last` waits while the holder holds, and holds once it released. */
+async function holdsAfter(holder: Lock, last: Promise<Lock>) {
+  expect(await stillPending(last, 500)).toBe(true);
+  expect(holder.held).toBe(true);
+  await holder.unlock();
+  const lock = await within(5_000, "the last waiter's lock", last);
+  expect(lock.revision).toBeGreaterThan(holder.revision);
+  await lock.unlock();
+}
+
 describe("mutex", () => {
   it("FIFO: 5 waiters acquire in the order they joined the line", async () => {
     const name = fresh();
@@ -214,26 +245,11 @@ describe("waiters whose predecessors give up, each on a watch of its own (issue 
   // keys are still ahead of it: its predecessor is not the head, so that predecessor's giving up in turn must
   // make it read again, not hold. Read as the head, it held beside the holder (a surviving mutant of read.ts).
   it("the last reads again when its new predecessor gives up, and holds only after the holder", async () => {
-    const name = fresh();
-    const holder = await (await session()).mutex(name).lock();
-    const [g1, g2] = [new AbortController(), new AbortController()];
-    const first = (await session()).mutex(name).lock({ signal: g1.signal, timeout: 10_000 });
-    await untilLineLength(etcd, name, 2);
-    const second = (await session()).mutex(name).lock({ signal: g2.signal, timeout: 10_000 });
-    await untilLineLength(etcd, name, 3);
-    const last = (await session()).mutex(name).lock({ timeout: 10_000 });
-    await untilLineLength(etcd, name, 4);
-    g2.abort();
-    expect((await rejection(second)).code).toBe("ABORTED");
-    expect(await stillPending(last, 300)).toBe(true);
-    g1.abort();
-    expect((await rejection(first)).code).toBe("ABORTED");
-    expect(await stillPending(last, 500)).toBe(true);
-    expect(holder.held).toBe(true);
-    await holder.unlock();
-    const lock = await within(5_000, "the last waiter's lock", last);
-    expect(lock.revision).toBeGreaterThan(holder.revision);
-    await lock.unlock();
+    const line = await holderAndWaiters(fresh(), 3);
+    await giveUpOn(line, 1);
+    expect(await stillPending(line.waiting[2]!, 300)).toBe(true);
+    await giveUpOn(line, 0);
+    await holdsAfter(line.holder, line.waiting[2]!);
   });
 });
 
@@ -264,27 +280,11 @@ describe("one client's waiters on the line's shared stream (issue 37, finding 1)
     // The line: the holder (another client), then three waiters of one client; the first watches on its own, the
     // others on the line's stream. When the first gives up, the second reads that the holder is still ahead: it
     // must not mark its key the head, or its own giving up would let the third hold beside the holder.
-    const name = fresh();
-    const holder = await (await session()).mutex(name).lock();
-    const client = backend.client();
-    const [g1, g2] = [new AbortController(), new AbortController()];
-    const first = (await session(30, client)).mutex(name).lock({ signal: g1.signal, timeout: 10_000 });
-    await untilLineLength(etcd, name, 2);
-    const second = (await session(30, client)).mutex(name).lock({ signal: g2.signal, timeout: 10_000 });
-    await untilLineLength(etcd, name, 3);
-    const third = (await session(30, client)).mutex(name).lock({ timeout: 10_000 });
-    await untilLineLength(etcd, name, 4);
-    g1.abort();
-    expect((await rejection(first)).code).toBe("ABORTED");
-    expect(await stillPending(second, 300)).toBe(true);
-    g2.abort();
-    expect((await rejection(second)).code).toBe("ABORTED");
-    expect(await stillPending(third, 500)).toBe(true);
-    expect(holder.held).toBe(true);
-    await holder.unlock();
-    const lock = await within(5_000, "the third waiter's lock", third);
-    expect(lock.revision).toBeGreaterThan(holder.revision);
-    await lock.unlock();
+    const line = await holderAndWaiters(fresh(), 3, backend.client());
+    await giveUpOn(line, 0);
+    expect(await stillPending(line.waiting[1]!, 300)).toBe(true);
+    await giveUpOn(line, 1);
+    await holdsAfter(line.holder, line.waiting[2]!);
   });
 
   it("a release wakes the client's waiter behind it on its own answer, with every watch stream held back", async () => {
