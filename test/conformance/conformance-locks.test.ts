@@ -422,6 +422,8 @@ describe.concurrent("a waiter through an outage that breaks its streams (issue 3
 
   it.each(waits.map((wait, i) => [...wait, holders[i]!] as const))(
     "%s waits on, reading its line without a loop, and holds once etcd is back",
+    // Its streams' reconnections alone take up to about 15 s (pauses drawn up to 2 s, ten of them).
+    { timeout: 60_000 },
     async (_, wait, hold) => {
       const name = fresh();
       const holder = await hold(await session(), name);
