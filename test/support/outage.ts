@@ -117,3 +117,62 @@ export function bufferingFetch(inner: Fetch): Fetch {
     return new Response(whole, { status: response.status, headers: (response as { headers?: HeadersInit }).headers });
   };
 }
+
+/** What `stallingEndpoints` gives: a client's two endpoints, the first of which can stall. */
+export interface StallingEndpoints {
+  readonly fetch: Fetch;
+  /** The endpoint that stalls first in the list, the one that keeps answering second. */
+  readonly endpoints: readonly [stalls: string, answers: string];
+  stall(): void;
+  resume(): void;
+}
+
+/**
+ * Two endpoints in front of one store (`target`), the first of which can stall as a paused member does (SIGSTOP):
+ * its connections stay open, a request sent to it is never answered (until its signal aborts it) and the
+ * streams open through it deliver nothing more, while the second answers as ever. `resume()` lets what the
+ * first held go on.
+ */
+export function stallingEndpoints(inner: Fetch, target: string): StallingEndpoints {
+  const endpoints = ["http://stalls.test:2379", "http://answers.test:2379"] as const;
+  let stalled: Promise<void> | undefined;
+  let resume = () => {};
+  /** Waits while the first endpoint stalls; a request's own signal ends the wait. */
+  const passing = (signal?: AbortSignal | null) =>
+    stalled === undefined
+      ? undefined
+      : new Promise<void>((resolve, reject) => {
+          signal?.throwIfAborted();
+          signal?.addEventListener("abort", () => reject(signal.reason), { once: true });
+          stalled!.then(resolve);
+        });
+  const fetch: Fetch = async (input, init) => {
+    const url = new URL(input);
+    const stalls = url.origin === endpoints[0];
+    if (stalls) await passing(init.signal);
+    const response = await inner(new URL(url.pathname + url.search, target).href, init);
+    if (!stalls || !url.pathname.endsWith("/watch") || response.body === null) return response;
+    const reader = (response.body as ReadableStream<Uint8Array>).getReader();
+    const body = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        const { done, value } = await reader.read();
+        await passing();
+        if (done) controller.close();
+        else controller.enqueue(value);
+      },
+      cancel: (reason) => reader.cancel(reason),
+    });
+    return new Response(body, { status: response.status, headers: (response as { headers?: HeadersInit }).headers });
+  };
+  return {
+    fetch,
+    endpoints,
+    stall: () => {
+      stalled ??= new Promise((resolve) => (resume = resolve));
+    },
+    resume: () => {
+      stalled = undefined;
+      resume();
+    },
+  };
+}
