@@ -84,17 +84,7 @@ export function heldWatches(inner: Fetch): { fetch: Fetch; hold(): void; resume(
   const fetch: Fetch = async (url, init) => {
     const response = await inner(url, init);
     if (!url.endsWith("/v3/watch") || response.body === null) return response;
-    const reader = (response.body as ReadableStream<Uint8Array>).getReader();
-    const body = new ReadableStream<Uint8Array>({
-      async pull(controller) {
-        const { done, value } = await reader.read();
-        await gate;
-        if (done) controller.close();
-        else controller.enqueue(value);
-      },
-      cancel: (reason) => reader.cancel(reason),
-    });
-    return new Response(body, { status: response.status, headers: (response as { headers?: HeadersInit }).headers });
+    return gated(response, () => gate);
   };
   return {
     fetch,
@@ -152,17 +142,7 @@ export function stallingEndpoints(inner: Fetch, target: string): StallingEndpoin
     if (stalls) await passing(init.signal);
     const response = await inner(new URL(url.pathname + url.search, target).href, init);
     if (!stalls || !url.pathname.endsWith("/watch") || response.body === null) return response;
-    const reader = (response.body as ReadableStream<Uint8Array>).getReader();
-    const body = new ReadableStream<Uint8Array>({
-      async pull(controller) {
-        const { done, value } = await reader.read();
-        await passing();
-        if (done) controller.close();
-        else controller.enqueue(value);
-      },
-      cancel: (reason) => reader.cancel(reason),
-    });
-    return new Response(body, { status: response.status, headers: (response as { headers?: HeadersInit }).headers });
+    return gated(response, () => passing());
   };
   return {
     fetch,
@@ -175,4 +155,19 @@ export function stallingEndpoints(inner: Fetch, target: string): StallingEndpoin
       resume();
     },
   };
+}
+
+/** `response` again, each chunk of its body passed on only once `gate()` (when it gives a promise) settles. */
+function gated(response: Awaited<ReturnType<Fetch>>, gate: () => Promise<void> | undefined): Response {
+  const reader = (response.body as ReadableStream<Uint8Array>).getReader();
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      const { done, value } = await reader.read();
+      await gate();
+      if (done) controller.close();
+      else controller.enqueue(value);
+    },
+    cancel: (reason) => reader.cancel(reason),
+  });
+  return new Response(body, { status: response.status, headers: (response as { headers?: HeadersInit }).headers });
 }
