@@ -4,7 +4,8 @@
 // monotonic clock, while the mock's leases run on virtual time; see the expiry tests for what that means.
 import { describe, expect, it } from "vitest";
 import { type Etcd, EtcdError, type Fetch, type Lock, op, type Session } from "../../src/index.js";
-import { rejection, stillPending, until, within } from "../support/async.js";
+import { SECOND_WATCH_AFTER } from "../../src/lock/line/wait.js";
+import { rejection, sleep, stillPending, until, within } from "../support/async.js";
 import { freshNames, keysUnder, recordingFetch, untilLineLength, useSessions } from "../support/etcd.js";
 import { heldWatches, switchableFetch } from "../support/outage.js";
 import { describeSideBySide, useBackend } from "./backend.js";
@@ -51,6 +52,27 @@ async function holdsAfter(holder: Lock, last: Promise<Lock>) {
 }
 
 describe("mutex", () => {
+  it("a wait leaves nothing running once it holds: no watch opens later, every one it opened is closed", async () => {
+    const name = fresh();
+    const fetch = recordingFetch(backend.fetch);
+    const waiters = backend.client({ fetch });
+    const holder = await (await session()).mutex(name).lock();
+    // Two waiters of one client: the first on a watch of its own, the second on the line's shared stream.
+    const first = (await session(30, waiters)).mutex(name).lock({ timeout: 10_000 });
+    await untilLineLength(etcd, name, 2);
+    const second = (await session(30, waiters)).mutex(name).lock({ timeout: 10_000 });
+    await untilLineLength(etcd, name, 3);
+    await holder.unlock();
+    await (await within(5_000, "the first waiter's lock", first)).unlock();
+    await (await within(5_000, "the second waiter's lock", second)).unlock();
+    const watches = () => fetch.calls.filter((call) => call.path === "/v3/watch");
+    const opened = watches().length;
+    // Past the second watch's timer and the line's linger: nothing the waits started runs on.
+    await sleep(SECOND_WATCH_AFTER + 500);
+    expect(watches().length, "watches opened after the waits ended").toBe(opened);
+    expect(watches().filter((call) => !call.cut).length, "watches still open").toBe(0);
+  });
+
   it("FIFO: 5 waiters acquire in the order they joined the line", async () => {
     const name = fresh();
     const holder = await (await session()).mutex(name).lock();
