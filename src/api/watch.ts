@@ -172,8 +172,10 @@ export async function* watch(
             if (next === undefined) return;
             successor = open(undefined);
             // A server that does not end the stream when asked (a proxy that drops Grpc-Timeout) would leave the
-            // successor idle for good: past the grace, the successor takes over anyway.
-            renewal = backgroundTimer(() => stream.retire(), ahead + graceOf(stream.life));
+            // successor idle for good: past half the grace, the successor takes over anyway. Half: the watchdog
+            // allows the whole grace since the last message, and a late end (a loaded proxy) must not find the
+            // two tied and be taken for a dead connection, reopened as broken.
+            renewal = backgroundTimer(() => stream.retire(), ahead + graceOf(stream.life) / 2);
           },
           stream.life - ahead - stream.age,
         );
