@@ -79,20 +79,13 @@ export function answerLosingFetch(
  * stream stalled in a proxy or a paused member, while unary answers still come.
  */
 export function heldWatches(inner: Fetch): { fetch: Fetch; hold(): void; resume(): void } {
-  let gate = Promise.resolve();
-  let open = () => {};
+  const gate = new Gate();
   const fetch: Fetch = async (url, init) => {
     const response = await inner(url, init);
     if (!url.endsWith("/v3/watch") || response.body === null) return response;
-    return gated(response, () => gate);
+    return gated(response, gate);
   };
-  return {
-    fetch,
-    hold: () => {
-      gate = new Promise((resolve) => (open = resolve));
-    },
-    resume: () => open(),
-  };
+  return { fetch, hold: () => gate.hold(), resume: () => gate.open() };
 }
 
 /**
@@ -125,45 +118,52 @@ export interface StallingEndpoints {
  */
 export function stallingEndpoints(inner: Fetch, target: string): StallingEndpoints {
   const endpoints = ["http://stalls.test:2379", "http://answers.test:2379"] as const;
-  let stalled: Promise<void> | undefined;
-  let resume = () => {};
-  /** Waits while the first endpoint stalls; a request's own signal ends the wait. */
-  const passing = (signal?: AbortSignal | null) =>
-    stalled === undefined
-      ? undefined
-      : new Promise<void>((resolve, reject) => {
-          signal?.throwIfAborted();
-          signal?.addEventListener("abort", () => reject(signal.reason), { once: true });
-          stalled!.then(resolve);
-        });
+  // Closed while the first endpoint stalls.
+  const gate = new Gate();
   const fetch: Fetch = async (input, init) => {
     const url = new URL(input);
     const stalls = url.origin === endpoints[0];
-    if (stalls) await passing(init.signal);
+    if (stalls) await gate.passing(init.signal);
     const response = await inner(new URL(url.pathname + url.search, target).href, init);
     if (!stalls || !url.pathname.endsWith("/watch") || response.body === null) return response;
-    return gated(response, () => passing());
+    return gated(response, gate);
   };
-  return {
-    fetch,
-    endpoints,
-    stall: () => {
-      stalled ??= new Promise((resolve) => (resume = resolve));
-    },
-    resume: () => {
-      stalled = undefined;
-      resume();
-    },
-  };
+  return { fetch, endpoints, stall: () => gate.hold(), resume: () => gate.open() };
 }
 
-/** `response` again, each chunk of its body passed on only once `gate()` (when it gives a promise) settles. */
-function gated(response: Awaited<ReturnType<Fetch>>, gate: () => Promise<void> | undefined): Response {
+/** Holds whoever passes while closed: `hold()` closes it, `open()` lets everyone it held go on. */
+class Gate {
+  #closed: Promise<void> | undefined;
+  #open = () => {};
+
+  hold(): void {
+    this.#closed ??= new Promise((resolve) => (this.#open = resolve));
+  }
+
+  open(): void {
+    this.#closed = undefined;
+    this.#open();
+  }
+
+  /** Nothing while open; else settles once opened, or rejects first when `signal` aborts. */
+  passing(signal?: AbortSignal | null): Promise<void> | undefined {
+    const closed = this.#closed;
+    if (closed === undefined) return undefined;
+    return new Promise<void>((resolve, reject) => {
+      signal?.throwIfAborted();
+      signal?.addEventListener("abort", () => reject(signal.reason), { once: true });
+      closed.then(resolve);
+    });
+  }
+}
+
+/** `response` again, each chunk of its body passed on only once `gate` lets it. */
+function gated(response: Awaited<ReturnType<Fetch>>, gate: Gate): Response {
   const reader = (response.body as ReadableStream<Uint8Array>).getReader();
   const body = new ReadableStream<Uint8Array>({
     async pull(controller) {
       const { done, value } = await reader.read();
-      await gate();
+      await gate.passing();
       if (done) controller.close();
       else controller.enqueue(value);
     },
