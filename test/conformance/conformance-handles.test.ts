@@ -2,7 +2,7 @@
 // true state, on the mock and on real etcd, in the five cases where they used to lie (issue 21):
 // 1. a lock resumed from its ticket stays held when its sender closes its session;
 // 2. a put to a lock's key (which cuts it loose from its lease) is named at the release, and leaves nothing
-//    that blocks the name, also when it comes after the lease's revocation (2b);
+//    that blocks the name, also when it comes after the lease's revocation (2b) or the release's answer is lost (2c);
 // 3. a handle that knows its lock is lost answers `unlock()` with LOCK_LOST, even while etcd is unreachable;
 // 4. `lock()` on a closed or expired session says so, and that nothing was attempted;
 // 5. the sender's `unlock()` after a ticket takeover says the lock was taken over, not that its lease ended.
@@ -12,7 +12,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { type Etcd, op, type Session } from "../../src/index.js";
 import { rejection, stillPending, until } from "../support/async.js";
 import { fencedPut, freshNames, keysUnder, useSessions } from "../support/etcd.js";
-import { switchableFetch } from "../support/outage.js";
+import { answerLosingFetch, switchableFetch } from "../support/outage.js";
 import { useBackend } from "./backend.js";
 
 const { backend, etcd } = useBackend();
@@ -94,6 +94,41 @@ describe("2b. a put to a lock's key after its lease was revoked (found by the mo
     const next = await (await session()).mutex(name).tryLock();
     expect(next).toBeDefined();
     await next?.unlock();
+  });
+});
+
+describe("2c. a put to a lock's key, and its release's first answer lost (found by the model search)", () => {
+  it("the resend's refusal is not taken for the first send's delete: LOCK_LOST, and the key goes", async () => {
+    const name = fresh();
+    const fetch = answerLosingFetch(
+      backend.fetch,
+      (path, body) => path === "/v3/kv/txn" && body.includes("request_delete_range"),
+    );
+    const lock = await (await session(backend.client({ fetch }))).mutex(name).lock();
+    await etcd.put(lock.key, "overwritten");
+
+    // The first send was refused (the key had changed) and its answer lost; the resend is refused too. The key is
+    // still there under the lock's create revision, so no send of the release deleted it.
+    const error = await rejection(lock.unlock());
+    expect(fetch.lost).toBe(1);
+    expect(error.code).toBe("LOCK_LOST");
+    expect(error.message).toMatch(/overwritten by a put without its lease/);
+    expect(await keysOf(name)).toEqual([]);
+  });
+
+  it("a resend that finds the key gone after a first send that deleted it is a clean release", async () => {
+    const name = fresh();
+    const fetch = answerLosingFetch(
+      backend.fetch,
+      (path, body) => path === "/v3/kv/txn" && body.includes("request_delete_range"),
+    );
+    const lock = await (await session(backend.client({ fetch }))).mutex(name).lock();
+
+    await lock.unlock();
+    expect(fetch.lost).toBe(1);
+    expect(lock.held).toBe(false);
+    expect(lock.signal.reason.code).toBe("LOCK_RELEASED");
+    expect(await keysOf(name)).toEqual([]);
   });
 });
 

@@ -64,8 +64,10 @@ export interface Handle {
   acquiredAt: number;
   /** The run released it (or tried to), or closed its session. */
   released: boolean;
-  /** Its session was closed while it held: a key a put cut loose may be left. */
+  /** Its session was closed while it held, or while its unanswered release went on: a key a put cut loose may stay. */
   closedUnder: boolean;
+  /** Its release failed unanswered (not lost, not released): the release goes on in the background. */
+  releasing?: boolean | undefined;
   /** When the oracle first saw its key gone or not its own while it said held. */
   goneSince?: number | undefined;
 }

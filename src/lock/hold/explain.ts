@@ -11,6 +11,8 @@ export interface Loss {
   cause?: unknown;
   /** Its lease was gone: its session has lost it too. */
   leaseGone?: boolean | undefined;
+  /** Its key's incarnation (its create revision) was still there, changed: no delete of it had landed. */
+  stillThere?: boolean | undefined;
 }
 
 /** A key of a holding as the holding had it. */
@@ -69,13 +71,13 @@ export async function explainLoss(
       // Still our incarnation, rewritten by someone: ours to delete, and without a lease it would never go.
       await deleteUnchanged(client, key, kv.modRevision, call);
       const how = kv.lease === "0" ? "a put without its lease, which would have kept it forever" : "another write";
-      return { why: `its key ${key} was overwritten by ${how} (the key was deleted, so it blocks nobody)` };
+      const why = `its key ${key} was overwritten by ${how} (the key was deleted, so it blocks nobody)`;
+      return { why, stillThere: true };
     }
-    return options.ticketed
-      ? {
-          why: `it was taken over with its ticket (etcd.resumeLock): key ${key} is bound to ${leaseText(kv.lease)} now`,
-        }
-      : { why: `its key ${key} was overwritten by a write with another lease (${leaseText(kv.lease)})` };
+    const why = options.ticketed
+      ? `it was taken over with its ticket (etcd.resumeLock): key ${key} is bound to ${leaseText(kv.lease)} now`
+      : `its key ${key} was overwritten by a write with another lease (${leaseText(kv.lease)})`;
+    return { why, stillThere: true };
   }
   return undefined;
 }

@@ -292,7 +292,7 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
       return;
     }
     // Deleted while its own: protected to the end, whatever the local deadline says by now.
-    if (deleted || releasing.sends.goneMeansDone) return this.#released(deleted);
+    if (deleted) return this.#released(deleted);
     return this.#refused(releasing, options);
   }
 
@@ -326,13 +326,22 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
       this.#released(result.header);
       return result.responses.slice(0, ops.length) as OpResults<Ops>;
     }
-    return this.#refused(releasing, options);
+    // Its first send, refused: lost (only a resend's refusal can follow a send that deleted its keys).
+    await this.#refused(releasing, options);
+    throw this.#ended();
   }
 
-  /** Its release found its keys changed or gone: lost, and why (one read), unless something ended it meanwhile. */
-  async #refused(releasing: Releasing, options: CallOptions): Promise<never> {
+  /**
+   * Its release found its keys changed or gone: lost, and why (one read), unless something ended it meanwhile. A
+   * resend's refusal after a send that may have landed: gone, that send deleted them (or their lease ended after
+   * the work), a release; still there as their joins made them but changed by another client, none did.
+   */
+  async #refused(releasing: Releasing, options: CallOptions): Promise<void> {
     const loss = await this.#explain(options);
-    if (this.#status === releasing) this.#lose(loss ?? { why: "its keys had changed when it was released" });
+    if (this.#status === releasing) {
+      if (releasing.sends.goneMeansDone && !loss?.stillThere) return this.#released(undefined);
+      this.#lose(loss ?? { why: "its keys had changed when it was released" });
+    }
     throw this.#ended();
   }
 
