@@ -339,14 +339,14 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   async #refused(releasing: Releasing, options: CallOptions): Promise<void> {
     const loss = await this.#explain(options);
     if (this.#status === releasing) {
-      if (releasing.sends.goneMeansDone && !loss?.stillThere) return this.#released(undefined);
+      if (releasing.sends.goneMeansDone && !loss?.stillThere) return this.#released();
       this.#lose(loss ?? { why: "its keys had changed when it was released" });
     }
     throw this.#ended();
   }
 
   /** Released; `deleted` by this very send (its header): its keys may serve another acquisition, its waiters wake. */
-  #released(deleted: ResponseHeader | undefined): void {
+  #released(deleted?: ResponseHeader): void {
     // This client's waiters behind its keys wake on the answer, which may come before the watch's event.
     if (deleted) for (const own of this.#keys) releasedHere(this.session.client, own.key, deleted);
     const was = this.#status;

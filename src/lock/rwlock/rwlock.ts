@@ -1,10 +1,12 @@
 import { locked } from "../../errors/catalogue.js";
 import { traceLock } from "../../events/channels.js";
 import { Acquisition, type LockOptions } from "../acquire/acquisition.js";
+import type { Held, HeldKeyInit } from "../hold/held.js";
 import type { LeaseSession } from "../lease/lease-session.js";
 import { Join } from "../line/join.js";
 import { nameArg, newKey } from "../line/keys.js";
 import { lineReader } from "../line/read.js";
+import type { JoinCall, Joined, LineReader } from "../line/standing.js";
 import { waitInLine } from "../line/wait.js";
 import { ReadLock } from "./read-lock.js";
 import { ReaderJoin, readerLine, type RWLine } from "./rw-line.js";
@@ -60,24 +62,15 @@ export class RWLock<S extends LeaseSession = LeaseSession> {
    * On abort, timeout or session loss the key is deleted. `timeout: 0` throws LOCKED instead of waiting.
    */
   readLock(options: LockOptions = {}): Promise<ReadLock<S>> {
-    return traceLock("read", this.name, options, () => this.#readLock(options));
-  }
-
-  async #readLock(options: LockOptions): Promise<ReadLock<S>> {
-    const { session, name } = this;
-    const client = session.client;
-    const line = this.#line("read");
-    const acquisition = new Acquisition(session, options, { kind: "read", name }, [{ key: line.key, value: "" }]);
-    try {
-      const joined = await acquisition.join(new ReaderJoin(client, line, session.leaseId));
-      const read = readerLine(client, line, joined.revision);
-      const header = await waitInLine(client, acquisition, joined, read, (on) => locked(name, on));
-      return acquisition.hold(new ReadLock({ session, name, key: line.key, revision: joined.revision, header }));
-    } catch (error) {
-      throw await acquisition.fail(error);
-    } finally {
-      acquisition.dispose();
-    }
+    return traceLock("read", this.name, options, () =>
+      this.#take(
+        "read",
+        options,
+        (line) => new ReaderJoin(this.session.client, line, this.session.leaseId),
+        (line, revision) => readerLine(this.session.client, line, revision),
+        (held) => new ReadLock(held),
+      ),
+    );
   }
 
   /**
@@ -87,19 +80,33 @@ export class RWLock<S extends LeaseSession = LeaseSession> {
    * LOCKED instead of waiting.
    */
   writeLock(options: LockOptions = {}): Promise<WriteLock<S>> {
-    return traceLock("write", this.name, options, () => this.#writeLock(options));
+    return traceLock("write", this.name, options, () =>
+      this.#take(
+        "write",
+        options,
+        (line) => new Join(this.session.client, { ...line, kind: "rw" }, "", this.session.leaseId),
+        (line, revision) => lineReader(this.session.client, line.prefix, revision, "rw"),
+        (held) => new WriteLock(held),
+      ),
+    );
   }
 
-  async #writeLock(options: LockOptions): Promise<WriteLock<S>> {
+  /** One acquisition of either kind: its join, the read of whom it waits for, and its holding differ. */
+  async #take<H extends Held>(
+    kind: "read" | "write",
+    options: LockOptions,
+    join: (line: RWLine) => { send(call: JoinCall): Promise<Joined> },
+    read: (line: RWLine, revision: number) => LineReader,
+    hold: (held: HeldKeyInit<S>) => H,
+  ): Promise<H> {
     const { session, name } = this;
-    const client = session.client;
-    const line = this.#line("write");
-    const acquisition = new Acquisition(session, options, { kind: "write", name }, [{ key: line.key, value: "" }]);
+    const line = this.#line(kind);
+    const acquisition = new Acquisition(session, options, { kind, name }, [{ key: line.key, value: "" }]);
     try {
-      const joined = await acquisition.join(new Join(client, { ...line, kind: "rw" }, "", session.leaseId));
-      const read = lineReader(client, line.prefix, joined.revision, "rw");
-      const header = await waitInLine(client, acquisition, joined, read, (on) => locked(name, on));
-      return acquisition.hold(new WriteLock({ session, name, key: line.key, revision: joined.revision, header }));
+      const joined = await acquisition.join(join(line));
+      const waited = read(line, joined.revision);
+      const header = await waitInLine(session.client, acquisition, joined, waited, (on) => locked(name, on));
+      return acquisition.hold(hold({ session, name, key: line.key, revision: joined.revision, header }));
     } catch (error) {
       throw await acquisition.fail(error);
     } finally {
