@@ -159,6 +159,8 @@ export async function* watch(
       let firstAt: number | undefined;
       /** Why the stream ended; undefined when the server ended it at the time asked for. */
       let ended: EtcdError | undefined;
+      /** The server's end came, when it was asked for (the body's own end follows). */
+      let end = false;
       let renewal: ReturnType<typeof setTimeout> | undefined;
       try {
         const opened = await opening;
@@ -183,6 +185,18 @@ export async function* watch(
           stream.heard();
           firstAt ??= stream.age;
           const response = parseLine(line, opened.endpoint);
+          if (response === undefined) {
+            if (heldBack(stream, firstAt)) {
+              transport.streamHeldBack(opened.endpoint);
+              throw streamHeldBack(opened.endpoint, firstAt);
+            }
+            // The end the server was asked for. The body's own end follows it at once: read on to it, and the
+            // connection serves the next request; dropped before it, the connection goes too, and through a TLS
+            // proxy the next stream pays a handshake. A body that does not end is dropped when the successor
+            // takes over (or by the watchdog), as a stream whose server never ends it.
+            end = true;
+            continue;
+          }
           // A refused watch answers `created` and `canceled` in one message: the cancellation wins.
           if (response.canceled) {
             const error = cancelError(response, opened.endpoint);
@@ -229,7 +243,7 @@ export async function* watch(
           }
           stream.heard();
         }
-        ended = unavailable(`watch stream from ${opened.endpoint} ended`, { endpoint: opened.endpoint });
+        if (!end) ended = unavailable(`watch stream from ${endpoint} ended`, { endpoint });
       } catch (thrown) {
         if (outer?.aborted) throw aborted(outer.reason);
         if (stream.retired || thrown instanceof Resume) {
@@ -237,12 +251,6 @@ export async function* watch(
         } else if (stream.silent) {
           ended = unavailable(`watch stream from ${endpoint ?? "etcd"} went silent for ${idle} ms`, { endpoint });
           if (endpoint !== undefined) transport.endpointFailed(endpoint);
-        } else if (endpoint !== undefined && isServerTimeout(thrown)) {
-          ended = undefined;
-          if (firstAt !== undefined && heldBack(stream, firstAt)) {
-            transport.streamHeldBack(endpoint);
-            throw streamHeldBack(endpoint, firstAt);
-          }
         } else {
           ended = thrown instanceof Reopen ? thrown.error : toError(thrown);
           if (!(thrown instanceof Reopen) && !reconnectable(ended)) throw ended;
@@ -283,16 +291,6 @@ export function renewAhead(idle: number): number {
   return Math.min(500, Math.floor(idle / 4));
 }
 
-/**
- * The clean end of a stream that we asked for with `Grpc-Timeout`: DeadlineExceeded from the server,
- * which the gateway reports as code 4 or, racing with its own stream shutdown, as code 2 with the same text.
- */
-function isServerTimeout(thrown: unknown): boolean {
-  return (
-    thrown instanceof EtcdServerError && (thrown.grpcCode === 4 || thrown.message.includes("context deadline exceeded"))
-  );
-}
-
 function createRequest(keyspace: Keyspace, query: WatchQuery): Record<string, unknown> {
   const filters = [...(query.noPut ? ["NOPUT"] : []), ...(query.noDelete ? ["NODELETE"] : [])];
   return {
@@ -303,10 +301,23 @@ function createRequest(keyspace: Keyspace, query: WatchQuery): Record<string, un
   };
 }
 
-function parseLine(line: string, endpoint: string): WireWatchResponse {
+/**
+ * A message of the stream; undefined for the clean end we asked for with `Grpc-Timeout`: DeadlineExceeded from
+ * the server, which the gateway reports as code 4 or, racing with its own stream shutdown, as code 2 with the same
+ * text. Any other error line is thrown.
+ */
+function parseLine(line: string, endpoint: string): WireWatchResponse | undefined {
   const json = parseJson(line) as { result?: unknown; error?: unknown } | undefined;
   if (json === undefined || typeof json !== "object" || json === null) throw badResponse(200, line, endpoint);
-  if (json.error !== undefined) throw errorFromStreamLine(json.error, 200, endpoint);
+  if (json.error !== undefined) {
+    const error = errorFromStreamLine(json.error, 200, endpoint);
+    if (
+      error instanceof EtcdServerError &&
+      (error.grpcCode === 4 || error.message.includes("context deadline exceeded"))
+    )
+      return undefined;
+    throw error;
+  }
   if (acceptsWatch(json.result)) return json.result as WireWatchResponse;
   const checked = watchResponse.safeParse(json.result);
   if (!checked.success) throw badResponse(200, line, endpoint, "a watch message that does not match the schema");

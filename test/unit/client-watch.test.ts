@@ -280,6 +280,48 @@ describe("renewal", () => {
   });
 });
 
+describe("the server's end of a stream", () => {
+  // The deadline's error line and the body's own end can come apart (nginx writes the last chunk's terminator
+  // separately). A body dropped before its end takes its connection along: through a TLS proxy the next stream
+  // then pays a handshake, on a hot lock's handoff (bench §9).
+  const deadline = streamErrorLine("3.5", 4, "context deadline exceeded");
+
+  it("is read to the body's end, which comes a little after it: the connection is kept, nothing reopened", async () => {
+    const first = controlledStream([createdLine(10)]);
+    const streams = [first, controlledStream([createdLine(10), eventsLine(11, [putEvent("k", "v", 11)])])];
+    const seen = route(server, "/v3/watch", (_req, i) => streamResponse(streams[i]!));
+    const events: string[] = [];
+    const etcd = new Etcd({ endpoints: [A], fetch: directFetch(server), onEvent: (e) => events.push(e.type) });
+    const batches = take(etcd.watch({ key: "k" }), 1);
+    await sleep(50);
+    first.push(deadline);
+    await sleep(20);
+    first.close();
+    const [batch] = await batches;
+    expect(batch!.events[0]!.kv.value).toBe("v");
+    expect(seen[1]!.body.create_request.start_revision).toBe("11");
+    expect(first.isCancelled()).toBe(false);
+    expect(events).not.toContain("watch.reconnected");
+  });
+
+  it("a body that does not end is dropped as its successor takes over, as after a clean end", async () => {
+    const first = controlledStream([createdLine(10)]);
+    const streams = [first, controlledStream([createdLine(10), eventsLine(11, [putEvent("k", "v", 11)])])];
+    route(server, "/v3/watch", (_req, i) => streamResponse(streams[i]!));
+    const events: string[] = [];
+    const etcd = new Etcd({ endpoints: [A], fetch: directFetch(server), onEvent: (e) => events.push(e.type) });
+    const batches = take(etcd.watch({ key: "k" }), 1);
+    await sleep(50);
+    first.push(deadline);
+    const pushed = performance.now();
+    await first.cancelled;
+    // Dropped when its successor takes over, within its life (the first stream's: a second) and the grace.
+    expect(performance.now() - pushed).toBeLessThan(2_000);
+    expect((await batches)[0]!.events[0]!.kv.value).toBe("v");
+    expect(events).not.toContain("watch.reconnected");
+  });
+});
+
 describe("cancellation by the server", () => {
   it(
     "canceled with compact_revision → EtcdCompactedError carrying compactRevision; " + "the open stream is dropped",
