@@ -72,6 +72,9 @@ export class Targets {
  */
 const UNREAD_LIMIT = 64 * 1024;
 
+/** How long the rest of a body read to its first line may take to end before it is dropped (see readBounded). */
+const REST_MS = 250;
+
 /** Where the body goes once someone reads it: `false` from `data` asks for a pause until `resume`. */
 interface Sink {
   data(chunk: Uint8Array): boolean;
@@ -209,21 +212,37 @@ class Exchange implements Dispatcher.DispatchHandler {
     else if (more) this.#controller?.resume();
   }
 
-  /** The SDK's bounded read (see READ_BOUNDED), with the same limits as its reading of a web stream. */
+  /**
+   * The SDK's bounded read (see READ_BOUNDED), with the same limits as its reading of a web stream. After a
+   * first line the rest is read and discarded for REST_MS: a keepalive's answer ends right after its line (through
+   * a proxy, in a later packet), and a body read to its end keeps its connection for the next request, where a
+   * dropped one costs that request a new connection (and a TLS handshake). A body that goes on is dropped then.
+   */
   readBounded(maxBytes: number, firstLine: boolean): Promise<Uint8Array | undefined> {
     return new Promise((resolve, reject) => {
       const received = new ByteBuffer(maxBytes);
+      let rest: ReturnType<typeof setTimeout> | undefined;
       this.#attach({
         data: (chunk) => {
+          if (rest !== undefined) return true;
           const outcome = received.appendBounded(chunk, firstLine);
-          if (outcome !== "more") {
+          if (outcome === "over") {
             this.#drop();
-            resolve(outcome === "line" ? received.take() : undefined);
+            resolve(undefined);
+          } else if (outcome === "line") {
+            resolve(received.take());
+            rest = setTimeout(() => this.#drop(), REST_MS).unref();
           }
           return true;
         },
-        end: () => resolve(received.take()),
-        error: reject,
+        end: () => {
+          clearTimeout(rest);
+          resolve(received.take());
+        },
+        error: (error) => {
+          clearTimeout(rest);
+          reject(error);
+        },
       });
     });
   }

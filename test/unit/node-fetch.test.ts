@@ -126,6 +126,33 @@ describe("etcd-edge/node's fetch", () => {
     },
   );
 
+  it("with firstLine, a body that ends a little after its line (through a proxy) keeps its connection", async () => {
+    let end: (() => void) | undefined;
+    handler = (_request, response) => {
+      response.writeHead(200, { "content-type": "application/json" });
+      response.write('{"result":{"TTL":"30"}}\n');
+      end = () => response.end();
+    };
+    const response = await within(WAIT, "head", post("/v3/lease/keepalive"));
+    // The line is answered at once, before the body's end.
+    expect(text(await within(WAIT, "first line", readBounded(response, MiB, true)))).toBe('{"result":{"TTL":"30"}}');
+    end!();
+
+    await sleep(60);
+    handler = (_request, next) => next.end("{}");
+    expect(
+      text(
+        await within(
+          WAIT,
+          "second",
+          post("/v3/kv/range").then((next) => readBounded(next, MiB)),
+        ),
+      ),
+    ).toBe("{}");
+    expect(received).toHaveLength(2);
+    expect(received[1]!.socket).toBe(received[0]!.socket);
+  });
+
   it("with firstLine stops at the first newline and drops the endless rest with its connection", async () => {
     let poured: { sent: () => number } | undefined;
     handler = (_request, response) => {
