@@ -98,12 +98,13 @@ describe("2b. a put to a lock's key after its lease was revoked (found by the mo
 });
 
 describe("2c. a put to a lock's key, and its release's first answer lost (found by the model search)", () => {
+  /** A fetch that loses the answer to the first release it sends (the delete lands, or is refused, unseen). */
+  const releaseAnswerLost = () =>
+    answerLosingFetch(backend.fetch, (path, body) => path === "/v3/kv/txn" && body.includes("request_delete_range"));
+
   it("the resend's refusal is not taken for the first send's delete: LOCK_LOST, and the key goes", async () => {
     const name = fresh();
-    const fetch = answerLosingFetch(
-      backend.fetch,
-      (path, body) => path === "/v3/kv/txn" && body.includes("request_delete_range"),
-    );
+    const fetch = releaseAnswerLost();
     const lock = await (await session(backend.client({ fetch }))).mutex(name).lock();
     await etcd.put(lock.key, "overwritten");
 
@@ -118,10 +119,7 @@ describe("2c. a put to a lock's key, and its release's first answer lost (found 
 
   it("a resend that finds the key gone after a first send that deleted it is a clean release", async () => {
     const name = fresh();
-    const fetch = answerLosingFetch(
-      backend.fetch,
-      (path, body) => path === "/v3/kv/txn" && body.includes("request_delete_range"),
-    );
+    const fetch = releaseAnswerLost();
     const lock = await (await session(backend.client({ fetch }))).mutex(name).lock();
 
     await lock.unlock();
