@@ -246,8 +246,9 @@ export async function* watch(
         if (!end) ended = unavailable(`watch stream from ${endpoint} ended`, { endpoint });
       } catch (thrown) {
         if (outer?.aborted) throw aborted(outer.reason);
-        if (stream.retired || thrown instanceof Resume) {
-          ended = undefined;
+        if (end || stream.retired || thrown instanceof Resume) {
+          // A clean end (`ended` stays undefined): the server's, with the rest of its body failing after it (a proxy
+          // that resets it), or the successor's takeover.
         } else if (stream.silent) {
           ended = unavailable(`watch stream from ${endpoint ?? "etcd"} went silent for ${idle} ms`, { endpoint });
           if (endpoint !== undefined) transport.endpointFailed(endpoint);

@@ -304,6 +304,30 @@ describe("the server's end of a stream", () => {
     expect(events).not.toContain("watch.reconnected");
   });
 
+  it("a body that fails after it (a proxy that resets the rest) is a clean end too: nothing reopened", async () => {
+    let body!: ReadableStreamDefaultController<Uint8Array>;
+    const first = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(encoder.encode(createdLine(10)));
+        body = controller;
+      },
+    });
+    const next = controlledStream([createdLine(10), eventsLine(11, [putEvent("k", "v", 11)])]);
+    const seen = route(server, "/v3/watch", (_req, i) =>
+      i === 0 ? new Response(first, { status: 200 }) : streamResponse(next),
+    );
+    const events: string[] = [];
+    const etcd = new Etcd({ endpoints: [A], fetch: directFetch(server), onEvent: (e) => events.push(e.type) });
+    const batches = take(etcd.watch({ key: "k" }), 1);
+    await sleep(50);
+    body.enqueue(encoder.encode(deadline));
+    await sleep(20);
+    body.error(new TypeError("terminated"));
+    expect((await batches)[0]!.events[0]!.kv.value).toBe("v");
+    expect(seen).toHaveLength(2);
+    expect(events).not.toContain("watch.reconnected");
+  });
+
   it("a body that does not end is dropped as its successor takes over, as after a clean end", async () => {
     const first = controlledStream([createdLine(10)]);
     const streams = [first, controlledStream([createdLine(10), eventsLine(11, [putEvent("k", "v", 11)])])];
