@@ -206,8 +206,9 @@ export function lossProblems(error: unknown, causes: Causes, lease: string, what
 
 /**
  * Keys left under the run's root once everything ended, besides the fenced writes' data, the run's own stray keys,
- * and keys a put cut loose from their lease while their session was closed under them (nothing of the SDK could
- * see that put).
+ * keys a put cut loose from their lease while their session was closed under them (nothing of the SDK could see
+ * that put), and keys an outside put made anew (version 1) where a holding's key had already gone: they are the
+ * outsider's, and the SDK never deletes another client's key.
  */
 export function leftovers(
   kvs: readonly KeyValue[],
@@ -216,6 +217,10 @@ export function leftovers(
 ): KeyValue[] {
   const cutLoose = new Set(handles.filter((h) => h.closedUnder).flatMap((h) => h.keys));
   return kvs.filter(
-    (kv) => !kv.key.endsWith("-data") && !strays.has(kv.key) && !(kv.lease === "0" && cutLoose.has(kv.key)),
+    (kv) =>
+      !kv.key.endsWith("-data") &&
+      !strays.has(kv.key) &&
+      !(kv.lease === "0" && cutLoose.has(kv.key)) &&
+      !(kv.value === OUTSIDE && kv.version === 1),
   );
 }
