@@ -49,7 +49,19 @@ describe.concurrent(`through ${inject("proxy")} (${inject("proxyConfig")} config
 
   it("a quiet watch renewed below the read timeout sees a change after it; a stream held back is named", async () => {
     const events: EtcdEvent[] = [];
-    const client = backend.client({ onEvent: (event) => events.push(event) });
+    /** When each watch stream was asked for, and each reconnection: how old the stream that ended was. */
+    const opened: number[] = [];
+    const cutAtAge: number[] = [];
+    const client = backend.client({
+      fetch: (input, init) => {
+        if (input.endsWith("/v3/watch")) opened.push(performance.now());
+        return backend.fetch(input, init);
+      },
+      onEvent: (event) => {
+        events.push(event);
+        if (event.type === "watch.reconnected") cutAtAge.push(performance.now() - opened.at(-1)!);
+      },
+    });
     const key = fresh();
     const watching = (async () => {
       for await (const batch of client.watch({ key, idleTimeout: (READ_TIMEOUT_S - 2) * 1_000 })) return batch;
@@ -65,7 +77,11 @@ describe.concurrent(`through ${inject("proxy")} (${inject("proxyConfig")} config
     await etcd.put(key, "after the read timeout");
     const batch = await within(2_000, "the watch's event", watching);
     expect(batch?.events[0]?.kv.value).toBe("after the read timeout");
-    expect(events.filter((e) => e.type === "watch.reconnected")).toEqual([]);
+    // No stream lived to the read timeout: each was renewed before it. Caddy 2.6.2 now and then ends a fresh stream
+    // within a tenth of a second of its first message (seen in about one CI run in ten, never through nginx or
+    // HAProxy); the watch reopens it from the next revision, and a cut of so young a stream is not the read
+    // timeout's. With idleTimeout above the read timeout, this fails (nginx and Caddy as recommended: a cut at 5 s).
+    expect(cutAtAge.filter((age) => age >= 1_000)).toEqual([]);
   });
 
   it("observe() follows a change of leader, or ends with STREAM_HELD_BACK", async () => {

@@ -25,6 +25,21 @@ import {
 
 const COMPATIBILITY_DATE = "2026-11-01";
 
+/**
+ * workerd's output without its INFO line for an I/O task a JS abort ended: a fetch aborted after its answer came
+ * (a watch the SDK stops) also rejects the task that sent its request body, with the abort's reason, and workerd
+ * logs that task at INFO as an "uncaught exception" though the script handled the abort (cloudflare/workerd#1020;
+ * `IoContext::logUncaughtExceptionAsync`). A rejection the script leaves unhandled is logged otherwise, and counts.
+ */
+function complaints(output: string): string {
+  const abortedTask =
+    /io-context\.c\+\+:\d+: info: uncaught exception; exception = \S+ failed: jsg\.DOMException\(AbortError\)/;
+  return output
+    .split("\n")
+    .filter((line) => !abortedTask.test(line))
+    .join("\n");
+}
+
 describe.each(ETCD_VERSIONS)("workerd on etcd %s", (etcd) => {
   let server: WorkerdServer | undefined;
   let inputs: string[] = [];
@@ -61,7 +76,7 @@ describe.each(ETCD_VERSIONS)("workerd on etcd %s", (etcd) => {
       expect(response.status, context).toBe(200);
       await expectScenario(report, { runtime: "workerd", prefix, etcd });
       // Nothing the SDK left behind (a timer, an unread body, a rejected promise) made workerd complain.
-      expect(server!.output()).not.toMatch(/uncaught|unhandled|hanging promise|exception/i);
+      expect(complaints(server!.output())).not.toMatch(/uncaught|unhandled|hanging promise|exception/i);
     },
   );
 });
