@@ -6,6 +6,8 @@ import { Tally } from "./bounded.mjs";
 export class HandoffLog {
   acquisitions = [];
   latencies = [];
+  /** When each of `latencies` ended (the next holder's lock() resolving), on the same clock. */
+  handedAt = [];
   failures = new Tally();
   #releasedAt;
 
@@ -15,7 +17,10 @@ export class HandoffLog {
    */
   acquired(calledAt, order) {
     const now = performance.now();
-    if (this.#releasedAt !== undefined && calledAt < this.#releasedAt) this.latencies.push(now - this.#releasedAt);
+    if (this.#releasedAt !== undefined && calledAt < this.#releasedAt) {
+      this.latencies.push(now - this.#releasedAt);
+      this.handedAt.push(now);
+    }
     this.#releasedAt = undefined;
     this.acquisitions.push({ at: now, order });
   }
@@ -23,6 +28,12 @@ export class HandoffLog {
   /** Call right before unlock(). */
   releasing() {
     this.#releasedAt = performance.now();
+  }
+
+  /** The latencies of the handoffs that ended `ms` or more after the first acquisition. */
+  latenciesAfter(ms) {
+    const from = (this.acquisitions[0]?.at ?? 0) + ms;
+    return this.latencies.filter((_, i) => this.handedAt[i] >= from);
   }
 
   countBefore(deadline) {

@@ -76,6 +76,46 @@ describe("2. a put to a lock's key", () => {
     expect(next).toBeDefined();
     await next?.unlock();
   });
+
+  it("after a delete, with its lease alive: named as deleted and made again, and the remade key goes", async () => {
+    const name = fresh();
+    const lock = await (await session()).mutex(name).lock();
+    await etcd.delete(lock.key);
+    await etcd.put(lock.key, "remade");
+
+    const error = await rejection(lock.unlock());
+    expect(error.code).toBe("LOCK_LOST");
+    expect(error.message).toContain(`its key ${lock.key} was deleted while it was held, and made again by another`);
+    expect(await keysOf(name)).toEqual([]);
+  });
+
+  it("keeping its lease: named as another write, and the key goes", async () => {
+    const name = fresh();
+    const lock = await (await session()).mutex(name).lock();
+    await etcd.put(lock.key, "rewritten", { lease: lock.leaseId });
+
+    const error = await rejection(lock.unlock());
+    expect(error.code).toBe("LOCK_LOST");
+    expect(error.message).toContain(`its key ${lock.key} was overwritten by another write (the key was deleted`);
+    expect(await keysOf(name)).toEqual([]);
+  });
+
+  it("binding it to another lease: named with that lease, and the key is left to it", async () => {
+    const name = fresh();
+    const lock = await (await session()).mutex(name).lock();
+    const other = await etcd.lease.grant(30);
+    try {
+      await etcd.put(lock.key, "another's", { lease: other.id });
+
+      const error = await rejection(lock.unlock());
+      expect(error.code).toBe("LOCK_LOST");
+      expect(error.message).toContain(`its key ${lock.key} was overwritten by a write with another lease (`);
+      expect(error.message).not.toContain("taken over");
+      expect(await keysOf(name)).toEqual([lock.key]);
+    } finally {
+      await etcd.lease.revoke(other.id);
+    }
+  });
 });
 
 describe("2b. a put to a lock's key after its lease was revoked (found by the model search)", () => {

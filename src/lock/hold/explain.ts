@@ -65,8 +65,8 @@ export async function explainLoss(
         ? { why: `its key ${key} was deleted by another client while it was held` }
         : { why: `its key ${key} was deleted while it was held, and made again by another client` };
     }
-    // Intact: the very version the holding has.
-    if (kv.lease === leaseId && kv.modRevision === modRevision) continue;
+    // Intact: the very version the holding has (its lease too: a lease changes only with a write, a new mod revision).
+    if (kv.modRevision === modRevision) continue;
     if (kv.lease === "0" || kv.lease === leaseId) {
       // Still our incarnation, rewritten by someone: ours to delete, and without a lease it would never go.
       await deleteUnchanged(client, key, kv.modRevision, call);
