@@ -78,7 +78,7 @@ describe.concurrent(`through ${inject("proxy")} (${inject("proxyConfig")} config
     const batch = await within(2_000, "the watch's event", watching);
     expect(batch?.events[0]?.kv.value).toBe("after the read timeout");
     // No stream lived to the read timeout: each was renewed before it. Caddy 2.6.2 now and then ends a fresh stream
-    // within a tenth of a second of its first message (seen in about one CI run in ten, never through nginx or
+    // within a tenth of a second of its first message (seen in 2 of 9 CI runs, never through nginx or
     // HAProxy); the watch reopens it from the next revision, and a cut of so young a stream is not the read
     // timeout's. With idleTimeout above the read timeout, this fails (nginx and Caddy as recommended: a cut at 5 s).
     expect(cutAtAge.filter((age) => age >= 1_000)).toEqual([]);
