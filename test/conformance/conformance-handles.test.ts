@@ -2,14 +2,15 @@
 // true state, on the mock and on real etcd, in the five cases where they used to lie (issue 21):
 // 1. a lock resumed from its ticket stays held when its sender closes its session;
 // 2. a put to a lock's key (which cuts it loose from its lease) is named at the release, and leaves nothing
-//    that blocks the name, also when it comes after the lease's revocation (2b) or the release's answer is lost (2c);
+//    that blocks the name, also when it comes after the lease's revocation (2b) or the release's answer is lost (2c),
+//    and within the release's own timeout when etcd goes silent after its refusal (2d);
 // 3. a handle that knows its lock is lost answers `unlock()` with LOCK_LOST, even while etcd is unreachable;
 // 4. `lock()` on a closed or expired session says so, and that nothing was attempted;
 // 5. the sender's `unlock()` after a ticket takeover says the lock was taken over, not that its lease ended.
 // And a session whose lease etcd ended before its deadline (a chaos run: a long-paused leader's revocation)
 // learns it from its next acquisition instead of answering lock() with etcd's raw LEASE_NOT_FOUND.
 import { afterAll, describe, expect, it } from "vitest";
-import { type Etcd, op, type Session } from "../../src/index.js";
+import { type Etcd, type Fetch, op, type Session } from "../../src/index.js";
 import { rejection, stillPending, until } from "../support/async.js";
 import { fencedPut, freshNames, keysUnder, useSessions } from "../support/etcd.js";
 import { answerLosingFetch, switchableFetch } from "../support/outage.js";
@@ -167,6 +168,33 @@ describe("2c. a put to a lock's key, and its release's first answer lost (found 
     expect(lock.held).toBe(false);
     expect(lock.signal.reason.code).toBe("LOCK_RELEASED");
     expect(await keysOf(name)).toEqual([]);
+  });
+});
+
+describe("2d. a release's explanation when etcd goes silent", () => {
+  it("keeps the release's timeout: LOCK_LOST within it, not the client's default", async () => {
+    const name = fresh();
+    let silent = false;
+    // Once the release's guarded delete is answered (refused: the key was overwritten), nothing more is: each
+    // request hangs until its own signal ends it, as through a connection gone half-open.
+    const fetch: Fetch = async (input, init) => {
+      if (silent) {
+        return new Promise((_, reject) => init.signal?.addEventListener("abort", () => reject(init.signal?.reason)));
+      }
+      const answer = await backend.fetch(input, init);
+      if (input.endsWith("/v3/kv/txn") && String(init.body).includes("request_delete_range")) silent = true;
+      return answer;
+    };
+    const lock = await (await session(backend.client({ fetch }))).mutex(name).lock();
+    await etcd.put(lock.key, "overwritten");
+
+    const started = performance.now();
+    const error = await rejection(lock.unlock({ timeout: 1_000 }));
+    expect(performance.now() - started).toBeLessThan(2_000);
+    expect(error.code).toBe("LOCK_LOST");
+    expect(lock.held).toBe(false);
+    silent = false;
+    await etcd.delete(lock.key);
   });
 });
 

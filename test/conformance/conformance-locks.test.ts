@@ -52,6 +52,29 @@ async function holdsAfter(holder: Lock, last: Promise<Lock>) {
 }
 
 describe("mutex", () => {
+  it("a waiter given up during an outage ends at once, not after its read's resend pause", async () => {
+    const name = fresh();
+    const fetch = switchableFetch(backend.fetch);
+    // A short per-call timeout: each read of the line fails within it, and the resend loop pauses between them.
+    const client = backend.client({ fetch, timeout: 300 });
+    const holder = await (await session()).mutex(name).lock();
+    const giveUp = new AbortController();
+    const waiter = (await session(30, client)).mutex(name);
+    const waiting = rejection(waiter.lock({ wait: "poll", pollInterval: 50, timeout: 10_000, signal: giveUp.signal }));
+    await untilLineLength(etcd, name, 2);
+    fetch.down = true;
+    // Reads unanswered for a while: the pause before each resend grows, up to 2 s.
+    await sleep(2_500);
+    const abortedAt = performance.now();
+    giveUp.abort();
+    const error = await within(3_000, "the waiter's rejection", waiting);
+    // Within the failed acquisition's grace for its cleanup (500 ms, which the outage uses up), not a pause later.
+    expect(performance.now() - abortedAt).toBeLessThan(800);
+    expect(error.code).toBe("ABORTED");
+    fetch.down = false;
+    await holder.unlock();
+  });
+
   it("a wait leaves nothing running once it holds: no watch opens later, every one it opened is closed", async () => {
     const name = fresh();
     const fetch = recordingFetch(backend.fetch);
