@@ -107,7 +107,9 @@ describe("the errors of a line's keys", () => {
   });
 
   it("a name that is not a string says what it got", () => {
-    expect(refusal(() => nameArg(7, "an election")).message).toBe("an election name must be a non-empty string, got number 7");
+    expect(refusal(() => nameArg(7, "an election")).message).toBe(
+      "an election name must be a non-empty string, got number 7",
+    );
     expect(nameArg("jobs", "a lock")).toBe("jobs");
   });
 });
