@@ -396,6 +396,33 @@ describe("handoff cost", () => {
     });
   }
 
+  it("a client's waiter that came to hold on the line's stream marks its key the head: the next holds with no read", async () => {
+    const name = fresh();
+    const holderSession = await session(30, quiet.etcd);
+    const holder = await holderSession.mutex(name).lock();
+    const fetch = recordingFetch(quiet.backend.fetch);
+    const client = quiet.backend.client({ fetch });
+    // Three waiters of one client: the first watches on its own, the second and third on the line's stream.
+    const sessions = [await session(30, client), await session(30, client), await session(30, client)];
+    const waiting: Promise<Lock>[] = [];
+    for (const [i, s] of sessions.entries()) {
+      waiting.push(s.mutex(name).lock({ timeout: 10_000 }));
+      await untilLineLength(quiet.etcd, name, i + 2);
+    }
+    await holder.unlock();
+    await (await within(5_000, "the first waiter", waiting[0]!)).unlock();
+    // The second read the line once its predecessor went (that one never marked its key) and, first, marked its own.
+    const second = await within(5_000, "the second waiter", waiting[1]!);
+    const mark = fetch.mark();
+    await second.unlock();
+    const third = await within(5_000, "the third waiter", waiting[2]!);
+    // Its predecessor was the head: its delete alone (the release's answer) makes the third first.
+    expect(fetch.since(mark)).toEqual(["/v3/kv/txn"]);
+    expect(third.revision).toBeGreaterThan(second.revision);
+    await third.unlock();
+    await Promise.all([...sessions, holderSession].map((s) => s.close()));
+  });
+
   it("a waiter further back reads the line once when its predecessor goes, and waits on for the holder", async () => {
     const name = fresh();
     const holderSession = await session(30, quiet.etcd);
