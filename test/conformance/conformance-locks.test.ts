@@ -396,7 +396,7 @@ describe("handoff cost", () => {
     });
   }
 
-  it("a client's waiter that came to hold on the line's stream marks its key the head: the next holds with no read", async () => {
+  it("a client's waiter that held on the line's stream marks its key the head: the next holds, no read", async () => {
     const name = fresh();
     const holderSession = await session(30, quiet.etcd);
     const holder = await holderSession.mutex(name).lock();
