@@ -58,10 +58,15 @@ export class WatchStream {
     else this.#outer?.addEventListener("abort", this.#onOuterAbort, { once: true });
   }
 
-  /** A message arrived (or the consumer is done with the last one): the silence starts over. */
-  heard(): void {
+  /**
+   * A message arrived (or the consumer is done with the last one): the silence starts over. Returns the silence it
+   * ends, in milliseconds: after the consumer's pause, how long the stream itself took to send this message.
+   */
+  heard(): number {
+    const last = this.#heardAt ?? 0;
     this.#heardAt = performance.now();
     if (this.#watchdog === undefined && !this.signal.aborted) this.#arm(this.#deadAfter);
+    return this.#heardAt - last;
   }
 
   /** While the consumer handles a batch, its slowness is not the server's silence. */

@@ -76,14 +76,6 @@ const DEFAULT_IDLE_TIMEOUT = 30_000;
  */
 export const FIRST_STREAM_MS = 1_000;
 
-/**
- * A stream was held back whole when its first message came at the end of its life, with its end: etcd's own
- * first message comes a round trip after the request, and its end only at the time asked for.
- */
-function heldBack(stream: WatchStream, firstAt: number): boolean {
-  return firstAt >= 0.75 * stream.life && stream.age - firstAt < HELD_TOGETHER_MS;
-}
-
 /** Messages that arrive this close together came in one burst. */
 const HELD_TOGETHER_MS = 100;
 
@@ -182,11 +174,14 @@ export async function* watch(
           stream.life - ahead - stream.age,
         );
         for await (const line of lines(opened.body, transport.config.maxResponseBytes)) {
-          stream.heard();
+          const silence = stream.heard();
           firstAt ??= stream.age;
           const response = parseLine(line, opened.endpoint);
           if (response === undefined) {
-            if (heldBack(stream, firstAt)) {
+            // Held back whole: its first message came at the end of its life, and its end right behind the message
+            // before it (`silence`, measured on the stream, not across the consumer's pauses). etcd's own first
+            // message comes a round trip after the request, and its end only at the time asked for.
+            if (firstAt >= 0.75 * stream.life && silence < HELD_TOGETHER_MS) {
               transport.streamHeldBack(opened.endpoint);
               throw streamHeldBack(opened.endpoint, firstAt);
             }

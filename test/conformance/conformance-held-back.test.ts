@@ -42,6 +42,18 @@ describe.concurrent("a stream held back whole", () => {
     expect(events.filter((e) => e.type === "watch.heldBack")).toHaveLength(1);
   });
 
+  it("ends etcd.watch() with STREAM_HELD_BACK though its consumer took time with what the stream held", async () => {
+    const { client } = buffered();
+    const key = fresh();
+    const { header } = await etcd.put(key, "before the watch");
+    const batches = client.watch({ key, startRevision: header.revision })[Symbol.asyncIterator]();
+    // The held-back stream carries the put, and its end right behind it: how long the consumer keeps the batch is
+    // not how long the stream took to end.
+    expect((await within(2_500, "the put", batches.next())).value?.events[0]?.kv.value).toBe("before the watch");
+    await sleep(300);
+    expect((await rejection(within(2_500, "the end", batches.next()))).code).toBe("STREAM_HELD_BACK");
+  });
+
   it("ends election.observe() with STREAM_HELD_BACK", async () => {
     const { client } = buffered();
     const session = await newSession({}, client);

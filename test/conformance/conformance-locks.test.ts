@@ -2,7 +2,7 @@
 //
 // Sessions here are keepAlive "manual": no background renewals. Their client-side deadline runs on the REAL
 // monotonic clock, while the mock's leases run on virtual time; see the expiry tests for what that means.
-import { describe, expect, it } from "vitest";
+import { describe, expect, inject, it } from "vitest";
 import { type Etcd, EtcdError, type Fetch, type Lock, op, type Session } from "../../src/index.js";
 import { SECOND_WATCH_AFTER } from "../../src/lock/line/wait.js";
 import { rejection, sleep, stillPending, until, within } from "../support/async.js";
@@ -11,6 +11,9 @@ import { heldWatches, switchableFetch } from "../support/outage.js";
 import { describeSideBySide, useBackend } from "./backend.js";
 
 const { backend, etcd } = useBackend();
+
+/** Whether this project reaches etcd through a proxy that holds streams back whole (nginx as first written). */
+const streamsHeldBack = () => inject("proxy") === "nginx" && inject("proxyConfig") === "first";
 // After useBackend: the sessions close before the backend does.
 const open = useSessions(etcd, { keepAlive: "manual" });
 const fresh = freshNames("lock");
@@ -647,28 +650,47 @@ describe("election", () => {
       if (r.done) throw new Error("observe ended");
       return r.value;
     };
+    /** Through a proxy that holds streams back whole, observe() ends, named, once it gave what the reads showed. */
+    const streaming = !streamsHeldBack();
+    /** The next leader observe() gives, where streams stream. */
+    const observes = async (leader: object) => {
+      if (streaming) expect(await nextLeader()).toMatchObject(leader);
+    };
     try {
       expect(await nextLeader()).toMatchObject({ value: "one", revision: e1.revision });
       await e1.proclaim("one, again");
-      expect(await nextLeader()).toMatchObject({ value: "one, again", revision: e1.revision });
+      if (!streaming) {
+        const ended = rejection(
+          within(
+            5_000,
+            "observe",
+            (async () => {
+              for (;;) await nextLeader();
+            })(),
+          ),
+        );
+        expect((await ended).code).toBe("STREAM_HELD_BACK");
+      }
+      await observes({ value: "one, again", revision: e1.revision });
       expect(await watcher.election(name).leader()).toMatchObject({ value: "one, again" });
       await e1.resign();
       expect(e1.isLeader).toBe(false);
       await within(5_000, "second candidate elected", c2);
       expect(e2.isLeader).toBe(true);
       expect(e2.revision!).toBeGreaterThan(e1.revision ?? 0);
-      expect(await nextLeader()).toMatchObject({ value: "two", leaseId: s2.leaseId });
+      await observes({ value: "two", leaseId: s2.leaseId });
       expect(await stillPending(c3, 50)).toBe(true);
 
       // The leader's session ends: the next candidate leads.
       await s2.close();
       await within(5_000, "third candidate elected", c3);
-      expect(await nextLeader()).toMatchObject({ value: "three", leaseId: s3.leaseId });
+      await observes({ value: "three", leaseId: s3.leaseId });
       expect(await watcher.election(name).leader()).toMatchObject({ value: "three", revision: e3.revision });
       // The old leader's fenced write is refused.
       await expect(e2.proclaim("late")).rejects.toMatchObject({ code: "NOT_LEADER" });
       await e3.resign();
       expect(await watcher.election(name).leader()).toBeUndefined();
+      if (!streaming) return;
       // Aborting ends the loop by throwing ABORTED, with the signal's reason as cause.
       const reason = new Error("done observing");
       const pending = observed.next();
