@@ -4,7 +4,7 @@ import { availableParallelism } from "node:os";
 import { configDefaults, defineConfig, type TestProjectInlineConfiguration } from "vitest/config";
 import type { EtcdVersion as MockVersion } from "./src/testing/index.js";
 import type { EtcdVersion } from "./test/support/etcd-versions.js";
-import type { ProxyConfig, ProxyKind } from "./test/support/proxies.js";
+import { holdsStreamsBack, type ProxyConfig, type ProxyKind } from "./test/support/proxies.js";
 
 // One folder per project (test/README.md): test/unit runs on msw and the in-memory gateway, test/etcd on real
 // etcd members, test/runtimes on the packed package in other runtimes. test/conformance is shared: the same
@@ -36,7 +36,6 @@ const PROXIED_ETCD = (process.env.ETCD_EDGE_PROXIES_ETCD ?? ["3.4", "3.7"][Math.
   | "3.4"
   | "3.7";
 /** nginx as first written buffers streamed answers whole. */
-const holdsStreamsBack = (proxy: ProxyKind, config: ProxyConfig) => proxy === "nginx" && config === "first";
 const proxyProject = (proxy: ProxyKind, config: ProxyConfig): TestProjectInlineConfiguration => ({
   test: {
     name: `proxy-${proxy}${config === "first" ? "-first" : ""}`,

@@ -8,12 +8,11 @@ import { SECOND_WATCH_AFTER } from "../../src/lock/line/wait.js";
 import { rejection, sleep, stillPending, until, within } from "../support/async.js";
 import { freshNames, keysUnder, recordingFetch, untilLineLength, useSessions } from "../support/etcd.js";
 import { heldWatches, switchableFetch } from "../support/outage.js";
+import { holdsStreamsBack } from "../support/proxies.js";
 import { describeSideBySide, useBackend } from "./backend.js";
 
 const { backend, etcd } = useBackend();
 
-/** Whether this project reaches etcd through a proxy that holds streams back whole (nginx as first written). */
-const streamsHeldBack = () => inject("proxy") === "nginx" && inject("proxyConfig") === "first";
 // After useBackend: the sessions close before the backend does.
 const open = useSessions(etcd, { keepAlive: "manual" });
 const fresh = freshNames("lock");
@@ -651,7 +650,7 @@ describe("election", () => {
       return r.value;
     };
     /** Through a proxy that holds streams back whole, observe() ends, named, once it gave what the reads showed. */
-    const streaming = !streamsHeldBack();
+    const streaming = !holdsStreamsBack(inject("proxy"), inject("proxyConfig"));
     /** The next leader observe() gives, where streams stream. */
     const observes = async (leader: object) => {
       if (streaming) expect(await nextLeader()).toMatchObject(leader);

@@ -11,15 +11,14 @@ import { describe, expect, it } from "vitest";
 import type { EtcdEvent } from "../../src/index.js";
 import { rejection, sleep, until, within } from "../support/async.js";
 import { freshNames, useSessions } from "../support/etcd.js";
-import { READ_TIMEOUT_S } from "../support/proxies.js";
+import { holdsStreamsBack, READ_TIMEOUT_S } from "../support/proxies.js";
 import { useBackend } from "../conformance/backend.js";
 
 const { backend, etcd } = useBackend();
 const newSession = useSessions(etcd, { ttl: 30 });
 const fresh = freshNames("proxied");
 
-/** Whether this project's proxy holds streamed answers back until they end. */
-const holdsBack = () => inject("proxy") === "nginx" && inject("proxyConfig") === "first";
+const holdsBack = holdsStreamsBack(inject("proxy"), inject("proxyConfig"));
 
 // Side by side: each test has its own names, sessions and clients, and most of it is waiting out the read timeout.
 describe.concurrent(`through ${inject("proxy")} (${inject("proxyConfig")} configuration)`, () => {
@@ -66,7 +65,7 @@ describe.concurrent(`through ${inject("proxy")} (${inject("proxyConfig")} config
     const watching = (async () => {
       for await (const batch of client.watch({ key, idleTimeout: (READ_TIMEOUT_S - 2) * 1_000 })) return batch;
     })();
-    if (holdsBack()) {
+    if (holdsBack) {
       const error = await rejection(within(3_000, "the held-back watch", watching));
       expect(error.code).toBe("STREAM_HELD_BACK");
       expect(error.message).toContain("proxy_buffering off");
@@ -91,7 +90,7 @@ describe.concurrent(`through ${inject("proxy")} (${inject("proxyConfig")} config
     const observed = (await newSession()).election(name).observe()[Symbol.asyncIterator]();
     // The current leader comes from a read; what follows comes on a stream.
     expect((await within(3_000, "the leader", observed.next())).value?.value).toBe("first");
-    if (holdsBack()) {
+    if (holdsBack) {
       expect((await rejection(within(3_000, "observe", observed.next()))).code).toBe("STREAM_HELD_BACK");
       await leader.resign();
       return;

@@ -16,6 +16,14 @@ export type ProxyKind = (typeof PROXIES)[number];
 /** The configuration a user first writes, and the one docs/deploying.md recommends. */
 export type ProxyConfig = "first" | "recommended";
 
+/**
+ * Whether `kind` as configured holds streamed answers back until they end (nginx as first written: its
+ * proxy_buffering is on), so a watch through it sees nothing until the stream ends, and ends STREAM_HELD_BACK.
+ */
+export function holdsStreamsBack(kind: ProxyKind | undefined, config: ProxyConfig | undefined): boolean {
+  return kind === "nginx" && config === "first";
+}
+
 /** The read timeout the tests give a proxy, in seconds, standing in for 60 s: longer than a lock stream's life. */
 export const READ_TIMEOUT_S = 5;
 
