@@ -101,6 +101,33 @@ describe.concurrent("lockDelay", () => {
     await until("no key is left", 5_000, async () => (await keysUnder(etcd, name)).length === 0);
   });
 
+  it("a wait given up while it reads how its predecessor left ends at once: the reads take its signal", async () => {
+    const name = fresh();
+    const holder = await newSession();
+    await holder.mutex(name).lock();
+    // Once the holder is revoked, the waiter's reads of how it left go unanswered, as a member gone silent.
+    let silent = false;
+    const unanswered = new Set<string>();
+    const fetch: typeof backend.fetch = (input, init) => {
+      const path = new URL(input).pathname;
+      if (!silent || (path !== "/v3/lease/timetolive" && path !== "/v3/kv/range")) return backend.fetch(input, init);
+      unanswered.add(path);
+      return new Promise((_, reject) => init.signal?.addEventListener("abort", () => reject(init.signal!.reason)));
+    };
+    const waiter = await newSession({}, backend.client({ fetch, timeout: 30_000 }));
+    const abort = new AbortController();
+    const waiting = waiter.mutex(name).lock({ lockDelay: 30_000, signal: abort.signal, timeout: 60_000 });
+    await until("in line", 5_000, async () => (await keysUnder(etcd, name)).length === 2);
+    silent = true;
+    await etcd.lease.revoke(holder.leaseId);
+    await until("both reads are on their way", 5_000, () => unanswered.size === 2);
+    abort.abort();
+    // Within the failed acquisition's grace for its cleanup (500 ms), not the client's 30 s timeout.
+    await expect(within(2_000, "the given-up wait", waiting)).rejects.toMatchObject({ code: "ABORTED" });
+    silent = false;
+    await until("no key is left", 5_000, async () => (await keysUnder(etcd, name)).length === 0);
+  });
+
   it("applies to an election's campaign and to a write lock", async () => {
     const name = fresh();
     const leaderSession = await newSession();

@@ -142,3 +142,71 @@ describe("a failed acquisition whose cleanup meets an outage", () => {
     expect(mock.keys("jobs/")).toEqual([holder.key]);
   });
 });
+
+describe("a failed acquisition whose join may still land", () => {
+  it("has the late copy swept by its session's next renewal: the line is not blocked for the lease's life", async () => {
+    let armed = false;
+    let held: (() => Promise<unknown>) | undefined;
+    // The waiter's first join is held up on its way and its sender sees the connection break: the SDK resends it,
+    // the resend joins, and the held copy lands only after the acquisition failed and deleted its key.
+    const { mock, etcd } = mockClient(
+      {},
+      {
+        through: async (input, init, forward) => {
+          if (armed && held === undefined && input.endsWith("/v3/kv/txn") && init.body.includes("request_put")) {
+            held = () => forward(input, { ...init, signal: undefined } as never);
+            throw connectionReset();
+          }
+          return forward(input, init);
+        },
+      },
+    );
+    const holder = await (await etcd.session({ ttl: 30 })).mutex("jobs").lock();
+    const waiter = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    armed = true;
+    expect((await rejection(waiter.mutex("jobs").lock({ timeout: 300 }))).code).toBe("TIMEOUT");
+    await until("the waiter's key is gone", 2_000, () => mock.keys("jobs/").length === 1);
+    await holder.unlock();
+    await held!();
+    // The late copy: a key under the waiter's live lease, heading a line nobody waits in.
+    expect(mock.keys("jobs/")).toHaveLength(1);
+    await waiter.renew();
+    await until("the late copy is swept", 2_000, () => mock.keys("jobs/").length === 0);
+  });
+
+  it("whose every send was answered leaves nothing to sweep: the next renewal renews, and that is all", async () => {
+    const { mock, etcd, calls: paths } = mockClient();
+    const holder = await (await etcd.session({ ttl: 30 })).mutex("jobs").lock();
+    const waiter = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    expect((await rejection(waiter.mutex("jobs").lock({ timeout: 200 }))).code).toBe("TIMEOUT");
+    await until("the waiter's key is gone", 2_000, () => mock.keys("jobs/").length === 1);
+    await sleep(50);
+    const renewal = paths.length;
+    await waiter.renew();
+    await sleep(100);
+    expect(paths.slice(renewal)).toEqual(["/v3/lease/keepalive"]);
+    await holder.unlock();
+  });
+
+  it("a busy try, its one send answered 'not applied', sends nothing more: nothing of it is in etcd", async () => {
+    const { etcd, calls: paths } = mockClient();
+    const holder = await (await etcd.session({ ttl: 30 })).mutex("jobs").lock();
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    const start = paths.length;
+    expect(await session.mutex("jobs").tryLock()).toBeUndefined();
+    await sleep(100);
+    expect(paths.slice(start)).toEqual(["/v3/kv/txn"]);
+    await holder.unlock();
+  });
+
+  it("one given up before it starts sends nothing", async () => {
+    const { mock, etcd, calls: paths } = mockClient();
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    const start = paths.length;
+    const error = await rejection(session.mutex("jobs").lock({ signal: AbortSignal.abort() }));
+    expect(error.code).toBe("ABORTED");
+    await sleep(100);
+    expect(paths.slice(start)).toEqual([]);
+    expect(mock.keys("jobs/")).toEqual([]);
+  });
+});
