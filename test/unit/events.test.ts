@@ -16,10 +16,12 @@ describe("onEvent", () => {
     const { etcd } = mockClient({ onEvent: (event) => void events.push(event) });
     const [first, second] = [await etcd.session({ ttl: 30 }), await etcd.session({ ttl: 30 })];
     const held = await first.mutex("jobs").lock();
+    const asked = performance.now();
     const waiting = second.mutex("jobs").lock({ timeout: 5_000 });
     await sleep(50);
     await held.unlock();
     const next = await waiting;
+    const waited = performance.now() - asked;
     const shapes = eventShapes(events, ["lock.waiting", "lock.acquired", "lock.released"]);
     expect(shapes.slice(0, 2)).toEqual([
       { type: "lock.acquired", kind: "lock", name: "jobs", revision: held.revision },
@@ -35,6 +37,11 @@ describe("onEvent", () => {
     );
     const acquired = events.filter((event) => event.type === "lock.acquired");
     expect(acquired.every((event) => event.type === "lock.acquired" && event.waitedMs >= 0)).toBe(true);
+    // The waiter's: from its call to its holding, within what the test saw of that wait.
+    const theWaiters = acquired.find((event) => event.type === "lock.acquired" && event.revision === next.revision);
+    expect(theWaiters?.type === "lock.acquired" && theWaiters.waitedMs >= 50 && theWaiters.waitedMs <= waited).toBe(
+      true,
+    );
     // Every request was told, each a success.
     const requests = events.filter((event) => event.type === "request");
     expect(requests.length).toBeGreaterThanOrEqual(6);

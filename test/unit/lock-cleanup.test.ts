@@ -1,5 +1,6 @@
 // Keys an acquisition leaves behind only through faults: a join that lands late, after the acquisition is
 // over; a failed acquisition whose cleanup meets an outage. Neither may block the line for the lease's life.
+import { getEventListeners } from "node:events";
 import { describe, expect, it } from "vitest";
 import { rejection, sleep, until } from "../support/async.js";
 import { connectionReset } from "../support/gateway.js";
@@ -208,5 +209,21 @@ describe("a failed acquisition whose join may still land", () => {
     await sleep(100);
     expect(paths.slice(start)).toEqual([]);
     expect(mock.keys("jobs/")).toEqual([]);
+  });
+});
+
+describe("acquisitions in a long session", () => {
+  it("leave no listener on the session's signal once each is over, however it ended", async () => {
+    const { etcd } = mockClient();
+    const holder = await (await etcd.session({ ttl: 30 })).mutex("busy").lock();
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    const before = getEventListeners(session.signal, "abort").length;
+    for (let i = 0; i < 20; i++) {
+      // Held and released, each with a timeout and a signal of its own; and a wait that times out.
+      await (await session.mutex("jobs").lock({ timeout: 5_000, signal: new AbortController().signal })).unlock();
+      await rejection(session.mutex("busy").lock({ timeout: 20 }));
+    }
+    expect(getEventListeners(session.signal, "abort").length).toBe(before);
+    await holder.unlock();
   });
 });
