@@ -227,3 +227,36 @@ describe("acquisitions in a long session", () => {
     await holder.unlock();
   });
 });
+
+describe("a process frozen while its join is on its way", () => {
+  it("finds its lease's deadline past when the answer comes: SESSION_EXPIRED, never a handle that holds nothing", async () => {
+    // A frozen process's timers do not run; when it thaws, its clock has moved on past the lease's deadline.
+    let skew = 0;
+    const clock = { now: () => performance.now() + skew, setTimer: () => () => {} };
+    let thaw: (() => void) | undefined;
+    const { mock, etcd } = mockClient(
+      { clock },
+      {
+        through: async (input, init, forward) => {
+          if (input.endsWith("/v3/kv/txn") && init.body.includes("request_put")) {
+            const answer = await forward(input, init);
+            await new Promise<void>((resolve) => {
+              thaw = resolve;
+            });
+            return answer;
+          }
+          return forward(input, init);
+        },
+      },
+    );
+    const session = await etcd.session({ ttl: 2, keepAlive: "manual" });
+    const trying = rejection(session.mutex("jobs").tryLock());
+    await until("the join was applied", 2_000, () => thaw !== undefined);
+    skew = 3_000;
+    thaw!();
+    const error = await trying;
+    expect(error.code).toBe("SESSION_EXPIRED");
+    // Thawed within a TTL of its deadline, the lease may still be there: it is revoked, and the key goes with it.
+    await until("the key is gone with its lease", 2_000, () => mock.keys("jobs/").length === 0);
+  });
+});
