@@ -3,7 +3,9 @@
 // diagnostics_channel runs every call unchanged.
 import dc from "node:diagnostics_channel";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { sleep } from "../support/async.js";
 import { logChannels } from "../support/channels.js";
+import { mockClient } from "../support/mock.js";
 
 type Channels = typeof import("../../src/events/channels.js");
 
@@ -94,6 +96,26 @@ describe("channels with a subscriber", () => {
         result: undefined,
       });
       expect(log.seen.map((s) => s.text).join(" ")).not.toContain("s3cr3t");
+    } finally {
+      log.stop();
+    }
+  });
+
+  it("trace a lock that waited: waited, and its place in line when it joined; one that did not, neither", async () => {
+    const log = logChannels();
+    try {
+      const { etcd } = mockClient();
+      const holder = await (await etcd.session({ ttl: 30 })).mutex("jobs").lock();
+      const waiting = (await etcd.session({ ttl: 30 })).mutex("jobs").lock({ timeout: 5_000 });
+      await sleep(50);
+      await holder.unlock();
+      const next = await waiting;
+      await next.unlock();
+      const ends = log.seen.filter((s) => s.event === "lock:asyncEnd").map((s) => s.message);
+      expect(ends).toHaveLength(2);
+      expect(ends[0]).toMatchObject({ name: "jobs", token: holder.revision });
+      expect(ends[0]!.waited).toBeUndefined();
+      expect(ends[1]).toMatchObject({ name: "jobs", token: next.revision, waited: true, position: 1 });
     } finally {
       log.stop();
     }
