@@ -35,6 +35,16 @@ describe("readwrite on the names' prefix is all a lock user needs", () => {
     await session.close();
   });
 
+  it("a name outside the grant: PERMISSION_DENIED naming the lock and the grant it needs", async () => {
+    const etcd = locker();
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    const error = await rejection(session.mutex("elsewhere/n").lock());
+    expect(error.code).toBe("PERMISSION_DENIED");
+    expect(error.message).toContain("lock elsewhere/n");
+    expect(error.message).toMatch(/readwrite on prefix ".*elsewhere\/n\/"/);
+    await session.close();
+  });
+
   it("election, semaphore, read-write lock, lockAll", async () => {
     const etcd = locker();
     const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
