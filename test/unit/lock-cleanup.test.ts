@@ -200,6 +200,38 @@ describe("a failed acquisition whose join may still land", () => {
     await holder.unlock();
   });
 
+  it("one given up while its join waits for a place on the wire deletes the key that join makes once sent", async () => {
+    let release: (() => void) | undefined;
+    // One request at a time, and the one in flight is held: the join waits for its place, past the caller's abort.
+    const { mock, etcd } = mockClient(
+      { maxConcurrentRequests: 1 },
+      {
+        through: async (input, init, forward) => {
+          if (input.endsWith("/v3/kv/range") && init.body.includes(btoa("blocker"))) {
+            await new Promise<void>((resolve) => {
+              release = resolve;
+            });
+          }
+          return forward(input, init);
+        },
+      },
+    );
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    const blocking = etcd.get("blocker");
+    await until("a request holds the only place", 2_000, () => release !== undefined);
+    const abort = new AbortController();
+    const locking = rejection(session.mutex("jobs").lock({ signal: abort.signal }));
+    await sleep(20);
+    abort.abort();
+    expect((await locking).code).toBe("ABORTED");
+    // The join goes out once the place is free, lands, and is deleted: nothing is left to block the line.
+    release!();
+    await blocking;
+    await sleep(100);
+    await until("the key its join made is gone", 2_000, () => mock.keys("jobs/").length === 0);
+    expect(await (await etcd.session({ ttl: 30 })).mutex("jobs").tryLock()).toBeDefined();
+  });
+
   it("one given up before it starts sends nothing", async () => {
     const { mock, etcd, calls: paths } = mockClient();
     const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
