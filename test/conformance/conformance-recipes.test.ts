@@ -232,7 +232,10 @@ describe("semaphore", () => {
       expect(holder.held).toBe(true);
       // Free the permit at once: a waiter that missed its own key's loss would take it, holding nothing in etcd.
       await holder.release();
-      expect(await within(2_000, "the waiter's outcome", outcome)).toMatchObject({ code: "SESSION_EXPIRED" });
+      const error = await within(2_000, "the waiter's outcome", outcome);
+      expect(error).toMatchObject({ code: "SESSION_EXPIRED" });
+      // It says what was not done, and for which name.
+      expect((error as Error).message).toContain(`permit of semaphore ${name} was not acquired`);
       expect(await lineLength(etcd, name)).toBe(0);
     },
   );

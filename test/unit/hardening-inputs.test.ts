@@ -82,6 +82,17 @@ describe("item 4: numbers that drive timers", () => {
     },
   );
 
+  it.each(["Watch", "", null])("wait %j is refused before joining the line, naming the two modes", async (wait) => {
+    const { etcd, calls } = mockClient({ retries: 0 });
+    const session = await etcd.session({ ttl: 10, keepAlive: "manual" });
+    calls.length = 0;
+    const error = await rejection(() => session.mutex("job").lock({ wait: wait as "watch" }));
+    expect(error.code).toBe("INVALID_ARGUMENT");
+    expect(error.message).toMatch(/^wait must be "watch" or "poll", got /);
+    expect(calls).toEqual([]);
+    await session.close();
+  });
+
   it(
     "the floor and the ceiling themselves are accepted; " + "a poll waiter at the floor reads at most ~20 times/s",
     async () => {
@@ -120,7 +131,9 @@ describe("item 5: lock, campaign and withLock timeouts are validated like the tr
     const session = await etcd.session({ ttl: 10, keepAlive: "manual" });
     calls.length = 0;
     const bad = { timeout: timeout as number };
-    expect((await rejection(() => session.mutex("job").lock(bad))).code).toBe("INVALID_ARGUMENT");
+    const refused = await rejection(() => session.mutex("job").lock(bad));
+    expect(refused.code).toBe("INVALID_ARGUMENT");
+    expect(refused.message).toMatch(/^timeout must be /);
     expect((await rejection(() => session.election("e").campaign("v", bad))).code).toBe("INVALID_ARGUMENT");
     expect(calls).toEqual([]);
     // withLock shares the check; it runs after its lease is granted (withLock's early checks are another item).
