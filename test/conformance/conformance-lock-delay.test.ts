@@ -47,27 +47,32 @@ describe.concurrent("lockDelay", () => {
     await next.unlock();
   });
 
-  it("after a clean release whose operators' record cannot be read: held lockDelay later, told why", async () => {
-    const name = fresh();
-    const lock = await (await newSession()).mutex(name).lock();
-    // The waiter's client cannot reach the operators' records (a connection refused each time): how the holder
-    // left is unknown, and unknown is delayed as unclean is.
-    const fetch: typeof backend.fetch = (input, init) => {
-      const key = input.endsWith("/v3/kv/range") ? atob((JSON.parse(init.body as string) as { key: string }).key) : "";
-      if (key.includes(REQUESTS)) throw new TypeError("fetch failed", { cause: new Error("connect ECONNREFUSED") });
-      return backend.fetch(input, init);
-    };
-    const events: EtcdEvent[] = [];
-    const client = backend.client({ fetch, onEvent: (e) => events.push(e), retries: 0 });
-    const waiting = (await newSession({}, client)).mutex(name).lock({ lockDelay: DELAY_MS, timeout: 20_000 });
-    await until("the waiter is in line", 5_000, async () => (await keysUnder(etcd, name)).length === 2);
-    await lock.unlock();
-    expect(await stillPending(waiting, DELAY_MS / 2)).toBe(true);
-    const next = await within(DELAY_MS * 3, "the waiter's lock, delayed", waiting);
-    const delayed = events.find((e) => e.type === "lock.delayed");
-    expect((delayed as { why: string } | undefined)?.why).toBe("how it left could not be read");
-    await next.unlock();
-  });
+  it.for(["its lease", "the operators' record"] as const)(
+    "after a clean release, when %s cannot be read: held lockDelay later, told why",
+    async (unread) => {
+      const name = fresh();
+      const lock = await (await newSession()).mutex(name).lock();
+      // The waiter's client cannot reach one of the two things it reads (a connection refused each time): how the
+      // holder left is unknown, and unknown is delayed as unclean is.
+      const fetch: typeof backend.fetch = (input, init) => {
+        const path = new URL(input).pathname;
+        const key = path === "/v3/kv/range" ? atob((JSON.parse(init.body as string) as { key: string }).key) : "";
+        const refused = unread === "its lease" ? path === "/v3/lease/timetolive" : key.includes(REQUESTS);
+        if (refused) throw new TypeError("fetch failed", { cause: new Error("connect ECONNREFUSED") });
+        return backend.fetch(input, init);
+      };
+      const events: EtcdEvent[] = [];
+      const client = backend.client({ fetch, onEvent: (e) => events.push(e), retries: 0 });
+      const waiting = (await newSession({}, client)).mutex(name).lock({ lockDelay: DELAY_MS, timeout: 20_000 });
+      await until("the waiter is in line", 5_000, async () => (await keysUnder(etcd, name)).length === 2);
+      await lock.unlock();
+      expect(await stillPending(waiting, DELAY_MS / 2)).toBe(true);
+      const next = await within(DELAY_MS * 3, "the waiter's lock, delayed", waiting);
+      const delayed = events.find((e) => e.type === "lock.delayed");
+      expect((delayed as { why: string } | undefined)?.why).toBe("how it left could not be read");
+      await next.unlock();
+    },
+  );
 
   it("without lockDelay, an unclean loss asks nothing and hands over at once", async () => {
     const { lock, holderSession, waiting, events, fetch } = await holderAndWaiter(undefined);
