@@ -145,7 +145,7 @@ describe("a failed acquisition whose cleanup meets an outage", () => {
 });
 
 describe("a failed acquisition whose join may still land", () => {
-  it("has the late copy swept by its session's next renewal: the line is not blocked for the lease's life", async () => {
+  it("has the late copy swept by its next renewal: the line is not blocked for the lease's life", async () => {
     let armed = false;
     let held: (() => Promise<unknown>) | undefined;
     // The waiter's first join is held up on its way and its sender sees the connection break: the SDK resends it,
@@ -200,7 +200,7 @@ describe("a failed acquisition whose join may still land", () => {
     await holder.unlock();
   });
 
-  it("one given up while its join waits for a place on the wire deletes the key that join makes once sent", async () => {
+  it("one given up while its join waits for a place on the wire deletes the key that join makes", async () => {
     let release: (() => void) | undefined;
     // One request at a time, and the one in flight is held: the join waits for its place, past the caller's abort.
     const { mock, etcd } = mockClient(
@@ -261,7 +261,7 @@ describe("acquisitions in a long session", () => {
 });
 
 describe("a process frozen while its join is on its way", () => {
-  it("finds its lease's deadline past when the answer comes: SESSION_EXPIRED, never a handle that holds nothing", async () => {
+  it("finds its lease's deadline past when the answer comes: SESSION_EXPIRED, never an empty handle", async () => {
     // A frozen process's timers do not run; when it thaws, its clock has moved on past the lease's deadline.
     let skew = 0;
     const clock = { now: () => performance.now() + skew, setTimer: () => () => {} };
