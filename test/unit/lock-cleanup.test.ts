@@ -4,31 +4,35 @@ import { getEventListeners } from "node:events";
 import { describe, expect, it } from "vitest";
 import { rejection, sleep, until } from "../support/async.js";
 import { connectionReset } from "../support/gateway.js";
-import { mockClient } from "../support/mock.js";
+import { mockClient, type Through } from "../support/mock.js";
+
+/**
+ * The first join sent once `armed()` says so is held up on its way (a paused leader with the proposal), and its
+ * sender sees the connection break, so the SDK resends it. `land()` sends the held copy, when the test chooses.
+ */
+function holdFirstJoin(armed: () => boolean = () => true) {
+  let held: (() => Promise<unknown>) | undefined;
+  const through: Through = async (input, init, forward) => {
+    if (armed() && held === undefined && input.endsWith("/v3/kv/txn") && init.body.includes("request_put")) {
+      held = () => forward(input, { ...init, signal: undefined } as never);
+      throw connectionReset();
+    }
+    return forward(input, init);
+  };
+  return { through, land: () => held!() };
+}
 
 describe("a join that lands after its acquisition is over", () => {
   it("is swept by the session's next renewal: the line is not blocked for the lease's life", async () => {
-    let held: (() => Promise<unknown>) | undefined;
-    // The first join is held up on its way (a paused leader with the proposal), and its sender sees the
-    // connection break, so the SDK resends it. The held copy lands later, when the test releases it.
-    const { mock, etcd } = mockClient(
-      {},
-      {
-        through: async (input, init, forward) => {
-          if (held === undefined && input.endsWith("/v3/kv/txn") && init.body.includes("request_put")) {
-            held = () => forward(input, { ...init, signal: undefined } as never);
-            throw connectionReset();
-          }
-          return forward(input, init);
-        },
-      },
-    );
+    // The first join is resent, and its held copy lands after the release.
+    const join = holdFirstJoin();
+    const { mock, etcd } = mockClient({}, { through: join.through });
     const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
     const lock = await session.mutex("jobs").lock();
     await lock.unlock();
     expect(mock.keys("jobs/")).toEqual([]);
     // The late copy lands now, after the release, and re-creates the key under the live lease.
-    await held!();
+    await join.land();
     expect(mock.keys("jobs/")).toEqual([lock.key]);
     await session.renew();
     await until("the late key is swept", 2_000, () => mock.keys("jobs/").length === 0);
@@ -38,16 +42,12 @@ describe("a join that lands after its acquisition is over", () => {
   });
 
   it("the sweep deletes the late copy alone: a new acquisition of the name has a key of its own", async () => {
-    let late: (() => Promise<unknown>) | undefined;
+    const late = holdFirstJoin();
     let sweepDelete: (() => Promise<unknown>) | undefined;
     const { mock, etcd } = mockClient(
       {},
       {
         through: async (input, init, forward) => {
-          if (late === undefined && input.endsWith("/v3/kv/txn") && init.body.includes("request_put")) {
-            late = () => forward(input, { ...init, signal: undefined } as never);
-            throw connectionReset();
-          }
           // The sweep's delete (guarded: the key as its join made it, on the session's lease with the join's value)
           // is held up on its way, as the join was.
           const sweep = init.body.includes('"LEASE"') && init.body.includes("request_delete_range");
@@ -57,7 +57,7 @@ describe("a join that lands after its acquisition is over", () => {
                 resolve((await forward(input, { ...init, signal: undefined } as never)) as Response);
             });
           }
-          return forward(input, init);
+          return late.through(input, init, forward);
         },
       },
     );
@@ -65,7 +65,7 @@ describe("a join that lands after its acquisition is over", () => {
     const mutex = session.mutex("jobs");
     const first = await mutex.lock();
     await first.unlock();
-    await late!();
+    await late.land();
     expect(mock.keys("jobs/")).toEqual([first.key]);
     await session.renew();
     await until("the sweep's delete is sent", 2_000, () => sweepDelete !== undefined);
@@ -147,28 +147,17 @@ describe("a failed acquisition whose cleanup meets an outage", () => {
 describe("a failed acquisition whose join may still land", () => {
   it("has the late copy swept by its next renewal: the line is not blocked for the lease's life", async () => {
     let armed = false;
-    let held: (() => Promise<unknown>) | undefined;
-    // The waiter's first join is held up on its way and its sender sees the connection break: the SDK resends it,
-    // the resend joins, and the held copy lands only after the acquisition failed and deleted its key.
-    const { mock, etcd } = mockClient(
-      {},
-      {
-        through: async (input, init, forward) => {
-          if (armed && held === undefined && input.endsWith("/v3/kv/txn") && init.body.includes("request_put")) {
-            held = () => forward(input, { ...init, signal: undefined } as never);
-            throw connectionReset();
-          }
-          return forward(input, init);
-        },
-      },
-    );
+    // The waiter's first join is resent, and the held copy lands only after the acquisition failed and deleted
+    // its key.
+    const join = holdFirstJoin(() => armed);
+    const { mock, etcd } = mockClient({}, { through: join.through });
     const holder = await (await etcd.session({ ttl: 30 })).mutex("jobs").lock();
     const waiter = await etcd.session({ ttl: 30, keepAlive: "manual" });
     armed = true;
     expect((await rejection(waiter.mutex("jobs").lock({ timeout: 300 }))).code).toBe("TIMEOUT");
     await until("the waiter's key is gone", 2_000, () => mock.keys("jobs/").length === 1);
     await holder.unlock();
-    await held!();
+    await join.land();
     // The late copy: a key under the waiter's live lease, heading a line nobody waits in.
     expect(mock.keys("jobs/")).toHaveLength(1);
     await waiter.renew();
