@@ -1,0 +1,306 @@
+// What a holding's handle says of itself through its own calls (hold/held.ts): one `signal` for its life, a
+// disposal after `unlock()` that neither sends nor throws, a release refused with an answer that leaves it held,
+// a release gone on in the background that the next `unlock()` reports once, and keys reused only when nothing
+// of the holding can still be in flight. On the mock, where a fault can be put on one request.
+import { describe, expect, it } from "vitest";
+import { op } from "../../src/index.js";
+import { rejection, sleep, until } from "../support/async.js";
+import { connectionReset, jsonText } from "../support/gateway.js";
+import { mockClient, type Through } from "../support/mock.js";
+
+/** Whether a request is a release: the guarded delete a holding sends. */
+const isRelease = (input: string, body: string) =>
+  input.endsWith("/v3/kv/txn") && body.includes("request_delete_range") && !body.includes("request_put");
+
+/** Fails the releases sent while `failing()` says so, with `fault` (a thrown error or an answer). */
+function failReleases(failing: () => boolean, fault: () => Response | Error): Through {
+  return async (input, init, forward) => {
+    if (failing() && isRelease(input, init.body)) {
+      const answer = fault();
+      if (answer instanceof Error) throw answer;
+      return answer as never;
+    }
+    return forward(input, init);
+  };
+}
+
+describe("a holding's signal and releaseRequested", () => {
+  it("are one signal each for its life: a listener added before another read of it hears the end", async () => {
+    const held: number[] = [];
+    const { etcd } = mockClient({
+      onEvent: (event) => void (event.type === "lock.released" && held.push(event.heldMs)),
+    });
+    const start = performance.now();
+    const lock = await (await etcd.session({ ttl: 30, keepAlive: "manual" })).mutex("jobs").lock();
+    const signal = lock.signal;
+    const requests = lock.releaseRequested;
+    expect(lock.signal).toBe(signal);
+    expect(lock.releaseRequested).toBe(requests);
+    await lock.unlock();
+    expect(signal.aborted).toBe(true);
+    expect((signal.reason as { code: string }).code).toBe("LOCK_RELEASED");
+    expect(requests.aborted).toBe(false);
+    // The event says how long it was held: no longer than the test took.
+    expect(held).toHaveLength(1);
+    expect(held[0]).toBeLessThanOrEqual(performance.now() - start);
+  });
+});
+
+describe("disposal (await using) of a holding whose release was asked for", () => {
+  it("after unlock() said LOCK_LOST: sends nothing and throws nothing", async () => {
+    const { etcd, calls } = mockClient();
+    const lock = await (await etcd.session({ ttl: 30, keepAlive: "manual" })).mutex("jobs").lock();
+    await etcd.delete(lock.key);
+    expect((await rejection(lock.unlock())).code).toBe("LOCK_LOST");
+    const sent = calls.length;
+    await lock[Symbol.asyncDispose]();
+    expect(calls.slice(sent)).toEqual([]);
+  });
+
+  it("after its session's close released it: sends nothing and throws nothing", async () => {
+    const { etcd, calls } = mockClient();
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    const lock = await session.mutex("jobs").lock();
+    await session.close();
+    await until("the close is known", 2_000, () => !lock.held && lock.signal.aborted);
+    const sent = calls.length;
+    await lock[Symbol.asyncDispose]();
+    expect(calls.slice(sent)).toEqual([]);
+  });
+});
+
+describe("a release refused with an answer (not lost on the way)", () => {
+  it("leaves the lock held, its signal quiet, and a later unlock() releases it", async () => {
+    let refusing = true;
+    const denied = () => jsonText(`{"code":7, "message":"etcdserver: permission denied", "details":[]}`, 403);
+    const { etcd, mock } = mockClient({}, { through: failReleases(() => refusing, denied) });
+    const lock = await (await etcd.session({ ttl: 30, keepAlive: "manual" })).mutex("jobs").lock();
+    expect((await rejection(lock.unlock())).code).toBe("PERMISSION_DENIED");
+    expect(lock.held).toBe(true);
+    expect(lock.signal.aborted).toBe(false);
+    expect(mock.keys("jobs/")).toEqual([lock.key]);
+    refusing = false;
+    await lock.unlock();
+    expect(lock.held).toBe(false);
+    expect(mock.keys("jobs/")).toEqual([]);
+  });
+});
+
+describe("a release whose send went unanswered goes on in the background", () => {
+  it("the next unlock() reports its success once; the one after says LOCK_RELEASED", async () => {
+    let failing = true;
+    const events: string[] = [];
+    const through = failReleases(() => failing, connectionReset);
+    const { etcd, mock } = mockClient({ onEvent: (event) => void events.push(event.type) }, { through });
+    const lock = await (await etcd.session({ ttl: 30, keepAlive: "manual" })).mutex("jobs").lock();
+    expect((await rejection(lock.unlock({ timeout: 1 }))).code).not.toBe("LOCK_RELEASED");
+    failing = false;
+    await until("the background release is over", 5_000, () => events.includes("lock.released"));
+    expect(mock.keys("jobs/")).toEqual([]);
+    await lock.unlock();
+    expect((await rejection(lock.unlock())).code).toBe("LOCK_RELEASED");
+  });
+
+  it("while every send still fails, a second unlock() fails too: no success before the key is gone", async () => {
+    const { etcd, mock } = mockClient({}, { through: failReleases(() => true, connectionReset) });
+    const lock = await (await etcd.session({ ttl: 30, keepAlive: "manual" })).mutex("jobs").lock();
+    await rejection(lock.unlock({ timeout: 1 }));
+    for (let i = 0; i < 5; i++) {
+      await sleep(30);
+      const again = await rejection(lock.unlock({ timeout: 1 }));
+      expect(again.code).not.toBe("LOCK_RELEASED");
+    }
+    expect(mock.keys("jobs/")).toEqual([lock.key]);
+    expect(lock.held).toBe(false);
+  });
+
+  it("a background resend refused with an answer leaves it released, not held again", async () => {
+    let fault: () => Response | Error = connectionReset;
+    const denied = () => jsonText(`{"code":7, "message":"etcdserver: permission denied", "details":[]}`, 403);
+    const { etcd } = mockClient(
+      {},
+      {
+        through: failReleases(
+          () => true,
+          () => fault(),
+        ),
+      },
+    );
+    const lock = await (await etcd.session({ ttl: 30, keepAlive: "manual" })).mutex("jobs").lock();
+    await rejection(lock.unlock({ timeout: 1 }));
+    fault = denied;
+    await sleep(300);
+    expect(lock.held).toBe(false);
+    expect(lock.signal.aborted).toBe(true);
+  });
+
+  it("its key is not reused: the session's next lock of the name has a key of its own", async () => {
+    let failing = true;
+    const { etcd, mock } = mockClient({}, { through: failReleases(() => failing, connectionReset) });
+    const mutex = (await etcd.session({ ttl: 30, keepAlive: "manual" })).mutex("jobs");
+    const first = await mutex.lock();
+    await rejection(first.unlock({ timeout: 1 }));
+    failing = false;
+    await until("the background release deleted the key", 5_000, () => mock.keys("jobs/").length === 0);
+    const next = await mutex.lock();
+    expect(next.key).not.toBe(first.key);
+  });
+});
+
+describe("a mutex's key reuse", () => {
+  it("not after a release whose answer was lost: its resend found the key gone, which etcd did not confirm", async () => {
+    let lose = false;
+    const { etcd, mock } = mockClient(
+      {},
+      {
+        through: async (input, init, forward) => {
+          const answer = await forward(input, init);
+          if (lose && isRelease(input, init.body)) {
+            lose = false;
+            throw connectionReset();
+          }
+          return answer;
+        },
+      },
+    );
+    const mutex = (await etcd.session({ ttl: 30, keepAlive: "manual" })).mutex("jobs");
+    const first = await mutex.lock();
+    lose = true;
+    await first.unlock();
+    expect(mock.keys("jobs/")).toEqual([]);
+    expect((await mutex.lock()).key).not.toBe(first.key);
+  });
+
+  it("takes a key back once its own release deleted it", async () => {
+    const { etcd } = mockClient();
+    const mutex = (await etcd.session({ ttl: 30, keepAlive: "manual" })).mutex("jobs");
+    const first = await mutex.lock();
+    await first.unlock();
+    expect((await mutex.lock()).key).toBe(first.key);
+  });
+
+  it("never takes back the key of a lock whose ticket went out", async () => {
+    const { etcd } = mockClient();
+    const mutex = (await etcd.session({ ttl: 30, keepAlive: "manual" })).mutex("jobs");
+    const first = await mutex.lock();
+    first.ticket();
+    await first.unlock();
+    expect((await mutex.lock()).key).not.toBe(first.key);
+  });
+});
+
+describe("unlockWith() while unlock() is on its way", () => {
+  it("is LOCK_RELEASED, saying its release was already sent; nothing is written", async () => {
+    let hold: (() => void) | undefined;
+    const { etcd } = mockClient(
+      {},
+      {
+        through: async (input, init, forward) => {
+          if (isRelease(input, init.body)) await new Promise<void>((resolve) => (hold = resolve));
+          return forward(input, init);
+        },
+      },
+    );
+    const lock = await (await etcd.session({ ttl: 30, keepAlive: "manual" })).mutex("jobs").lock();
+    const unlocking = lock.unlock();
+    await until("the release is on its way", 2_000, () => hold !== undefined);
+    const error = await rejection(lock.unlockWith([op.put("out", "x")]));
+    expect(error.code).toBe("LOCK_RELEASED");
+    expect(error.message).toContain("its release was already sent");
+    hold!();
+    await unlocking;
+    expect(await etcd.get("out")).toBeUndefined();
+  });
+});
+
+describe("a leader's proclamation", () => {
+  it("keeps its key bound to the session's lease", async () => {
+    const { etcd, mock } = mockClient();
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    const election = session.election("leader");
+    await election.campaign("one");
+    await election.proclaim("two");
+    const [key] = mock.keys("leader/");
+    const kv = await etcd.get(key!);
+    expect(kv?.value).toBe("two");
+    expect(kv?.lease).toBe(session.leaseId);
+  });
+
+  it("refused because another client wrote its key: NOT_LEADER, and the leadership ends lost, not released", async () => {
+    const events: string[] = [];
+    const { etcd, mock } = mockClient({ onEvent: (event) => void events.push(event.type) });
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    const election = session.election("leader");
+    await election.campaign("one");
+    const [key] = mock.keys("leader/");
+    await etcd.put(key!, "theirs", { lease: session.leaseId });
+    expect((await rejection(election.proclaim("two"))).code).toBe("NOT_LEADER");
+    // Its key, on the session's lease but no longer the version it held, goes with its end (conformance-handles).
+    await until("the leadership ended", 2_000, () => events.includes("lock.lost"));
+    expect(events).not.toContain("lock.released");
+  });
+});
+
+describe("unlock() before it sends", () => {
+  it.each([
+    [{ timeout: -1 }, "timeout"],
+    [{ attemptTimeout: -1 }, "attemptTimeout"],
+    [{ signal: "stop" as never }, "signal"],
+  ])("with bad options (%o): INVALID_ARGUMENT naming %s; nothing sent, still held", async (options, named) => {
+    const { etcd, calls } = mockClient();
+    const lock = await (await etcd.session({ ttl: 30, keepAlive: "manual" })).mutex("jobs").lock();
+    const sent = calls.length;
+    const error = await rejection(lock.unlock(options));
+    expect(error.code).toBe("INVALID_ARGUMENT");
+    expect(error.message).toContain(named);
+    expect(calls.slice(sent)).toEqual([]);
+    expect(lock.held).toBe(true);
+    // Bad options are not a release asked for: disposal still releases it.
+    await lock[Symbol.asyncDispose]();
+    expect(lock.held).toBe(false);
+  });
+
+  it("of a frozen process past its lease's deadline: LOCK_LOST, and nothing is sent", async () => {
+    let skew = 0;
+    const clock = { now: () => performance.now() + skew, setTimer: () => () => {} };
+    const { etcd, calls } = mockClient({ clock });
+    const lock = await (await etcd.session({ ttl: 2, keepAlive: "manual" })).mutex("jobs").lock();
+    skew = 5_000;
+    const sent = calls.length;
+    expect((await rejection(lock.unlock())).code).toBe("LOCK_LOST");
+    expect(calls.slice(sent)).toEqual([]);
+  });
+
+  it("while its session's close is on its way: LOCK_RELEASED by the close, and no delete of its own", async () => {
+    const { etcd, calls } = mockClient();
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    const lock = await session.mutex("jobs").lock();
+    const sent = calls.length;
+    const closing = session.close();
+    const error = await rejection(lock.unlock());
+    expect(error.code).toBe("LOCK_RELEASED");
+    expect(error.message).toContain("its session was closed");
+    await closing;
+    expect(calls.slice(sent)).toEqual(["/v3/lease/revoke"]);
+  });
+});
+
+describe("a holding whose session's lease ended", () => {
+  it("is LOCK_LOST saying its session's lease ended, and unlock() says the same without a request", async () => {
+    const { etcd, calls } = mockClient();
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    const lock = await session.mutex("jobs").lock();
+    await etcd.lease.revoke(session.leaseId);
+    expect((await rejection(session.renew())).code).toBe("SESSION_EXPIRED");
+    expect(lock.held).toBe(false);
+    const lost = lock.signal.reason as { code: string; message: string };
+    expect(lost.code).toBe("LOCK_LOST");
+    expect(lost.message).toContain("its session's lease ended");
+    expect((lost as { cause?: { code?: string } }).cause?.code).toBe("SESSION_EXPIRED");
+    const sent = calls.length;
+    const error = await rejection(lock.unlock());
+    expect(error.code).toBe("LOCK_LOST");
+    expect(error.message).toContain("its session's lease ended");
+    expect(calls.slice(sent)).toEqual([]);
+  });
+});
