@@ -148,7 +148,7 @@ describe("a release whose send went unanswered goes on in the background", () =>
 });
 
 describe("a mutex's key reuse", () => {
-  it("not after a release whose answer was lost: its resend found the key gone, which etcd did not confirm", async () => {
+  it("not after a release whose answer was lost: its resend found the key gone, unconfirmed", async () => {
     let lose = false;
     const { etcd, mock } = mockClient(
       {},
@@ -226,7 +226,7 @@ describe("a leader's proclamation", () => {
     expect(kv?.lease).toBe(session.leaseId);
   });
 
-  it("refused because another client wrote its key: NOT_LEADER, and the leadership ends lost, not released", async () => {
+  it("refused as another client wrote its key: NOT_LEADER, and the leadership ends lost", async () => {
     const events: string[] = [];
     const { etcd, mock } = mockClient({ onEvent: (event) => void events.push(event.type) });
     const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
