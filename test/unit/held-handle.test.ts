@@ -5,6 +5,7 @@
 import { describe, expect, it } from "vitest";
 import { op } from "../../src/index.js";
 import { rejection, sleep, until } from "../support/async.js";
+import { logChannels } from "../support/channels.js";
 import { connectionReset, jsonText } from "../support/gateway.js";
 import { mockClient, type Through } from "../support/mock.js";
 
@@ -302,5 +303,29 @@ describe("a holding whose session's lease ended", () => {
     expect(error.code).toBe("LOCK_LOST");
     expect(error.message).toContain("its session's lease ended");
     expect(calls.slice(sent)).toEqual([]);
+  });
+});
+
+describe("a holding's end on diagnostics_channel", () => {
+  it("a release is published as lock.released and a loss as lock.lost, each once, with its name and token", async () => {
+    const log = logChannels();
+    try {
+      const { etcd } = mockClient();
+      const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+      const kept = await session.mutex("kept").lock();
+      const taken = await session.mutex("taken").lock();
+      await kept.unlock();
+      await etcd.delete(taken.key);
+      expect((await rejection(taken.unlock())).code).toBe("LOCK_LOST");
+      const ends = log.seen
+        .filter((seen) => seen.event === "lock.lost" || seen.event === "lock.released")
+        .map((seen) => [seen.event, seen.message.name, seen.message.token]);
+      expect(ends).toEqual([
+        ["lock.released", "kept", kept.revision],
+        ["lock.lost", "taken", taken.revision],
+      ]);
+    } finally {
+      log.stop();
+    }
   });
 });
