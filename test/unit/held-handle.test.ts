@@ -307,7 +307,7 @@ describe("a holding whose session's lease ended", () => {
 });
 
 describe("a holding's end on diagnostics_channel", () => {
-  it("a release is published as lock.released and a loss as lock.lost, each once, with its name and token", async () => {
+  it("a release is published as lock.released, a loss as lock.lost, each once, with its name and token", async () => {
     const log = logChannels();
     try {
       const { etcd } = mockClient();
