@@ -306,6 +306,39 @@ describe("a holding whose session's lease ended", () => {
   });
 });
 
+describe("a holding whose session ended while its release went on in the background", () => {
+  it("is released, not lost: its release left within the lease's deadline, and unlock() says so once", async () => {
+    const events: string[] = [];
+    const through = failReleases(() => true, connectionReset);
+    const { etcd } = mockClient({ onEvent: (event) => void events.push(event.type) }, { through });
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    const lock = await session.mutex("jobs").lock();
+    await rejection(lock.unlock({ timeout: 1 }));
+    await etcd.lease.revoke(session.leaseId);
+    expect((await rejection(session.renew())).code).toBe("SESSION_EXPIRED");
+    await until("the holding ended", 5_000, () => events.includes("lock.released") || events.includes("lock.lost"));
+    expect(events).not.toContain("lock.lost");
+    await lock.unlock();
+    const again = await rejection(lock.unlock());
+    expect(again.code).toBe("LOCK_RELEASED");
+    expect(again.message).toContain("it was released");
+  });
+});
+
+describe("a holding whose session was closed after its lease had ended", () => {
+  it("is LOCK_LOST saying so: the close revoked nothing, the lease was gone before", async () => {
+    const { etcd } = mockClient();
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    const lock = await session.mutex("jobs").lock();
+    await etcd.lease.revoke(session.leaseId);
+    await session.close();
+    await until("the holding ended", 2_000, () => lock.signal.aborted);
+    const error = await rejection(lock.unlock());
+    expect(error.code).toBe("LOCK_LOST");
+    expect(error.message).toContain("its session's lease had ended before the session was closed");
+  });
+});
+
 describe("a holding's end on diagnostics_channel", () => {
   it("a release is published as lock.released, a loss as lock.lost, each once, with its name and token", async () => {
     const log = logChannels();
