@@ -301,7 +301,7 @@ describe("a holding whose session's lease ended", () => {
     const sent = calls.length;
     const error = await rejection(lock.unlock());
     expect(error.code).toBe("LOCK_LOST");
-    expect(error.message).toContain("its session's lease ended");
+    expect(error.message).toBe("lock jobs was lost: its session's lease ended");
     expect(calls.slice(sent)).toEqual([]);
   });
 });
