@@ -308,6 +308,27 @@ describe("a holding whose session's lease ended", () => {
   });
 });
 
+describe("a release refused whose cause cannot be read", () => {
+  it("is LOCK_LOST saying its keys were gone when it was released", async () => {
+    let reads = false;
+    const { etcd } = mockClient(
+      {},
+      {
+        through: async (input, init, forward) => {
+          if (reads && !isRelease(input, init.body)) throw connectionReset();
+          return forward(input, init);
+        },
+      },
+    );
+    const lock = await (await etcd.session({ ttl: 30, keepAlive: "manual" })).mutex("jobs").lock();
+    await etcd.delete(lock.key);
+    reads = true;
+    const error = await rejection(lock.unlock({ timeout: 300 }));
+    expect(error.code).toBe("LOCK_LOST");
+    expect(error.message).toBe("lock jobs was lost: its keys were gone when it was released");
+  });
+});
+
 describe("a holding whose session ended while its release went on in the background", () => {
   it("is released, not lost: its release left within the lease's deadline, and unlock() says so once", async () => {
     const events: string[] = [];
