@@ -39,7 +39,7 @@ describe("a holding's signal and releaseRequested", () => {
     expect(lock.releaseRequested).toBe(requests);
     await lock.unlock();
     expect(signal.aborted).toBe(true);
-    expect((signal.reason as { code: string }).code).toBe("LOCK_RELEASED");
+    expect(signal.reason).toMatchObject({ code: "LOCK_RELEASED", message: expect.stringContaining("it was released") });
     expect(requests.aborted).toBe(false);
     // The event says how long it was held: no longer than the test took.
     expect(held).toHaveLength(1);
@@ -95,6 +95,8 @@ describe("a release whose send went unanswered goes on in the background", () =>
     const { etcd, mock } = mockClient({ onEvent: (event) => void events.push(event.type) }, { through });
     const lock = await (await etcd.session({ ttl: 30, keepAlive: "manual" })).mutex("jobs").lock();
     expect((await rejection(lock.unlock({ timeout: 1 }))).code).not.toBe("LOCK_RELEASED");
+    const pending = (lock.signal.reason as Error).message;
+    expect(pending).toContain("its release was sent; it goes on in the background");
     // Its first resends fail too: it goes on resending after a pause.
     await sleep(300);
     failing = false;
