@@ -13,6 +13,10 @@ import { mockClient, type Through } from "../support/mock.js";
 const isRelease = (input: string, body: string) =>
   input.endsWith("/v3/kv/txn") && body.includes("request_delete_range") && !body.includes("request_put");
 
+/** Whether a request is a releasing write: `unlockWith`'s put and guarded delete in one transaction. */
+const isWrite = (input: string, body: string) =>
+  input.endsWith("/v3/kv/txn") && body.includes("request_delete_range") && body.includes("request_put");
+
 /** Fails the releases sent while `failing()` says so, with `fault` (a thrown error or an answer). */
 function failReleases(failing: () => boolean, fault: () => Response | Error): Through {
   return async (input, init, forward) => {
@@ -361,6 +365,33 @@ describe("a holding whose session was closed after its lease had ended", () => {
     const error = await rejection(lock.unlock());
     expect(error.code).toBe("LOCK_LOST");
     expect(error.message).toContain("its session's lease had ended before the session was closed");
+  });
+});
+
+describe("unlockWith() answered after its session's close ended the holding", () => {
+  it("ends it once: one lock.released, and the write's results", async () => {
+    let answer: (() => void) | undefined;
+    const events: string[] = [];
+    const { etcd } = mockClient(
+      { onEvent: (event) => void events.push(event.type) },
+      {
+        through: async (input, init, forward) => {
+          const response = await forward(input, init);
+          // The releasing write landed; its answer is held up on its way back.
+          if (isWrite(input, init.body)) await new Promise<void>((resolve) => (answer = resolve));
+          return response;
+        },
+      },
+    );
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    const lock = await session.mutex("jobs").lock();
+    const writing = lock.unlockWith([op.put("out", "x")]);
+    await until("the write landed", 2_000, () => answer !== undefined);
+    await session.close();
+    answer!();
+    expect(await writing).toHaveLength(1);
+    expect(await etcd.get("out")).toMatchObject({ value: "x" });
+    expect(events.filter((type) => type === "lock.released")).toHaveLength(1);
   });
 });
 

@@ -470,10 +470,10 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   /**
    * Its session ended. Closed: released once the revocation is known, unless the lease had ended before. Lost: lost,
    * unless a release left within the deadline (the work was done by then) or is in flight (its answer decides).
+   * Never called once it has ended: `#end` stops listening to the session, and a send's end checks the status.
    */
   #sessionEnded(): void {
     const status = this.#status;
-    if (status.is === "released" || status.is === "lost") return;
     if (status.is === "releasing") {
       if (status.sending !== undefined) return;
       if (status.sends.sentWithinDeadline) return this.#end({ is: "released", why: "it was released", untold: true });
