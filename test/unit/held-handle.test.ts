@@ -395,6 +395,25 @@ describe("unlockWith() answered after its session's close ended the holding", ()
   });
 });
 
+describe("an operator's request to release a holding nobody asked releaseRequested of", () => {
+  it("is told when it is read, and breaks nothing: the holding still follows its key", async () => {
+    const { etcd } = mockClient();
+    const session = await etcd.session({ ttl: 30, keepAlive: "auto" });
+    try {
+      const lock = await session.mutex("jobs").lock();
+      await sleep(1_300);
+      await etcd.requestRelease("jobs", { reason: "deploy" });
+      await sleep(300);
+      expect(lock.releaseRequested.reason).toMatchObject({ code: "RELEASE_REQUESTED" });
+      // Following still works: another client's delete ends it at once.
+      await etcd.delete(lock.key);
+      await until("the holding learns its key went", 2_000, () => !lock.held);
+    } finally {
+      await session.close();
+    }
+  });
+});
+
 describe("a holding's end on diagnostics_channel", () => {
   it("a release is published as lock.released, a loss as lock.lost, each once, with its name and token", async () => {
     const log = logChannels();
