@@ -6,8 +6,10 @@ import { describe, expect, it } from "vitest";
 import { op } from "../../src/index.js";
 import { rejection, sleep, until } from "../support/async.js";
 import { logChannels } from "../support/channels.js";
+import { createMockEtcd } from "../../src/testing/index.js";
 import { connectionReset, jsonText } from "../support/gateway.js";
 import { mockClient, type Through } from "../support/mock.js";
+import { answerLosingFetch } from "../support/outage.js";
 
 /** Whether a request is a release: the guarded delete a holding sends. */
 const isRelease = (input: string, body: string) =>
@@ -16,6 +18,9 @@ const isRelease = (input: string, body: string) =>
 /** Whether a request is a releasing write: `unlockWith`'s put and guarded delete in one transaction. */
 const isWrite = (input: string, body: string) =>
   input.endsWith("/v3/kv/txn") && body.includes("request_delete_range") && body.includes("request_put");
+
+/** etcd's refusal for want of permission: an answer, so nothing was applied. */
+const denied = () => jsonText(`{"code":7, "message":"etcdserver: permission denied", "details":[]}`, 403);
 
 /** Fails the releases sent while `failing()` says so, with `fault` (a thrown error or an answer). */
 function failReleases(failing: () => boolean, fault: () => Response | Error): Through {
@@ -77,7 +82,6 @@ describe("disposal (await using) of a holding whose release was asked for", () =
 describe("a release refused with an answer (not lost on the way)", () => {
   it("leaves the lock held, its signal quiet, and a later unlock() releases it", async () => {
     let refusing = true;
-    const denied = () => jsonText(`{"code":7, "message":"etcdserver: permission denied", "details":[]}`, 403);
     const { etcd, mock } = mockClient({}, { through: failReleases(() => refusing, denied) });
     const lock = await (await etcd.session({ ttl: 30, keepAlive: "manual" })).mutex("jobs").lock();
     expect((await rejection(lock.unlock())).code).toBe("PERMISSION_DENIED");
@@ -125,7 +129,6 @@ describe("a release whose send went unanswered goes on in the background", () =>
 
   it("a background resend refused with an answer leaves it released, not held again", async () => {
     let fault: () => Response | Error = connectionReset;
-    const denied = () => jsonText(`{"code":7, "message":"etcdserver: permission denied", "details":[]}`, 403);
     const { etcd } = mockClient(
       {},
       {
@@ -158,24 +161,14 @@ describe("a release whose send went unanswered goes on in the background", () =>
 
 describe("a mutex's key reuse", () => {
   it("not after a release whose answer was lost: its resend found the key gone, unconfirmed", async () => {
-    let lose = false;
-    const { etcd, mock } = mockClient(
-      {},
-      {
-        through: async (input, init, forward) => {
-          const answer = await forward(input, init);
-          if (lose && isRelease(input, init.body)) {
-            lose = false;
-            throw connectionReset();
-          }
-          return answer;
-        },
-      },
-    );
+    const mock = createMockEtcd();
+    // The first release's answer is lost after etcd applied it.
+    const losing = answerLosingFetch((input, init) => mock.fetch(input, init as RequestInit) as never, isRelease);
+    const { etcd } = mockClient({}, { mock, through: (input, init) => losing(input, init) });
     const mutex = (await etcd.session({ ttl: 30, keepAlive: "manual" })).mutex("jobs");
     const first = await mutex.lock();
-    lose = true;
     await first.unlock();
+    expect(losing.lost).toBe(1);
     expect(mock.keys("jobs/")).toEqual([]);
     expect((await mutex.lock()).key).not.toBe(first.key);
   });

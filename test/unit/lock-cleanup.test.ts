@@ -4,7 +4,12 @@ import { getEventListeners } from "node:events";
 import { describe, expect, it } from "vitest";
 import { rejection, sleep, until } from "../support/async.js";
 import { connectionReset } from "../support/gateway.js";
+import { createMockEtcd } from "../../src/testing/index.js";
 import { mockClient, type Through } from "../support/mock.js";
+import { answerLosingFetch } from "../support/outage.js";
+
+/** Whether a request is a join: a transaction that puts (a contender's key). */
+const isJoin = (path: string, body: string) => path.endsWith("/v3/kv/txn") && body.includes("request_put");
 
 /**
  * The first join sent once `armed()` says so is held up on its way (a paused leader with the proposal), and its
@@ -13,7 +18,7 @@ import { mockClient, type Through } from "../support/mock.js";
 function holdFirstJoin(armed: () => boolean = () => true) {
   let held: (() => Promise<unknown>) | undefined;
   const through: Through = async (input, init, forward) => {
-    if (armed() && held === undefined && input.endsWith("/v3/kv/txn") && init.body.includes("request_put")) {
+    if (armed() && held === undefined && isJoin(input, init.body)) {
       held = () => forward(input, { ...init, signal: undefined } as never);
       throw connectionReset();
     }
@@ -82,22 +87,13 @@ describe("a join that lands after its acquisition is over", () => {
   });
 
   it("a key the session still uses is never swept", async () => {
-    let sends = 0;
-    const { mock, etcd } = mockClient(
-      {},
-      {
-        through: async (input, init, forward) => {
-          // The first join's answer is lost after it was applied: the resend finds the key.
-          if (input.endsWith("/v3/kv/txn") && init.body.includes("request_put") && sends++ === 0) {
-            await forward(input, init);
-            throw connectionReset();
-          }
-          return forward(input, init);
-        },
-      },
-    );
+    const mock = createMockEtcd();
+    // The first join's answer is lost after it was applied: the resend finds the key.
+    const losing = answerLosingFetch((input, init) => mock.fetch(input, init as RequestInit) as never, isJoin);
+    const { etcd } = mockClient({}, { mock, through: (input, init) => losing(input, init) });
     const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
     const lock = await session.mutex("jobs").lock();
+    expect(losing.lost).toBe(1);
     await session.renew();
     await sleep(100);
     expect(mock.keys("jobs/")).toEqual([lock.key]);
