@@ -241,7 +241,9 @@ async function ownWatch(
   const predecessor = state.predecessor!;
   const watching = new AbortController();
   const stop = () => watching.abort(signal.reason);
-  signal.addEventListener("abort", stop, { once: true });
+  // A wait given up before it began (between a join's answer and its wait) must not open a watch at all.
+  if (signal.aborted) stop();
+  else signal.addEventListener("abort", stop, { once: true });
   const avoid = on.endpoint;
   const reread = () => read({ signal, avoid });
   try {
