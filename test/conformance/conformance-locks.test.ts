@@ -77,6 +77,24 @@ describe("mutex", () => {
     await holder.unlock();
   });
 
+  it("a lock given up as its join's answer arrives fails with ABORTED at once, and leaves the line to the holder", async () => {
+    const name = fresh();
+    const holder = await (await session()).mutex(name).lock();
+    const giveUp = new AbortController();
+    // The caller gives up between the join's answer and the wait: the wait begins with its signal aborted.
+    const fetch: Fetch = async (input, init) => {
+      const response = await backend.fetch(input, init);
+      if (input.endsWith("/v3/kv/txn") && String(init?.body).includes("request_put")) giveUp.abort();
+      return response;
+    };
+    const contender = (await session(30, backend.client({ fetch }))).mutex(name);
+    const error = await within(2_000, "the given-up lock", rejection(contender.lock({ signal: giveUp.signal })));
+    expect(error.code).toBe("ABORTED");
+    expect(holder.held).toBe(true);
+    await until("the line back to its holder", 2_000, async () => (await keysUnder(etcd, name)).length === 1);
+    await holder.unlock();
+  });
+
   it("a wait leaves nothing running once it holds: no watch opens later, every one it opened is closed", async () => {
     const name = fresh();
     const fetch = recordingFetch(backend.fetch);

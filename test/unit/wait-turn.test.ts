@@ -215,6 +215,27 @@ describe("when a wait reads instead of watching", () => {
     expect(watches).toHaveLength(opened);
   });
 
+  it("reads after a pause once its watch broke beyond its own reconnections, then watches again", async () => {
+    // Every watch stream ends as soon as it opens, with nothing said: a proxy that drops streams.
+    const dropped =
+      (fetch: Fetch): Fetch =>
+      async (input, init) =>
+        input.endsWith("/v3/watch") ? (new Response("", { status: 200 }) as never) : fetch(input, init);
+    const { etcd, writer, watched } = onMock({ wrap: dropped });
+    const a = await key(writer, "a");
+    const { read, reads } = scripted(etcd, { predecessor: a, predecessorIsFirst: true });
+    const gaveUp = new AbortController();
+    const start = await standing(etcd, { predecessor: a, predecessorIsFirst: true });
+    const turn = rejection(waitForTurn(etcd, read, start, context({ signal: gaveUp.signal }).wait));
+    // The watch's reconnections take some seconds to give up; then a pause, one read, and a watch again.
+    await until("the read after the pause", 15_000, () => reads.length === 1);
+    const opened = watched.length;
+    await until("a watch again", 1_000, () => watched.length > opened);
+    expect(reads).toHaveLength(1);
+    gaveUp.abort();
+    expect((await within(1_000, "the abort", turn)).code).toBe("ABORTED");
+  }, 30_000);
+
   it("gives up with the refusal when its watch is refused, rather than watching again", async () => {
     const refused =
       (fetch: Fetch): Fetch =>
@@ -250,6 +271,25 @@ describe("the gap between a wait's read and its watch", () => {
     await within(1_000, "the turn", turn);
     expect(watches).toHaveLength(1);
     expect(reads).toHaveLength(1);
+  });
+
+  it("a watch's renewed streams read nothing: only its first creation can leave a gap", async () => {
+    const { etcd, writer } = onMock();
+    const a = await key(writer, "a");
+    const { read, reads } = scripted(etcd, { predecessor: a, predecessorIsFirst: true });
+    const turn = waitForTurn(
+      etcd,
+      read,
+      await standing(etcd, { predecessor: a, predecessorIsFirst: true }),
+      context().wait,
+    );
+    await sleep(100);
+    await writer.put("elsewhere", "x"); // Every stream created from now on is past the wait's read.
+    // Its streams renew each second; its second watch, a second in, is a first creation, and reads once.
+    await sleep(2_600);
+    expect(reads).toHaveLength(1);
+    await writer.delete({ key: "line/a" });
+    await within(1_000, "the turn", turn);
   });
 
   it("a gap read that shows the key ahead gone ends the wait, and closes the watch it opened", async () => {
@@ -373,6 +413,21 @@ describe("a wait's backups against a watch that may have stalled", () => {
     expect(await backups(held, watches, reads)).toEqual({ watches: 1, looks: 0 });
     ahead = undefined;
     await writer.delete({ key: "line/b" });
+    await within(1_000, "the turn", turn);
+  });
+
+  it("a waiter far back looks again after a second, then after twice as long each time", async () => {
+    let held!: ReturnType<typeof heldWatches>;
+    const { etcd, writer, watched: watches } = onMock({ wrap: (fetch) => (held = heldWatches(fetch)).fetch });
+    const e = await key(writer, "e");
+    let gone = false;
+    const { read, reads } = scripted(etcd, () => (gone ? {} : { predecessor: e }));
+    const turn = waitForTurn(etcd, read, await standing(etcd, { predecessor: e, ahead: 5 }), context().wait);
+    await sleep(100);
+    // Looks at 1 s and 3 s of the wait; the next would be at 7 s.
+    expect(await backups(held, watches, reads, 3_400)).toEqual({ watches: 0, looks: 2 });
+    gone = true;
+    await writer.delete({ key: "line/e" });
     await within(1_000, "the turn", turn);
   });
 
