@@ -28,7 +28,17 @@ describe("lock call options", () => {
       rejection(session.mutex("m").tryLock({ timeout: 300 })),
     );
     expect(error.code).toBe("TIMEOUT");
+    expect(error.message).toContain("tryLock of lock m");
     expect(performance.now() - started).toBeLessThan(2_000);
+  });
+
+  it("a bad name or tryLock timeout is INVALID_ARGUMENT naming it, before anything is sent", async () => {
+    const { etcd } = stallingMock();
+    const session = await etcd.session({ ttl: 30 });
+    expect((await rejection(() => session.mutex(""))).message).toMatch(/^a lock name must be a non-empty string/);
+    const error = await rejection(session.mutex("m").tryLock({ timeout: -1 }));
+    expect(error.code).toBe("INVALID_ARGUMENT");
+    expect(error.message).toMatch(/^timeout /);
   });
 
   it("the client's timeout bounds a lock() from its start: a slow join leaves its wait only what is left", async () => {
