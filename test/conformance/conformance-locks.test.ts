@@ -77,7 +77,7 @@ describe("mutex", () => {
     await holder.unlock();
   });
 
-  it("a lock given up as its join's answer arrives fails with ABORTED at once, and leaves the line to the holder", async () => {
+  it("a lock given up as its join's answer arrives is ABORTED at once; the holder keeps the line", async () => {
     const name = fresh();
     const holder = await (await session()).mutex(name).lock();
     const giveUp = new AbortController();

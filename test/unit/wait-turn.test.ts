@@ -123,7 +123,7 @@ describe("waitForTurn's exits", () => {
     expect(reads).toEqual([]);
   });
 
-  it("an abort given before the wait starts ends it at once, and leaves no listener on the caller's signal", async () => {
+  it("an abort given before the wait starts ends it at once, leaving no listener on the caller's signal", async () => {
     const { etcd, writer, mock } = onMock();
     const a = await key(writer, "a");
     const { read } = scripted(etcd, { predecessor: a });
@@ -170,7 +170,7 @@ describe("waitInLine: from a join to the wait", () => {
     expect(handovers).toEqual([]);
   });
 
-  it("a try whose resent join reads a key ahead is busy on the holder the join saw, else on the key ahead", async () => {
+  it("a try whose resent join reads a key ahead is busy on the holder its join saw, else on that key", async () => {
     const { etcd, writer } = onMock();
     const [a, b] = [await key(writer, "a"), await key(writer, "b")];
     const { read } = scripted(etcd, { predecessor: b, ahead: 2 });
@@ -445,7 +445,7 @@ describe("a wait's backups against a watch that may have stalled", () => {
     other.leave();
   });
 
-  it("a waiter far back whose look elsewhere shows it behind the head watches there, and holds on its delete", async () => {
+  it("a waiter far back whose look elsewhere shows it behind the head watches there, holds on its delete", async () => {
     let stalling!: StallingEndpoints;
     const {
       etcd,
