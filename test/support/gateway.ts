@@ -130,6 +130,11 @@ export function jsonText(text: string, status = 200): Response {
   return new HttpResponse(text, { status, headers: { "content-type": "application/json" } });
 }
 
+/** etcd's refusal for want of permission (HTTP 403, gRPC code 7, as 3.6 sends it): an answer, nothing applied. */
+export function permissionDenied(): Response {
+  return jsonText(`{"code":7, "message":"etcdserver: permission denied", "details":[]}`, 403);
+}
+
 export function json(body: unknown, status = 200): Response {
   return jsonText(JSON.stringify(body), status);
 }

@@ -10,7 +10,7 @@ import {
 } from "../../src/index.js";
 import { HttpResponse } from "msw";
 import { rejection } from "../support/async.js";
-import { A, gatewayClient, jsonText, route, useGateway } from "../support/gateway.js";
+import { A, gatewayClient, jsonText, permissionDenied, route, useGateway } from "../support/gateway.js";
 import { BIG_LEASE, type EtcdVersion, header, streamErrorLine, unaryErrorBody } from "../support/wire.js";
 
 const server = useGateway();
@@ -189,9 +189,7 @@ describe("the gRPC code decides, not the HTTP status", () => {
   });
 
   it("a 3.6 body with extra `details` still maps", async () => {
-    route(server, "/v3/kv/put", () =>
-      jsonText(`{"code":7, "message":"etcdserver: permission denied", "details":[]}`, 403),
-    );
+    route(server, "/v3/kv/put", () => permissionDenied());
     await expectCode(gatewayClient().put("k", "v"), "PERMISSION_DENIED");
   });
 });

@@ -7,7 +7,7 @@ import { op } from "../../src/index.js";
 import { rejection, sleep, until } from "../support/async.js";
 import { logChannels } from "../support/channels.js";
 import { createMockEtcd } from "../../src/testing/index.js";
-import { connectionReset, jsonText } from "../support/gateway.js";
+import { connectionReset, permissionDenied } from "../support/gateway.js";
 import { mockClient, type Through } from "../support/mock.js";
 import { answerLosingFetch } from "../support/outage.js";
 
@@ -18,9 +18,6 @@ const isRelease = (input: string, body: string) =>
 /** Whether a request is a releasing write: `unlockWith`'s put and guarded delete in one transaction. */
 const isWrite = (input: string, body: string) =>
   input.endsWith("/v3/kv/txn") && body.includes("request_delete_range") && body.includes("request_put");
-
-/** etcd's refusal for want of permission: an answer, so nothing was applied. */
-const denied = () => jsonText(`{"code":7, "message":"etcdserver: permission denied", "details":[]}`, 403);
 
 /** Fails the releases sent while `failing()` says so, with `fault` (a thrown error or an answer). */
 function failReleases(failing: () => boolean, fault: () => Response | Error): Through {
@@ -82,7 +79,7 @@ describe("disposal (await using) of a holding whose release was asked for", () =
 describe("a release refused with an answer (not lost on the way)", () => {
   it("leaves the lock held, its signal quiet, and a later unlock() releases it", async () => {
     let refusing = true;
-    const { etcd, mock } = mockClient({}, { through: failReleases(() => refusing, denied) });
+    const { etcd, mock } = mockClient({}, { through: failReleases(() => refusing, permissionDenied) });
     const lock = await (await etcd.session({ ttl: 30, keepAlive: "manual" })).mutex("jobs").lock();
     expect((await rejection(lock.unlock())).code).toBe("PERMISSION_DENIED");
     expect(lock.held).toBe(true);
@@ -140,7 +137,7 @@ describe("a release whose send went unanswered goes on in the background", () =>
     );
     const lock = await (await etcd.session({ ttl: 30, keepAlive: "manual" })).mutex("jobs").lock();
     await rejection(lock.unlock({ timeout: 1 }));
-    fault = denied;
+    fault = permissionDenied;
     await sleep(300);
     expect(lock.held).toBe(false);
     expect(lock.signal.aborted).toBe(true);

@@ -137,20 +137,16 @@ describe("a takeover that did not land for us", () => {
   }
 
   it("the key on our new lease with another value is not ours: LOCK_LOST", async () => {
-    let writer!: ReturnType<typeof mockClient>;
-    const { ticket, resumer } = await ticketed(
-      beforeTakeover((key, _next, lease) => writer.etcd.put(key, "someone else's", { lease })),
+    const { ticket, resumer, sender } = await ticketed(
+      beforeTakeover((key, _next, lease) => sender.put(key, "someone else's", { lease })),
     );
-    writer = mockClient({}, { mock: resumer.mock });
     expect((await rejection(resumer.etcd.resumeLock(ticket))).code).toBe("LOCK_LOST");
   });
 
   it("the key with our fresh value on another lease is not ours: LOCK_LOST", async () => {
-    let writer!: ReturnType<typeof mockClient>;
-    const { ticket, resumer, lock } = await ticketed(
-      beforeTakeover((key, next) => writer.etcd.put(key, next, { lease: lock.leaseId })),
+    const { ticket, resumer, sender, lock } = await ticketed(
+      beforeTakeover((key, next) => sender.put(key, next, { lease: lock.leaseId })),
     );
-    writer = mockClient({}, { mock: resumer.mock });
     expect((await rejection(resumer.etcd.resumeLock(ticket))).code).toBe("LOCK_LOST");
   });
 });

@@ -11,7 +11,7 @@ import type { Joined, ReadAt, Standing, Waiting } from "../../src/lock/line/stan
 import { waitForTurn, waitInLine } from "../../src/lock/line/wait.js";
 import { createMockEtcdCore } from "../../src/testing/mock.js";
 import { rejection, sleep, until, within } from "../support/async.js";
-import { jsonText } from "../support/gateway.js";
+import { permissionDenied } from "../support/gateway.js";
 import { bufferingFetch, heldWatches, type StallingEndpoints, stallingEndpoints } from "../support/outage.js";
 
 const ENDPOINT = "http://etcd.test:2379";
@@ -240,9 +240,7 @@ describe("when a wait reads instead of watching", () => {
     const refused =
       (fetch: Fetch): Fetch =>
       async (input, init) =>
-        input.endsWith("/v3/watch")
-          ? (jsonText(`{"code":7, "message":"etcdserver: permission denied", "details":[]}`, 403) as never)
-          : fetch(input, init);
+        input.endsWith("/v3/watch") ? (permissionDenied() as never) : fetch(input, init);
     for (const sharing of [false, true]) {
       const { etcd, writer, watches } = onMock({ wrap: refused });
       const a = await key(writer, "a");
@@ -363,6 +361,12 @@ describe("on the line's stream shared with the client's other waiters", () => {
 });
 
 describe("a wait's backups against a watch that may have stalled", () => {
+  /** `onMock` with every watch stream able to go silent (`held.hold()`), as through a stalled member. */
+  function onHeldMock() {
+    let held!: ReturnType<typeof heldWatches>;
+    return { ...onMock({ wrap: (fetch) => (held = heldWatches(fetch)).fetch }), held };
+  }
+
   /** The watches opened and the reads sent elsewhere (a look again) in `ms` of held streams. */
   async function backups(held: { hold(): void; resume(): void }, watches: unknown[], reads: ReadAt[], ms = 1_300) {
     const [watched, looked] = [watches.length, reads.filter((at) => at.avoid !== undefined).length];
@@ -373,8 +377,7 @@ describe("a wait's backups against a watch that may have stalled", () => {
   }
 
   it("a waiter more than three back looks again after a second; three back, it opens a second watch", async () => {
-    let held!: ReturnType<typeof heldWatches>;
-    const { etcd, writer, watched: watches } = onMock({ wrap: (fetch) => (held = heldWatches(fetch)).fetch });
+    const { etcd, writer, watched: watches, held } = onHeldMock();
     const [, c, d, e] = [
       await key(writer, "b"),
       await key(writer, "c"),
@@ -400,8 +403,7 @@ describe("a wait's backups against a watch that may have stalled", () => {
   });
 
   it("a waiter that cannot tell how far back it is opens a second watch after a second", async () => {
-    let held!: ReturnType<typeof heldWatches>;
-    const { etcd, writer, watched: watches } = onMock({ wrap: (fetch) => (held = heldWatches(fetch)).fetch });
+    const { etcd, writer, watched: watches, held } = onHeldMock();
     const [b, c] = [await key(writer, "b"), await key(writer, "c")];
     let ahead: KeyValue | undefined = b;
     const { read, reads } = scripted(etcd, () => (ahead === undefined ? {} : { predecessor: ahead }));
@@ -417,8 +419,7 @@ describe("a wait's backups against a watch that may have stalled", () => {
   });
 
   it("a waiter far back looks again after a second, then after twice as long each time", async () => {
-    let held!: ReturnType<typeof heldWatches>;
-    const { etcd, writer, watched: watches } = onMock({ wrap: (fetch) => (held = heldWatches(fetch)).fetch });
+    const { etcd, writer, watched: watches, held } = onHeldMock();
     const e = await key(writer, "e");
     let gone = false;
     const { read, reads } = scripted(etcd, () => (gone ? {} : { predecessor: e }));
@@ -432,8 +433,7 @@ describe("a wait's backups against a watch that may have stalled", () => {
   });
 
   it("a waiter far back on the line's stream opens no backup: the stream is the client's, not its own", async () => {
-    let held!: ReturnType<typeof heldWatches>;
-    const { etcd, writer, watched: watches } = onMock({ wrap: (fetch) => (held = heldWatches(fetch)).fetch });
+    const { etcd, writer, watched: watches, held } = onHeldMock();
     const e = await key(writer, "e");
     const other = enterLine(etcd, "line/x");
     const { read, reads } = scripted(etcd, {});
