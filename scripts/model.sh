@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# `npm run model [-- --runs 2000 --seed N --on mock|3.4|3.5 --only open,lock,release,resume]`: the model-based
-# search of test/conformance/conformance-model.test.ts, longer than `npm test` runs it, from a seed. `--on`
-# picks the backend (default mock, its first dialect); `--only` narrows what the sequences do. A failure prints
-# its seed and its shrunk sequence; pass that seed back to replay it.
+# `npm run model [-- --runs 2000 --seed N --on mock|mock-3.6|3.4|3.7 --only open,lock,release]`: the model-based
+# search of test/conformance/conformance-model.test.ts, longer than `npm test` runs it, from a seed. `--on` picks
+# the backend: mock (its dialect 3.4, the default), mock-3.x (another dialect) or 3.x (a real member of that
+# version). `--only` narrows what the sequences do. Each run prints its seed first; a failure prints its shrunk
+# sequence too (on the mock: a real member's runs end at the first failure). Pass the seed back to replay it.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib/env.sh
@@ -20,11 +21,14 @@ done
 
 ensure_node >&2
 ensure_deps >&2
-project=unit
-if [ "$on" != mock ]; then
-  ensure_etcd_versions >&2
-  project="etcd-$on"
-fi
+case "$on" in
+  mock | mock-3.4) project=unit ;;
+  mock-*) project="unit-${on#mock-}" ;;
+  *)
+    ensure_etcd_versions >&2
+    project="etcd-$on"
+    ;;
+esac
 export ETCD_EDGE_MODEL_RUNS="$runs" ETCD_EDGE_MODEL_SEED="$seed"
 [ -n "$only" ] && export ETCD_EDGE_MODEL_ONLY="$only"
 exec npx vitest run --project "$project" test/conformance/conformance-model.test.ts

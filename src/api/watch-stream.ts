@@ -1,6 +1,6 @@
 import { describe, invalidArgument } from "../errors/catalogue.js";
 import { resolveTimeout } from "../gateway/config.js";
-import { backgroundTimer } from "../gateway/signals.js";
+import { backgroundTimer, whenAborted } from "../gateway/signals.js";
 
 /**
  * How late the server's end of a stream (or its next message) may come before the client stops waiting for it:
@@ -31,7 +31,7 @@ export class WatchStream {
   readonly #deadAfter: number;
   readonly #controller = new AbortController();
   readonly #outer: AbortSignal | undefined;
-  readonly #onOuterAbort = () => this.#controller.abort(this.#outer?.reason);
+  #unfollow: (() => void) | undefined;
   readonly #openedAt = performance.now();
   #watchdog: ReturnType<typeof setTimeout> | undefined;
   /** When the last message came; undefined while the consumer handles one. */
@@ -54,8 +54,8 @@ export class WatchStream {
 
   /** Follows the caller's signal; call before opening. */
   follow(): void {
-    if (this.#outer?.aborted) this.#controller.abort(this.#outer.reason);
-    else this.#outer?.addEventListener("abort", this.#onOuterAbort, { once: true });
+    const outer = this.#outer;
+    if (outer !== undefined) this.#unfollow = whenAborted(outer, () => this.#controller.abort(outer.reason));
   }
 
   /**
@@ -112,7 +112,7 @@ export class WatchStream {
   close(): void {
     clearTimeout(this.#watchdog);
     this.#watchdog = undefined;
-    this.#outer?.removeEventListener("abort", this.#onOuterAbort);
+    this.#unfollow?.();
     this.#controller.abort();
   }
 }

@@ -105,6 +105,21 @@ export function delay(ms: number, signal?: AbortSignal, background = false): Pro
   });
 }
 
+/**
+ * Calls `act` once when `signal` aborts, at once if it already has (a listener added to an aborted signal never
+ * fires: a wait given up before it began would wait on), and returns what stops listening.
+ */
+export function whenAborted(signal: AbortSignal, act: () => void): () => void {
+  if (signal.aborted) {
+    act();
+    return ignore;
+  }
+  signal.addEventListener("abort", act, { once: true });
+  return () => signal.removeEventListener("abort", act);
+}
+
+function ignore(): void {}
+
 /** Waits for `promise` unless `signal` aborts first (the work behind the promise goes on for others). */
 export function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
   if (signal.aborted) return Promise.reject(signal.reason);

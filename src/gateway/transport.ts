@@ -13,7 +13,7 @@ import { errorFromBody } from "./status.js";
 import { Attempt } from "./attempt.js";
 import { InFlight } from "./in-flight.js";
 import { networkFailure } from "./network-failure.js";
-import { CallSignal, delay } from "./signals.js";
+import { CallSignal, delay, whenAborted } from "./signals.js";
 import { authenticate } from "./wire.js";
 
 /** Per-call options every method takes. */
@@ -161,8 +161,7 @@ export class Transport {
       // The stream outlives this attempt: once open it is bound to the caller's signal alone, but a failed
       // attempt closes its own request.
       const request = new AbortController();
-      const follow = () => request.abort(signal.reason);
-      signal.addEventListener("abort", follow, { once: true });
+      const unfollow = whenAborted(signal, () => request.abort(signal.reason));
       try {
         const response = await attempt.bounded(arrive(attempt, this.#post(attempt, path, text, request.signal)));
         if (response.status !== 200 || response.body === null) {
@@ -171,7 +170,7 @@ export class Transport {
         }
         return { response, body: response.body, endpoint: attempt.endpoint, token };
       } catch (error) {
-        signal.removeEventListener("abort", follow);
+        unfollow();
         request.abort();
         throw error;
       }

@@ -629,7 +629,12 @@ afterAll(async () => {
 
 const seedText = process.env.ETCD_EDGE_MODEL_SEED ?? "random seed";
 it(`holds exclusion, truth and cleanup over generated sequences (${seedText})`, async () => {
-  const seed = Number(process.env.ETCD_EDGE_MODEL_SEED) || undefined;
+  // Drawn here and printed before the search starts: a run cut short (a CI over its time) still names its seed.
+  const seed = Number(process.env.ETCD_EDGE_MODEL_SEED) || Math.floor(Math.random() * 2 ** 31);
+  const on = backend.name === "etcd" ? backend.wire : backend.wire === "3.4" ? "mock" : `mock-${backend.wire}`;
+  console.log(
+    `model (${backend.name} ${backend.wire}): seed ${seed}; replay: npm run model -- --seed ${seed} --on ${on}`,
+  );
   await fc.assert(
     fc.asyncProperty(
       fc.commands(

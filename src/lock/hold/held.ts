@@ -6,7 +6,7 @@ import { type EtcdError, unanswered } from "../../errors/etcd-error.js";
 import { publishLockEnd, traceRelease } from "../../events/channels.js";
 import { resolveSignal, resolveTimeout } from "../../gateway/config.js";
 import { requestScopedIo } from "../../gateway/isolate.js";
-import { backgroundTimer } from "../../gateway/signals.js";
+import { backgroundTimer, whenAborted } from "../../gateway/signals.js";
 import type { CallOptions } from "../../gateway/transport.js";
 import type { LeaseSession } from "../lease/lease-session.js";
 import type { Put } from "../lease/orphans.js";
@@ -104,7 +104,8 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   #turns: Promise<unknown> | undefined;
   /** A judgment waiting for its turn: events meanwhile need no other, since its read comes after them. */
   #judgment: Promise<void> | undefined;
-  readonly #onSessionEnd = () => this.#sessionEnded();
+  /** Stops listening for the session's end: set by `begin`, called by the end of the holding. */
+  #unfollowSession: (() => void) | undefined;
 
   /** @internal Sends nothing and subscribes to nothing: its acquisition starts it (`begin`). */
   constructor(init: HeldInit<S>, subject: Subject, keys: readonly OwnKey[]) {
@@ -124,8 +125,7 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
     this.#reuse = reuse;
     this.#acquiredAt = performance.now();
     const session = this.session;
-    if (session.signal.aborted) this.#sessionEnded();
-    else session.signal.addEventListener("abort", this.#onSessionEnd);
+    this.#unfollowSession = whenAborted(session.signal, () => this.#sessionEnded());
     if (session.keepAlive === "auto" && this.#status.is === "held" && !requestScopedIo()) {
       const timer = backgroundTimer(() => {
         this.#unfollow = follow(session, this.#keys, {
@@ -517,7 +517,7 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
       if (next.is === "lost") events.emit({ type: "lock.lost", kind, name, revision });
       else events.emit({ type: "lock.released", kind, name, revision, heldMs: performance.now() - this.#acquiredAt });
     }
-    this.session.signal.removeEventListener("abort", this.#onSessionEnd);
+    this.#unfollowSession?.();
     if (this.#lateJoin) this.session.orphans.watch(this.#lateJoin);
     const controller = this.#controller;
     if (controller !== undefined && !controller.signal.aborted) controller.abort(this.#ended());

@@ -4,7 +4,7 @@ import { op } from "../../api/txn.js";
 import { aborted, unavailable } from "../../errors/catalogue.js";
 import { isEtcdError } from "../../errors/etcd-error.js";
 import { requestScopedIo } from "../../gateway/isolate.js";
-import { backgroundTimer, delay } from "../../gateway/signals.js";
+import { backgroundTimer, delay, whenAborted } from "../../gateway/signals.js";
 import { resendPause } from "../resend/until-answered.js";
 import type { Incarnation } from "./standing.js";
 
@@ -381,19 +381,17 @@ export class LineStream {
       subscriber = { key, createRevision, read, deleted: resolve, failed: reject };
     });
     deleted.catch(() => {});
-    const cancel = () => {
-      signal.removeEventListener("abort", onAbort);
-      this.#unsubscribe(subscriber);
-    };
-    const onAbort = () => {
-      cancel();
-      subscriber.failed(aborted(signal.reason));
-    };
     let keys = this.#subscribers.get(key);
     if (keys === undefined) this.#subscribers.set(key, (keys = new Set()));
     keys.add(subscriber);
-    if (signal.aborted) onAbort();
-    else signal.addEventListener("abort", onAbort, { once: true });
+    const unfollow = whenAborted(signal, () => {
+      this.#unsubscribe(subscriber);
+      subscriber.failed(aborted(signal.reason));
+    });
+    const cancel = () => {
+      unfollow();
+      this.#unsubscribe(subscriber);
+    };
     const gap =
       this.#seen > 0
         ? Promise.resolve(this.#seen > read && this.#recentFrom > read)

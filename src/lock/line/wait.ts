@@ -1,7 +1,7 @@
 import type { EtcdClient } from "../../api/client.js";
 import type { KeyValue, ResponseHeader } from "../../api/codec.js";
 import { type EtcdError, isEtcdError } from "../../errors/etcd-error.js";
-import { delay } from "../../gateway/signals.js";
+import { delay, whenAborted } from "../../gateway/signals.js";
 import { lookAgain } from "./look-again.js";
 import { enterLine, LINE_IDLE_TIMEOUT, type LineStream, OPEN_TIMEOUT } from "./line-watch.js";
 import { moved } from "./read.js";
@@ -149,9 +149,7 @@ async function predecessorGone(
   // lock) only clears the timer, where an abort would build an error per listener. Tied by hand: AbortSignal.any
   // costs more.
   const over = new AbortController();
-  const follow = () => over.abort(signal.reason);
-  if (signal.aborted) follow();
-  else signal.addEventListener("abort", follow, { once: true });
+  const unfollow = whenAborted(signal, () => over.abort(signal.reason));
   const both = over.signal;
   const first: { endpoint: string | undefined } = { endpoint: undefined };
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -183,7 +181,7 @@ async function predecessorGone(
     return await Promise.race([watched, second]);
   } finally {
     clearTimeout(timer);
-    signal.removeEventListener("abort", follow);
+    unfollow();
     if (started) over.abort();
     waiter.leave();
   }
@@ -240,10 +238,8 @@ async function ownWatch(
 ): Promise<Woken> {
   const predecessor = state.predecessor!;
   const watching = new AbortController();
-  const stop = () => watching.abort(signal.reason);
   // A wait given up before it began (between a join's answer and its wait) must not open a watch at all.
-  if (signal.aborted) stop();
-  else signal.addEventListener("abort", stop, { once: true });
+  const unfollow = whenAborted(signal, () => watching.abort(signal.reason));
   const avoid = on.endpoint;
   const reread = () => read({ signal, avoid });
   try {
@@ -283,7 +279,7 @@ async function ownWatch(
       follow().then(resolve, reject);
     });
   } finally {
-    signal.removeEventListener("abort", stop);
+    unfollow();
     watching.abort();
   }
 }
