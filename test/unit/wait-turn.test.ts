@@ -471,4 +471,34 @@ describe("a wait's backups against a watch that may have stalled", () => {
     expect(reads).toHaveLength(1);
     stalling.resume();
   });
+
+  it("a second watch goes where the first is not, even once the client has failed over there", async () => {
+    let stalling!: StallingEndpoints;
+    const origins: string[] = [];
+    const { etcd, writer } = onMock({
+      wrap: (fetch) => {
+        stalling = stallingEndpoints(fetch, ENDPOINT);
+        return (input, init) => {
+          if (new URL(input).pathname === "/v3/watch") origins.push(new URL(input).origin);
+          return stalling.fetch(input, init);
+        };
+      },
+      endpoints: ["http://stalls.test:2379", "http://answers.test:2379"],
+    });
+    const [stalls, answers] = stalling.endpoints;
+    const e = await key(writer, "e");
+    const { read } = scripted(writer, {});
+    const turn = waitForTurn(etcd, read, await standing(writer, { predecessor: e, ahead: 1 }), context().wait);
+    await until("the first watch, created", 1_000, () => origins.length === 1);
+    await sleep(100);
+    stalling.stall();
+    // A request of the client's own moves it on to the endpoint that answers; the first watch stays where it was.
+    await etcd.get("elsewhere", { attemptTimeout: 100 });
+    expect(etcd.transport.endpoint).toBe(answers);
+    await until("the second watch", 2_000, () => origins.length === 2);
+    expect(origins).toEqual([stalls, answers]);
+    await writer.delete({ key: "line/e" });
+    await within(500, "the turn, on the second watch", turn);
+    stalling.resume();
+  });
 });
