@@ -95,6 +95,22 @@ describe("mutex", () => {
     await holder.unlock();
   });
 
+  it("a waiter whose whole line is deleted at once (a delete of the prefix) fails with SESSION_EXPIRED", async () => {
+    const name = fresh();
+    await (await session()).mutex(name).lock();
+    const second = (await session()).mutex(name).lock({ timeout: 10_000 });
+    await untilLineLength(etcd, name, 2);
+    // On a client of its own, the last waiter watches its predecessor's key alone, and reads the line when it goes.
+    const last = (await session(30, backend.client())).mutex(name).lock({ timeout: 10_000 });
+    await untilLineLength(etcd, name, 3);
+    await sleep(100);
+    await etcd.delete({ prefix: `${name}/` });
+    // Its read finds no key up to its own: not there, and nothing ahead to wait for.
+    expect((await within(2_000, "the last waiter", rejection(last))).code).toBe("SESSION_EXPIRED");
+    // The second saw only the holder's key go: it may hold for the bound a holding learns its key went in.
+    await second.then((lock) => lock.unlock().catch(() => {}), () => {});
+  });
+
   it("a wait leaves nothing running once it holds: no watch opens later, every one it opened is closed", async () => {
     const name = fresh();
     const fetch = recordingFetch(backend.fetch);
