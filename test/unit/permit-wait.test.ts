@@ -36,7 +36,7 @@ async function twoHeldAndAWaiter(wait: "watch" | "poll") {
 }
 
 describe("a semaphore's waiter", () => {
-  it("that watches follows the line's deletes on one stream, reads nothing, and holds on the first delete", async () => {
+  it("that watches follows the deletes on one stream, reads nothing, and holds on the first delete", async () => {
     const { held, waiting, sent } = await twoHeldAndAWaiter("watch");
     await sleep(200);
     const paths = sent().map((s) => s.path);
