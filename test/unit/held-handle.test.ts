@@ -344,6 +344,58 @@ describe("a holding whose session ended while its release went on in the backgro
   });
 });
 
+describe("unlock() on its way while its own session is closed", () => {
+  /** A client whose release is held up (before it reaches etcd, or on its answer's way back) until `go()`. */
+  function heldUpRelease(landed: boolean) {
+    let go: (() => void) | undefined;
+    const events: string[] = [];
+    const { etcd, mock } = mockClient(
+      { onEvent: (event) => void events.push(event.type) },
+      {
+        through: async (input, init, forward) => {
+          if (!isRelease(input, init.body)) return forward(input, init);
+          if (!landed) await new Promise<void>((resolve) => (go = resolve));
+          const response = await forward(input, init);
+          if (landed) await new Promise<void>((resolve) => (go = resolve));
+          return response;
+        },
+      },
+    );
+    return { etcd, mock, events, go: () => go?.(), sent: () => go !== undefined };
+  }
+
+  it.each([
+    ["before it reached etcd", false],
+    ["landed, its answer on the way", true],
+  ])("%s: released by the close, never lost; unlock() resolves", async (_, landed) => {
+    const { etcd, events, go, sent } = heldUpRelease(landed);
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    const lock = await session.mutex("jobs").lock();
+    const unlocking = lock.unlock();
+    await until("the release sent", 2_000, sent);
+    expect(await session.close()).toBe(true);
+    go();
+    await unlocking;
+    expect(events).toContain("lock.released");
+    expect(events).not.toContain("lock.lost");
+    expect((await rejection(lock.unlock())).code).toBe("LOCK_RELEASED");
+  });
+
+  it("after its lease had ended (revoked by another client): lost, as its release's answer shows", async () => {
+    const { etcd, mock, events, go, sent } = heldUpRelease(false);
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    const lock = await session.mutex("jobs").lock();
+    const unlocking = rejection(lock.unlock());
+    await until("the release sent", 2_000, sent);
+    await mockClient({}, { mock }).etcd.lease.revoke(session.leaseId);
+    expect(await session.close()).toBe(false);
+    go();
+    expect((await unlocking).code).toBe("LOCK_LOST");
+    expect(events).toContain("lock.lost");
+    expect(events).not.toContain("lock.released");
+  });
+});
+
 describe("a holding whose session was closed after its lease had ended", () => {
   it("is LOCK_LOST saying so: the close revoked nothing, the lease was gone before", async () => {
     const { etcd } = mockClient();

@@ -338,6 +338,9 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
    */
   async #refused(releasing: Releasing, options: CallOptions): Promise<void> {
     const loss = await this.#explain(options);
+    // Its own session's close may be what took the keys while this send was on its way: the close decides, once
+    // its revocation is known (#sessionEnded).
+    if (!loss?.stillThere) await this.session.revocation?.catch(() => {});
     if (this.#status === releasing) {
       if (releasing.sends.goneMeansDone && !loss?.stillThere) return this.#released();
       this.#lose(loss ?? { why: "its keys had changed when it was released" });
@@ -468,15 +471,16 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   }
 
   /**
-   * Its session ended. Closed: released once the revocation is known, unless the lease had ended before. Lost: lost,
-   * unless a release left within the deadline (the work was done by then) or is in flight (its answer decides).
+   * Its session ended. A release that left within the deadline and is not on its way: released (the work was done
+   * by then). Closed: released once the revocation is known, unless the lease had ended before (then lost, or what a
+   * release on its way is answered). Lost: lost, unless a release is on its way (its answer decides).
    * Never called once it has ended: `#end` stops listening to the session, and a send's end checks the status.
    */
   #sessionEnded(): void {
     const status = this.#status;
-    if (status.is === "releasing") {
-      if (status.sending !== undefined) return;
-      if (status.sends.sentWithinDeadline) return this.#end({ is: "released", why: "it was released", untold: true });
+    const onItsWay = status.is === "releasing" && status.sending !== undefined;
+    if (status.is === "releasing" && !onItsWay && status.sends.sentWithinDeadline) {
+      return this.#end({ is: "released", why: "it was released", untold: true });
     }
     const session = this.session;
     const revocation = session.revocation;
@@ -484,14 +488,15 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
       this.#unfollow?.();
       const failed = "its session was closed, but the revocation of its lease failed: its keys go when it expires";
       void revocation.then(
-        (revoked) =>
-          revoked
-            ? this.#end({ is: "released", why: "its session was closed", untold: false })
-            : this.#lose({ why: "its session's lease had ended before the session was closed" }),
+        (revoked) => {
+          if (revoked) this.#end({ is: "released", why: "its session was closed", untold: false });
+          else if (!onItsWay) this.#lose({ why: "its session's lease had ended before the session was closed" });
+        },
         () => this.#end({ is: "released", why: failed, untold: false }),
       );
       return;
     }
+    if (onItsWay) return;
     const reason = session.signal.reason as { code?: unknown };
     const why =
       reason.code === "PERMISSION_DENIED" ? "its session's lease could not be renewed" : "its session's lease ended";
