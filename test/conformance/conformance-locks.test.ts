@@ -108,7 +108,10 @@ describe("mutex", () => {
     // Its read finds no key up to its own: not there, and nothing ahead to wait for.
     expect((await within(2_000, "the last waiter", rejection(last))).code).toBe("SESSION_EXPIRED");
     // The second saw only the holder's key go: it may hold for the bound a holding learns its key went in.
-    await second.then((lock) => lock.unlock().catch(() => {}), () => {});
+    await second.then(
+      (lock) => lock.unlock().catch(() => {}),
+      () => {},
+    );
   });
 
   it("a wait leaves nothing running once it holds: no watch opens later, every one it opened is closed", async () => {
