@@ -1,0 +1,178 @@
+// What a session says of its lease through its own calls (src/lock/lease/): background renewal, sooner after a
+// failure; renew() on a session that ended, or that ended while the renewal was on its way; a renewal refused
+// for want of permission, which ends the session and its locks saying why; close(), answered once and resent
+// after a lost answer; and each end told once. On the mock, where a fault can be put on one request.
+import { describe, expect, it } from "vitest";
+import type { EtcdEvent } from "../../src/index.js";
+import { rejection, sleep, until } from "../support/async.js";
+import { logChannels } from "../support/channels.js";
+import { connectionReset, permissionDenied } from "../support/gateway.js";
+import { mockClient, type Through } from "../support/mock.js";
+import { answerLosingFetch } from "../support/outage.js";
+
+const isKeepAlive = (input: string) => input.endsWith("/v3/lease/keepalive");
+
+/** Fails the keep-alives sent while `failing()` says so, with `fault` (a thrown error or an answer). */
+function failKeepAlives(failing: () => boolean, fault: () => Response | Error): Through {
+  return async (input, init, forward) => {
+    if (isKeepAlive(input) && failing()) {
+      const answer = fault();
+      if (answer instanceof Error) throw answer;
+      return answer as never;
+    }
+    return forward(input, init);
+  };
+}
+
+describe("an auto session", () => {
+  it("renews before its deadline, and after a failed renewal tries again within a second", async () => {
+    const events: EtcdEvent[] = [];
+    let failures = 0;
+    // The first renewal fails, once: no retry inside the call (retries: 0), so the session's own loop must.
+    const through = failKeepAlives(() => failures++ === 0, connectionReset);
+    const { etcd } = mockClient({ retries: 0, onEvent: (event) => void events.push(event) }, { through });
+    const session = await etcd.session({ ttl: 6 });
+    const start = performance.now();
+    await until("a renewal after the failure", 4_000, () => events.some((e) => e.type === "session.renewed"));
+    // Due at a third of the TTL (2 s), failed, tried again a second later (not half the 4 s left): at 3 s.
+    expect(performance.now() - start).toBeLessThan(3_600);
+    const failed = events.findIndex((e) => e.type === "session.renewFailed");
+    const renewed = events.findIndex((e) => e.type === "session.renewed");
+    expect(events[failed]).toMatchObject({ leaseId: session.leaseId, code: "UNAVAILABLE" });
+    expect(failed).toBeLessThan(renewed);
+    expect(session.remaining()).toBeGreaterThan(5_000);
+    await session.close();
+  });
+});
+
+describe("renewWhile()", () => {
+  it.each([
+    ["answered", false],
+    ["failing", true],
+  ])("leaves nothing running: a renewal on its way when the work ends (%s) schedules no other", async (_, fail) => {
+    let answer: (() => void) | undefined;
+    let keepAlives = 0;
+    const through: Through = async (input, init, forward) => {
+      if (!isKeepAlive(input)) return forward(input, init);
+      keepAlives++;
+      await new Promise<void>((resolve) => (answer = resolve));
+      if (fail) throw connectionReset();
+      return forward(input, init);
+    };
+    const { etcd } = mockClient({ retries: 0 }, { through });
+    const session = await etcd.session({ ttl: 3, keepAlive: "manual" });
+    // The first renewal goes out a third of the TTL in (at 1 s); the work ends while it waits for its answer.
+    await session.renewWhile(() => until("a renewal on its way", 2_000, () => answer !== undefined));
+    answer!();
+    await sleep(1_500);
+    expect(keepAlives).toBe(1);
+    await session.close();
+  });
+});
+
+describe("renew()", () => {
+  it("of a closed session is SESSION_CLOSED, and sends nothing", async () => {
+    const { etcd, calls } = mockClient();
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    await session.close();
+    const sent = calls.length;
+    expect((await rejection(session.renew())).code).toBe("SESSION_CLOSED");
+    expect(calls.slice(sent)).toEqual([]);
+  });
+
+  it("answered after its session was closed meanwhile is SESSION_CLOSED, and tells of no renewal", async () => {
+    let answer: (() => void) | undefined;
+    const events: string[] = [];
+    const { etcd } = mockClient(
+      { onEvent: (event) => void events.push(event.type) },
+      {
+        through: async (input, init, forward) => {
+          const response = await forward(input, init);
+          if (isKeepAlive(input)) await new Promise<void>((resolve) => (answer = resolve));
+          return response;
+        },
+      },
+    );
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    const renewing = rejection(session.renew());
+    await until("the renewal landed", 2_000, () => answer !== undefined);
+    await session.close();
+    answer!();
+    expect((await renewing).code).toBe("SESSION_CLOSED");
+    expect(session.alive).toBe(false);
+    expect(events).not.toContain("session.renewed");
+  });
+
+  it("refused for want of permission ends the session, and its lock is lost saying why", async () => {
+    let refusing = false;
+    const { etcd } = mockClient({}, { through: failKeepAlives(() => refusing, permissionDenied) });
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    const lock = await session.mutex("jobs").lock();
+    refusing = true;
+    const error = await rejection(session.renew());
+    expect(error.code).toBe("PERMISSION_DENIED");
+    expect(error.message).toContain("grant this user readwrite");
+    expect(session.signal.reason).toBe(error);
+    expect(lock.held).toBe(false);
+    const lost = await rejection(lock.unlock());
+    expect(lost.code).toBe("LOCK_LOST");
+    expect(lost.message).toContain("its session's lease could not be renewed");
+  });
+});
+
+describe("close()", () => {
+  it("answered once: a second close resolves false and sends nothing; a close is no loss", async () => {
+    const events: string[] = [];
+    const { etcd, calls } = mockClient({ onEvent: (event) => void events.push(event.type) });
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    expect(await session.close()).toBe(true);
+    const sent = calls.length;
+    expect(await session.close()).toBe(false);
+    expect(calls.slice(sent)).toEqual([]);
+    expect(events).not.toContain("session.lost");
+  });
+
+  it("after its lease had ended resolves false, and a second close sends nothing", async () => {
+    const { etcd, calls } = mockClient();
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    await etcd.lease.revoke(session.leaseId);
+    expect(await session.close()).toBe(false);
+    const sent = calls.length;
+    expect(await session.close()).toBe(false);
+    expect(calls.slice(sent)).toEqual([]);
+  });
+
+  it("whose revocation's answer was lost is sent again, and resolves true: the lease was there", async () => {
+    const { mock } = mockClient();
+    const losing = answerLosingFetch(
+      (input, init) => mock.fetch(input, init as RequestInit) as never,
+      (path) => path === "/v3/lease/revoke",
+    );
+    const { etcd } = mockClient({ fetch: losing }, { mock });
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    expect(await session.close()).toBe(true);
+    expect(losing.lost).toBe(1);
+    expect(mock.leases()).toHaveLength(0);
+  });
+});
+
+describe("a session lost", () => {
+  it("is told once: one session.lost to onEvent and one on diagnostics_channel, however often it is found", async () => {
+    const log = logChannels();
+    try {
+      const events: string[] = [];
+      const { etcd } = mockClient({ onEvent: (event) => void events.push(event.type) });
+      const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+      await etcd.lease.revoke(session.leaseId);
+      // Two renewals at once: each finds the lease gone.
+      const found = await Promise.all([rejection(session.renew()), rejection(session.renew())]);
+      expect(found.map((error) => error.code)).toEqual(["SESSION_EXPIRED", "SESSION_EXPIRED"]);
+      expect((await rejection(session.renew())).code).toBe("SESSION_EXPIRED");
+      await session.close();
+      expect(events.filter((type) => type === "session.lost")).toHaveLength(1);
+      expect(log.seen.filter((seen) => seen.event === "session.lost")).toHaveLength(1);
+    } finally {
+      log.stop();
+    }
+  });
+});
