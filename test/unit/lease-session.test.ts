@@ -157,7 +157,7 @@ describe("close()", () => {
 });
 
 describe("a session lost", () => {
-  it("is told once: one session.lost to onEvent and one on diagnostics_channel, however often it is found", async () => {
+  it("is told once: one session.lost to onEvent and one on diagnostics_channel, found twice at once", async () => {
     const log = logChannels();
     try {
       const events: string[] = [];
