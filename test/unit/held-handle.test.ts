@@ -6,6 +6,7 @@ import { describe, expect, it } from "vitest";
 import { op } from "../../src/index.js";
 import { rejection, sleep, until } from "../support/async.js";
 import { logChannels } from "../support/channels.js";
+import { requestKey } from "../../src/lock/line/requests.js";
 import { createMockEtcd } from "../../src/testing/index.js";
 import { connectionReset, permissionDenied } from "../support/gateway.js";
 import { mockClient, type Through } from "../support/mock.js";
@@ -453,6 +454,30 @@ describe("an operator's request to release a holding nobody asked releaseRequest
     } finally {
       await session.close();
     }
+  });
+});
+
+describe("a holding that follows its keys (an auto session, after FOLLOW_AFTER)", () => {
+  it("leaves no stream open once released: its line's and the operators' records' watches close", async () => {
+    const { etcd, mock } = mockClient();
+    const lock = await (await etcd.session({ ttl: 30 })).mutex("jobs").lock();
+    await until("following", 2_000, () => mock.openWatchStreams === 2);
+    await lock.unlock();
+    await until("no stream open", 1_000, () => mock.openWatchStreams === 0);
+  });
+
+  it("a request whose record another client deleted breaks nothing: it still learns its key went", async () => {
+    const { etcd, mock } = mockClient();
+    const lock = await (await etcd.session({ ttl: 30 })).mutex("jobs").lock();
+    await until("following", 2_000, () => mock.openWatchStreams === 2);
+    await etcd.requestRelease("jobs", { reason: "deploy" });
+    await until("the request told", 1_000, () => lock.releaseRequested.aborted);
+    await etcd.delete({ prefix: requestKey("jobs/") });
+    await sleep(100);
+    expect(lock.held).toBe(true);
+    await etcd.delete(lock.key);
+    await until("the loss told", 1_000, () => !lock.held);
+    expect((await rejection(lock.unlock())).message).toContain("deleted by another client");
   });
 });
 
