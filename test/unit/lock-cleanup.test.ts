@@ -1,7 +1,8 @@
 // Keys an acquisition leaves behind only through faults: a join that lands late, after the acquisition is
 // over; a failed acquisition whose cleanup meets an outage. Neither may block the line for the lease's life.
 import { getEventListeners } from "node:events";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
+import { LATE_JOIN_WINDOW } from "../../src/lock/lease/orphans.js";
 import { rejection, sleep, until } from "../support/async.js";
 import { connectionReset } from "../support/gateway.js";
 import { createMockEtcd } from "../../src/testing/index.js";
@@ -158,6 +159,46 @@ describe("a failed acquisition whose join may still land", () => {
     expect(mock.keys("jobs/")).toHaveLength(1);
     await waiter.renew();
     await until("the late copy is swept", 2_000, () => mock.keys("jobs/").length === 0);
+  });
+
+  it("has a copy that lands after a renewal swept by a later one: each renewal within the window sweeps", async () => {
+    let armed = false;
+    const join = holdFirstJoin(() => armed);
+    const { mock, etcd } = mockClient({}, { through: join.through });
+    const holder = await (await etcd.session({ ttl: 30 })).mutex("jobs").lock();
+    const waiter = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    armed = true;
+    expect((await rejection(waiter.mutex("jobs").lock({ timeout: 300 }))).code).toBe("TIMEOUT");
+    await until("the waiter's key is gone", 2_000, () => mock.keys("jobs/").length === 1);
+    await holder.unlock();
+    // A renewal sweeps before the copy lands, finding nothing; the copy lands; the next renewal sweeps it.
+    await waiter.renew();
+    await sleep(50);
+    await join.land();
+    expect(mock.keys("jobs/")).toHaveLength(1);
+    await waiter.renew();
+    await until("the late copy is swept", 2_000, () => mock.keys("jobs/").length === 0);
+  });
+
+  it("is swept for LATE_JOIN_WINDOW, then forgotten: a renewal after the window sends no sweep", async () => {
+    const join = holdFirstJoin();
+    const { etcd, calls } = mockClient({}, { through: join.through });
+    const session = await etcd.session({ ttl: 120, keepAlive: "manual" });
+    await (await session.mutex("jobs").lock()).unlock();
+    await session.renew();
+    const real = performance.now.bind(performance);
+    vi.spyOn(performance, "now").mockImplementation(() => real() + LATE_JOIN_WINDOW + 1_000);
+    try {
+      // Past the window: this renewal sweeps one last time and forgets the key; the next sweeps nothing.
+      await session.renew();
+      await sleep(50);
+      const sent = calls.length;
+      await session.renew();
+      await sleep(50);
+      expect(calls.slice(sent)).toEqual(["/v3/lease/keepalive"]);
+    } finally {
+      vi.restoreAllMocks();
+    }
   });
 
   it("whose every send was answered leaves nothing to sweep: the next renewal renews, and that is all", async () => {
