@@ -29,11 +29,21 @@ describe("an auto session", () => {
     const events: EtcdEvent[] = [];
     let failures = 0;
     // The first renewal fails, once: no retry inside the call (retries: 0), so the session's own loop must.
-    const through = failKeepAlives(() => failures++ === 0, connectionReset);
+    const failing = failKeepAlives(() => failures++ === 0, connectionReset);
+    // Each answer takes a little while, as over a network: a renewal must allow for it.
+    const through: Through = async (input, init, forward) => {
+      if (isKeepAlive(input)) await sleep(30);
+      return failing(input, init, forward);
+    };
     const { etcd } = mockClient({ retries: 0, onEvent: (event) => void events.push(event) }, { through });
+    const log = logChannels();
     const session = await etcd.session({ ttl: 6 });
     const start = performance.now();
     await until("a renewal after the failure", 4_000, () => events.some((e) => e.type === "session.renewed"));
+    log.stop();
+    // No caller made them: they are published as the client's own.
+    const renewals = log.seen.filter((s) => s.event === "request:start" && s.message.path === "/v3/lease/keepalive");
+    expect(renewals.map((s) => s.message.background)).toEqual([true, true]);
     // Due at a third of the TTL (2 s), failed, tried again a second later (not half the 4 s left): at 3 s.
     expect(performance.now() - start).toBeLessThan(3_600);
     const failed = events.findIndex((e) => e.type === "session.renewFailed");
