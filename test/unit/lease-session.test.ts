@@ -152,6 +152,37 @@ describe("close()", () => {
     expect(calls.slice(sent)).toEqual([]);
   });
 
+  it("with a bad timeout is INVALID_ARGUMENT naming it, and the session stays open", async () => {
+    const { etcd } = mockClient();
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    const error = await rejection(session.close({ timeout: -1 }));
+    expect(error.code).toBe("INVALID_ARGUMENT");
+    expect(error.message).toMatch(/^timeout /);
+    expect(session.alive).toBe(true);
+    await session.close();
+  });
+
+  it("by `await using` revokes the lease, and a revocation that fails throws nothing", async () => {
+    let refusing = false;
+    const { etcd, mock } = mockClient(
+      {},
+      {
+        through: async (input, init, forward) =>
+          refusing && input.endsWith("/v3/lease/revoke") ? (permissionDenied() as never) : forward(input, init),
+      },
+    );
+    {
+      await using session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+      expect(session.alive).toBe(true);
+    }
+    expect(mock.leases()).toHaveLength(0);
+    refusing = true;
+    const kept = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    await kept[Symbol.asyncDispose]();
+    expect(kept.closed).toBe(true);
+    expect(mock.leases()).toHaveLength(1);
+  });
+
   it("whose revocation's answer was lost is sent again, and resolves true: the lease was there", async () => {
     const { mock } = mockClient();
     const losing = answerLosingFetch(
