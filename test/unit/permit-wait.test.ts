@@ -5,6 +5,7 @@
 import { describe, expect, it } from "vitest";
 import type { Etcd } from "../../src/index.js";
 import { rejection, sleep, stillPending, until, within } from "../support/async.js";
+import { permissionDenied } from "../support/gateway.js";
 import { mockClient, type Through } from "../support/mock.js";
 
 interface Sent {
@@ -110,5 +111,38 @@ describe("a semaphore's waiter counts each departure ahead of it once", () => {
     await held[1]!.release();
     for (const permit of ahead) await (await permit).release();
     await (await within(1_000, "the waiter's permit", waiting)).release();
+  });
+});
+
+describe("a semaphore's waiter meets what its join did not", () => {
+  it("that polls: a holder's key cut loose by a put is a stranger, LOCK_NAME_CONFLICT at its next read", async () => {
+    const { etcd } = mockClient();
+    const pool = async () => (await etcd.session({ ttl: 30, keepAlive: "manual" })).semaphore("pool", { permits: 1 });
+    const holder = await (await pool()).acquire();
+    const waiting = rejection((await pool()).acquire({ wait: "poll", pollInterval: 50 }));
+    await sleep(100);
+    // Another client's put without a lease: the key no longer ends with any session, and would hold a permit for good.
+    await etcd.put(holder.key, "1");
+    const error = await within(1_000, "the refusal", waiting);
+    expect(error.code).toBe("LOCK_NAME_CONFLICT");
+    await etcd.delete(holder.key);
+  });
+
+  it("that watches: a watch refused for want of permission ends the wait with the refusal, not a loop", async () => {
+    let reads = 0;
+    const through: Through = async (input, init, forward) => {
+      if (input.endsWith("/v3/kv/range")) reads++;
+      return input.endsWith("/v3/watch") ? (permissionDenied() as never) : forward(input, init);
+    };
+    const { etcd, mock } = mockClient({}, { through });
+    const others = mockClient({}, { mock }).etcd;
+    const holder = await (await others.session({ ttl: 30, keepAlive: "manual" }))
+      .semaphore("pool", { permits: 1 })
+      .acquire();
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    const error = await within(1_000, "the refusal", rejection(session.semaphore("pool", { permits: 1 }).acquire()));
+    expect(error.code).toBe("PERMISSION_DENIED");
+    expect(reads).toBe(0);
+    await holder.release();
   });
 });
