@@ -346,14 +346,23 @@ describe("a holding whose session ended while its release went on in the backgro
 });
 
 describe("unlock() on its way while its own session is closed", () => {
-  /** A client whose release is held up (before it reaches etcd, or on its answer's way back) until `go()`. */
-  function heldUpRelease(landed: boolean) {
+  /**
+   * A client whose release is held up (before it reaches etcd, or on its answer's way back) until `go()`; with
+   * `revokeLate`, the close's revocation lands at once but its answer waits for `answerRevoke()`.
+   */
+  function heldUpRelease(landed: boolean, revokeLate = false) {
     let go: (() => void) | undefined;
+    let answerRevoke: (() => void) | undefined;
     const events: string[] = [];
     const { etcd, mock } = mockClient(
       { onEvent: (event) => void events.push(event.type) },
       {
         through: async (input, init, forward) => {
+          if (revokeLate && input.endsWith("/v3/lease/revoke")) {
+            const response = await forward(input, init);
+            await new Promise<void>((resolve) => (answerRevoke = resolve));
+            return response;
+          }
           if (!isRelease(input, init.body)) return forward(input, init);
           if (!landed) await new Promise<void>((resolve) => (go = resolve));
           const response = await forward(input, init);
@@ -362,7 +371,15 @@ describe("unlock() on its way while its own session is closed", () => {
         },
       },
     );
-    return { etcd, mock, events, go: () => go?.(), sent: () => go !== undefined };
+    return {
+      etcd,
+      mock,
+      events,
+      go: () => go?.(),
+      sent: () => go !== undefined,
+      revoked: () => answerRevoke !== undefined,
+      answerRevoke: () => answerRevoke?.(),
+    };
   }
 
   it.each([
@@ -380,6 +397,38 @@ describe("unlock() on its way while its own session is closed", () => {
     expect(events).toContain("lock.released");
     expect(events).not.toContain("lock.lost");
     expect((await rejection(lock.unlock())).code).toBe("LOCK_RELEASED");
+  });
+
+  it("refused before the close's own answer came: released all the same, once the revocation is known", async () => {
+    const { etcd, events, go, sent, revoked, answerRevoke } = heldUpRelease(false, true);
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    const lock = await session.mutex("jobs").lock();
+    const unlocking = lock.unlock();
+    await until("the release sent", 2_000, sent);
+    const closing = session.close();
+    await until("the revocation landed", 2_000, revoked);
+    // The release reaches etcd after the revocation took the key: refused, and answered before the close is.
+    go();
+    await sleep(100);
+    answerRevoke();
+    expect(await closing).toBe(true);
+    await unlocking;
+    expect(events).toContain("lock.released");
+    expect(events).not.toContain("lock.lost");
+  });
+
+  it("landed before another client revoked the lease, then the close: released, as its answer shows", async () => {
+    const { etcd, mock, events, go, sent } = heldUpRelease(true);
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    const lock = await session.mutex("jobs").lock();
+    const unlocking = lock.unlock();
+    await until("the release landed", 2_000, sent);
+    await mockClient({}, { mock }).etcd.lease.revoke(session.leaseId);
+    expect(await session.close()).toBe(false);
+    go();
+    await unlocking;
+    expect(events).toContain("lock.released");
+    expect(events).not.toContain("lock.lost");
   });
 
   it("after its lease had ended (revoked by another client): lost, as its release's answer shows", async () => {

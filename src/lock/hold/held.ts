@@ -339,13 +339,13 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
   async #refused(releasing: Releasing, options: CallOptions): Promise<void> {
     const loss = await this.#explain(options);
     // Its own session's close may be what took the keys while this send was on its way: the close decides, once
-    // its revocation is known (#sessionEnded).
+    // its revocation is known (#sessionEnded), and released by it is this release's outcome, as in #sendOnce.
     if (!loss?.stillThere) await this.session.revocation?.catch(() => {});
     if (this.#status === releasing) {
       if (releasing.sends.goneMeansDone && !loss?.stillThere) return this.#released();
       this.#lose(loss ?? { why: "its keys had changed when it was released" });
     }
-    throw this.#ended();
+    if (this.#status.is !== "released") throw this.#ended();
   }
 
   /** Released; `deleted` by this very send (its header): its keys may serve another acquisition, its waiters wake. */
