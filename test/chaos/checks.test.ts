@@ -183,6 +183,21 @@ describe("chaos checks", () => {
     it("fails a lock never freed", () => {
       expect(checkCrashedHolders(killed(undefined)).ok).toBe(false);
     });
+
+    it("fails when three holder faults were planned and none found a holder: it judged nothing", () => {
+      const record = cleanRecord();
+      const missed = "no live holder found within 3 s";
+      const miss = (kind: "kill-holder" | "stop-holder") =>
+        record.faults.push({ kind, t0: T0, t1: T0 + 3_000, detail: "", missed });
+      miss("kill-holder");
+      miss("stop-holder");
+      // One or two may miss (no lock held during an outage).
+      expect(checkCrashedHolders(record).ok).toBe(true);
+      miss("kill-holder");
+      const result = checkCrashedHolders(record);
+      expect(result.ok).toBe(false);
+      expect(result.details).toEqual(["none of the 3 holder faults found a holder: nothing was measured"]);
+    });
   });
 
   describe("free waits", () => {

@@ -342,7 +342,9 @@ export class FaultSchedule {
       try {
         const { kvs } = await rangePrefix(cluster.endpoints, lockPrefix, { limit: 1, timeoutMs: 1_000 });
         const kv = kvs[0];
-        const worker = kv === undefined ? undefined : pool.byLeaseHex(kv.key.slice(lockPrefix.length));
+        // A contender's key is `<name>/<lease hex>_<16 hex>`: one key per acquisition, named for its lease.
+        const leaseHex = kv?.key.slice(lockPrefix.length).split("_")[0];
+        const worker = leaseHex === undefined ? undefined : pool.byLeaseHex(leaseHex);
         if (
           kv !== undefined &&
           worker !== undefined &&
