@@ -286,11 +286,8 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
       if (this.#status === releasing) this.#unsent(releasing, error);
       throw this.#ended() ?? error;
     }
-    if (this.#status !== releasing) {
-      // Ended meanwhile by its session's close: that is the outcome.
-      if (this.#status.is === "lost") throw this.#ended();
-      return;
-    }
+    // Ended meanwhile by its session's close: that is the outcome.
+    if (this.#status !== releasing) return this.#outcome();
     // Deleted while its own: protected to the end, whatever the local deadline says by now.
     if (deleted) return this.#released(deleted);
     return this.#refused(releasing, options);
@@ -345,7 +342,13 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
       if (releasing.sends.goneMeansDone && !loss?.stillThere) return this.#released();
       this.#lose(loss ?? { why: "its keys had changed when it was released" });
     }
-    if (this.#status.is !== "released") throw this.#ended();
+    this.#outcome();
+  }
+
+  /** A release's outcome once its holding has ended: LOCK_LOST if it was lost; released, it resolves. */
+  #outcome(): void {
+    const status = this.#status;
+    if (status.is === "lost") throw status.error;
   }
 
   /** Released; `deleted` by this very send (its header): its keys may serve another acquisition, its waiters wake. */
@@ -483,8 +486,9 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
       return this.#end({ is: "released", why: "it was released", untold: true });
     }
     const session = this.session;
+    // Set by close() (`closed` says the same), and only by it.
     const revocation = session.revocation;
-    if (session.closed && revocation !== undefined) {
+    if (revocation !== undefined) {
       this.#unfollow?.();
       const failed = "its session was closed, but the revocation of its lease failed: its keys go when it expires";
       void revocation.then(

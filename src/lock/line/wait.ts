@@ -176,8 +176,7 @@ async function predecessorGone(
     } else {
       return await watched;
     }
-    watched.catch(() => {});
-    second.catch(() => {});
+    // The race subscribes to both at once: the loser's rejection, if any, is handled.
     return await Promise.race([watched, second]);
   } finally {
     clearTimeout(timer);
