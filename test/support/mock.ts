@@ -23,6 +23,25 @@ export const MOCK_ENDPOINT = "http://etcd.test:2379";
 /** A request on its way to the mock: pass it on with `forward`, hold it, change it, or answer it yourself. */
 export type Through = (input: string, init: Parameters<Fetch>[1], forward: Fetch) => ReturnType<Fetch>;
 
+/**
+ * Fails the requests `matches` picks (by path and body) while `failing()` says so, with `fault`: an error to
+ * throw (the request never answered) or an answer. `failing()` is asked only of the requests `matches` picks.
+ */
+export function failWhere(
+  matches: (input: string, body: string) => boolean,
+  failing: () => boolean,
+  fault: () => Response | Error,
+): Through {
+  return async (input, init, forward) => {
+    if (matches(input, init.body) && failing()) {
+      const answer = fault();
+      if (answer instanceof Error) throw answer;
+      return answer as never;
+    }
+    return forward(input, init);
+  };
+}
+
 export interface MockClient {
   mock: MockEtcd;
   etcd: EtcdOperator;

@@ -9,7 +9,7 @@ import { logChannels } from "../support/channels.js";
 import { requestKey } from "../../src/lock/line/requests.js";
 import { createMockEtcd } from "../../src/testing/index.js";
 import { connectionReset, permissionDenied } from "../support/gateway.js";
-import { mockClient, type Through } from "../support/mock.js";
+import { failWhere, mockClient } from "../support/mock.js";
 import { answerLosingFetch } from "../support/outage.js";
 
 /** Whether a request is a release: the guarded delete a holding sends. */
@@ -21,16 +21,7 @@ const isWrite = (input: string, body: string) =>
   input.endsWith("/v3/kv/txn") && body.includes("request_delete_range") && body.includes("request_put");
 
 /** Fails the releases sent while `failing()` says so, with `fault` (a thrown error or an answer). */
-function failReleases(failing: () => boolean, fault: () => Response | Error): Through {
-  return async (input, init, forward) => {
-    if (failing() && isRelease(input, init.body)) {
-      const answer = fault();
-      if (answer instanceof Error) throw answer;
-      return answer as never;
-    }
-    return forward(input, init);
-  };
-}
+const failReleases = (failing: () => boolean, fault: () => Response | Error) => failWhere(isRelease, failing, fault);
 
 describe("a holding's signal and releaseRequested", () => {
   it("are one signal each for its life: a listener added before another read of it hears the end", async () => {

@@ -3,28 +3,15 @@
 // have landed and the key has its value; anything else is another acquisition's (a sandbox restored from the same
 // snapshot, drawing what this one drew), and the mutex takes a new key. A cleanup deletes a key only as its join
 // made it: on its session's lease, with its join's value.
-import { createRequire } from "node:module";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { rejection, sleep, until } from "../support/async.js";
+import { sameDraws } from "../support/draws.js";
 import { connectionReset } from "../support/gateway.js";
 import { mockClient } from "../support/mock.js";
-
-const nodeCrypto = createRequire(import.meta.url)("node:crypto") as typeof import("node:crypto");
 
 afterEach(() => {
   vi.restoreAllMocks();
 });
-
-/** The CSPRNG answers the next `times` draws with the same bytes: two acquisitions draw alike. */
-function sameDraws(times: number): void {
-  const real = nodeCrypto.randomFillSync.bind(nodeCrypto);
-  let left = times;
-  vi.spyOn(nodeCrypto, "randomFillSync").mockImplementation(((view: Uint8Array) => {
-    if (left-- <= 0) return real(view);
-    view.fill(0x5a);
-    return view;
-  }) as typeof nodeCrypto.randomFillSync);
-}
 
 describe("a join that finds its key there", () => {
   it("at its first send, with its own value: another's (drawn alike), so it takes a new key", async () => {

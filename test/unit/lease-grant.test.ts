@@ -2,12 +2,10 @@
 // to adopt that is gone is SESSION_EXPIRED; and a grant whose ID (drawn by the session, so that a resend is safe)
 // another lease already has draws again, at most four times, never taking the other's lease for its own. On the
 // mock, with the CSPRNG's answers chosen.
-import { createRequire } from "node:module";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { rejection } from "../support/async.js";
+import { sameDraws } from "../support/draws.js";
 import { mockClient } from "../support/mock.js";
-
-const nodeCrypto = createRequire(import.meta.url)("node:crypto") as typeof import("node:crypto");
 
 afterEach(() => {
   vi.restoreAllMocks();
@@ -15,17 +13,6 @@ afterEach(() => {
 
 /** The ID a grant draws when the CSPRNG answers 0x5a bytes. */
 const DRAWN = ((BigInt(0x5a5a5a5a) << 32n) | BigInt(0x5a5a5a5a)).toString();
-
-/** The CSPRNG answers the next `times` draws with 0x5a bytes, then as it does. */
-function drawsOf5a(times: number): void {
-  const real = nodeCrypto.randomFillSync.bind(nodeCrypto);
-  let left = times;
-  vi.spyOn(nodeCrypto, "randomFillSync").mockImplementation(((view: Uint8Array) => {
-    if (left-- <= 0) return real(view);
-    view.fill(0x5a);
-    return view;
-  }) as typeof nodeCrypto.randomFillSync);
-}
 
 describe("a session's options", () => {
   it("keepAlive other than auto or manual is INVALID_ARGUMENT naming both, and nothing is sent", async () => {
@@ -48,7 +35,7 @@ describe("a grant whose drawn ID another lease has", () => {
   it("draws again: the session's lease is its own, and the other is untouched", async () => {
     const { etcd } = mockClient();
     await etcd.lease.grant(300, { id: DRAWN });
-    drawsOf5a(1);
+    sameDraws(1);
     const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
     expect(session.leaseId).not.toBe(DRAWN);
     expect(session.ttl).toBe(30);
@@ -60,11 +47,11 @@ describe("a grant whose drawn ID another lease has", () => {
   it("three times: the fourth draw is granted; every time: ALREADY_EXISTS after the fourth", async () => {
     const { etcd, calls } = mockClient();
     await etcd.lease.grant(300, { id: DRAWN });
-    drawsOf5a(3);
+    sameDraws(3);
     const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
     expect(session.leaseId).not.toBe(DRAWN);
     vi.restoreAllMocks();
-    drawsOf5a(Number.POSITIVE_INFINITY);
+    sameDraws(Number.POSITIVE_INFINITY);
     const sent = calls.length;
     expect((await rejection(etcd.session({ ttl: 30 }))).code).toBe("ALREADY_EXISTS");
     expect(calls.slice(sent)).toEqual(Array(4).fill("/v3/lease/grant"));

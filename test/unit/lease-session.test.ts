@@ -7,22 +7,14 @@ import type { EtcdEvent } from "../../src/index.js";
 import { rejection, sleep, until } from "../support/async.js";
 import { logChannels } from "../support/channels.js";
 import { connectionReset, permissionDenied } from "../support/gateway.js";
-import { mockClient, type Through } from "../support/mock.js";
+import { failWhere, mockClient, type Through } from "../support/mock.js";
 import { answerLosingFetch } from "../support/outage.js";
 
 const isKeepAlive = (input: string) => input.endsWith("/v3/lease/keepalive");
 
 /** Fails the keep-alives sent while `failing()` says so, with `fault` (a thrown error or an answer). */
-function failKeepAlives(failing: () => boolean, fault: () => Response | Error): Through {
-  return async (input, init, forward) => {
-    if (isKeepAlive(input) && failing()) {
-      const answer = fault();
-      if (answer instanceof Error) throw answer;
-      return answer as never;
-    }
-    return forward(input, init);
-  };
-}
+const failKeepAlives = (failing: () => boolean, fault: () => Response | Error) =>
+  failWhere(isKeepAlive, failing, fault);
 
 describe("an auto session", () => {
   it("renews before its deadline, and after a failed renewal tries again within a second", async () => {

@@ -142,10 +142,12 @@ describe("a failed acquisition whose cleanup meets an outage", () => {
 });
 
 describe("a failed acquisition whose join may still land", () => {
-  it("has the late copy swept by its next renewal: the line is not blocked for the lease's life", async () => {
+  /**
+   * A waiter whose first join is resent, and whose held copy can land (`join.land()`) after the acquisition failed
+   * and deleted its key; the holder it waited behind has let go.
+   */
+  async function failedWaiter() {
     let armed = false;
-    // The waiter's first join is resent, and the held copy lands only after the acquisition failed and deleted
-    // its key.
     const join = holdFirstJoin(() => armed);
     const { mock, etcd } = mockClient({}, { through: join.through });
     const holder = await (await etcd.session({ ttl: 30 })).mutex("jobs").lock();
@@ -154,6 +156,11 @@ describe("a failed acquisition whose join may still land", () => {
     expect((await rejection(waiter.mutex("jobs").lock({ timeout: 300 }))).code).toBe("TIMEOUT");
     await until("the waiter's key is gone", 2_000, () => mock.keys("jobs/").length === 1);
     await holder.unlock();
+    return { mock, waiter, join };
+  }
+
+  it("has the late copy swept by its next renewal: the line is not blocked for the lease's life", async () => {
+    const { mock, waiter, join } = await failedWaiter();
     await join.land();
     // The late copy: a key under the waiter's live lease, heading a line nobody waits in.
     expect(mock.keys("jobs/")).toHaveLength(1);
@@ -162,15 +169,7 @@ describe("a failed acquisition whose join may still land", () => {
   });
 
   it("has a copy that lands after a renewal swept by a later one: each renewal within the window sweeps", async () => {
-    let armed = false;
-    const join = holdFirstJoin(() => armed);
-    const { mock, etcd } = mockClient({}, { through: join.through });
-    const holder = await (await etcd.session({ ttl: 30 })).mutex("jobs").lock();
-    const waiter = await etcd.session({ ttl: 30, keepAlive: "manual" });
-    armed = true;
-    expect((await rejection(waiter.mutex("jobs").lock({ timeout: 300 }))).code).toBe("TIMEOUT");
-    await until("the waiter's key is gone", 2_000, () => mock.keys("jobs/").length === 1);
-    await holder.unlock();
+    const { mock, waiter, join } = await failedWaiter();
     // A renewal sweeps before the copy lands, finding nothing; the copy lands; the next renewal sweeps it.
     await waiter.renew();
     await sleep(50);
