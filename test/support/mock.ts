@@ -24,6 +24,20 @@ export const MOCK_ENDPOINT = "http://etcd.test:2379";
 export type Through = (input: string, init: Parameters<Fetch>[1], forward: Fetch) => ReturnType<Fetch>;
 
 /**
+ * Holds up the answer of each request `matches` picks once the request has landed, until `answer()`: what a
+ * connection that stalls on the way back does. `landed()` says whether one has.
+ */
+export function holdAnswers(matches: (input: string, body: string) => boolean) {
+  let answer: (() => void) | undefined;
+  const through: Through = async (input, init, forward) => {
+    const response = await forward(input, init);
+    if (matches(input, init.body)) await new Promise<void>((resolve) => (answer = resolve));
+    return response;
+  };
+  return { through, landed: () => answer !== undefined, answer: () => answer?.() };
+}
+
+/**
  * Fails the requests `matches` picks (by path and body) while `failing()` says so, with `fault`: an error to
  * throw (the request never answered) or an answer. `failing()` is asked only of the requests `matches` picks.
  */

@@ -9,7 +9,7 @@ import { logChannels } from "../support/channels.js";
 import { requestKey } from "../../src/lock/line/requests.js";
 import { createMockEtcd } from "../../src/testing/index.js";
 import { connectionReset, permissionDenied } from "../support/gateway.js";
-import { failWhere, mockClient } from "../support/mock.js";
+import { failWhere, holdAnswers, mockClient } from "../support/mock.js";
 import { answerLosingFetch } from "../support/outage.js";
 
 /** Whether a request is a release: the guarded delete a holding sends. */
@@ -453,25 +453,16 @@ describe("a holding whose session was closed after its lease had ended", () => {
 
 describe("unlockWith() answered after its session's close ended the holding", () => {
   it("ends it once: one lock.released, and the write's results", async () => {
-    let answer: (() => void) | undefined;
     const events: string[] = [];
-    const { etcd } = mockClient(
-      { onEvent: (event) => void events.push(event.type) },
-      {
-        through: async (input, init, forward) => {
-          const response = await forward(input, init);
-          // The releasing write landed; its answer is held up on its way back.
-          if (isWrite(input, init.body)) await new Promise<void>((resolve) => (answer = resolve));
-          return response;
-        },
-      },
-    );
+    // The releasing write lands; its answer is held up on its way back.
+    const held = holdAnswers(isWrite);
+    const { etcd } = mockClient({ onEvent: (event) => void events.push(event.type) }, { through: held.through });
     const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
     const lock = await session.mutex("jobs").lock();
     const writing = lock.unlockWith([op.put("out", "x")]);
-    await until("the write landed", 2_000, () => answer !== undefined);
+    await until("the write landed", 2_000, held.landed);
     await session.close();
-    answer!();
+    held.answer();
     expect(await writing).toHaveLength(1);
     expect(await etcd.get("out")).toMatchObject({ value: "x" });
     expect(events.filter((type) => type === "lock.released")).toHaveLength(1);

@@ -7,7 +7,7 @@ import type { EtcdEvent } from "../../src/index.js";
 import { rejection, sleep, until } from "../support/async.js";
 import { logChannels } from "../support/channels.js";
 import { connectionReset, permissionDenied } from "../support/gateway.js";
-import { failWhere, mockClient, type Through } from "../support/mock.js";
+import { failWhere, holdAnswers, mockClient, type Through } from "../support/mock.js";
 import { answerLosingFetch } from "../support/outage.js";
 
 const isKeepAlive = (input: string) => input.endsWith("/v3/lease/keepalive");
@@ -83,23 +83,14 @@ describe("renew()", () => {
   });
 
   it("answered after its session was closed meanwhile is SESSION_CLOSED, and tells of no renewal", async () => {
-    let answer: (() => void) | undefined;
     const events: string[] = [];
-    const { etcd } = mockClient(
-      { onEvent: (event) => void events.push(event.type) },
-      {
-        through: async (input, init, forward) => {
-          const response = await forward(input, init);
-          if (isKeepAlive(input)) await new Promise<void>((resolve) => (answer = resolve));
-          return response;
-        },
-      },
-    );
+    const held = holdAnswers((input) => isKeepAlive(input));
+    const { etcd } = mockClient({ onEvent: (event) => void events.push(event.type) }, { through: held.through });
     const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
     const renewing = rejection(session.renew());
-    await until("the renewal landed", 2_000, () => answer !== undefined);
+    await until("the renewal landed", 2_000, held.landed);
     await session.close();
-    answer!();
+    held.answer();
     expect((await renewing).code).toBe("SESSION_CLOSED");
     expect(session.alive).toBe(false);
     expect(events).not.toContain("session.renewed");
