@@ -4,7 +4,6 @@ import { EtcdOperator } from "../../src/operate/index.js";
 import type { EtcdOptions, Fetch } from "../../src/index.js";
 import { type AuthOptions, createMockEtcd, type MockEtcd } from "../../src/testing/index.js";
 
-/** Where clients of the mock send their requests: the mock's fetch answers any URL. */
 /**
  * Auth as the mock suites and their real-etcd twin set it up: root is an admin, `app` may read and write under
  * app/, `reader` only read there, `writer` only write there (what a put's prev_kv needs shows).
@@ -18,23 +17,28 @@ export const APP_ROLES: AuthOptions = {
   },
 };
 
+/** Where clients of the mock send their requests: the mock's fetch answers any URL. */
 export const MOCK_ENDPOINT = "http://etcd.test:2379";
 
 /** A request on its way to the mock: pass it on with `forward`, hold it, change it, or answer it yourself. */
 export type Through = (input: string, init: Parameters<Fetch>[1], forward: Fetch) => ReturnType<Fetch>;
 
 /**
- * Holds up the answer of each request `matches` picks once the request has landed, until `answer()`: what a
- * connection that stalls on the way back does. `landed()` says whether one has.
+ * Holds up each request `matches` picks until `go()`: by default its answer, once the request has landed (what a
+ * connection that stalls on the way back does); with `before`, the request itself, before it reaches etcd.
+ * `caught()` says whether one has been held up.
  */
-export function holdAnswers(matches: (input: string, body: string) => boolean) {
-  let answer: (() => void) | undefined;
+export function holdAnswers(matches: (input: string, body: string) => boolean, { before = false } = {}) {
+  let go: (() => void) | undefined;
+  const hold = () => new Promise<void>((resolve) => (go = resolve));
   const through: Through = async (input, init, forward) => {
+    if (!matches(input, init.body)) return forward(input, init);
+    if (before) await hold();
     const response = await forward(input, init);
-    if (matches(input, init.body)) await new Promise<void>((resolve) => (answer = resolve));
+    if (!before) await hold();
     return response;
   };
-  return { through, landed: () => answer !== undefined, answer: () => answer?.() };
+  return { through, caught: () => go !== undefined, go: () => go?.() };
 }
 
 /**

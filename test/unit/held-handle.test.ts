@@ -342,34 +342,23 @@ describe("unlock() on its way while its own session is closed", () => {
    * `revokeLate`, the close's revocation lands at once but its answer waits for `answerRevoke()`.
    */
   function heldUpRelease(landed: boolean, revokeLate = false) {
-    let go: (() => void) | undefined;
-    let answerRevoke: (() => void) | undefined;
+    const release = holdAnswers(isRelease, { before: !landed });
+    const revoke = holdAnswers((input) => revokeLate && input.endsWith("/v3/lease/revoke"));
     const events: string[] = [];
     const { etcd, mock } = mockClient(
       { onEvent: (event) => void events.push(event.type) },
       {
-        through: async (input, init, forward) => {
-          if (revokeLate && input.endsWith("/v3/lease/revoke")) {
-            const response = await forward(input, init);
-            await new Promise<void>((resolve) => (answerRevoke = resolve));
-            return response;
-          }
-          if (!isRelease(input, init.body)) return forward(input, init);
-          if (!landed) await new Promise<void>((resolve) => (go = resolve));
-          const response = await forward(input, init);
-          if (landed) await new Promise<void>((resolve) => (go = resolve));
-          return response;
-        },
+        through: (input, init, forward) => release.through(input, init, (...sent) => revoke.through(...sent, forward)),
       },
     );
     return {
       etcd,
       mock,
       events,
-      go: () => go?.(),
-      sent: () => go !== undefined,
-      revoked: () => answerRevoke !== undefined,
-      answerRevoke: () => answerRevoke?.(),
+      go: release.go,
+      sent: release.caught,
+      revoked: revoke.caught,
+      answerRevoke: revoke.go,
     };
   }
 
@@ -408,32 +397,24 @@ describe("unlock() on its way while its own session is closed", () => {
     expect(events).not.toContain("lock.lost");
   });
 
-  it("landed before another client revoked the lease, then the close: released, as its answer shows", async () => {
-    const { etcd, mock, events, go, sent } = heldUpRelease(true);
+  it.each([
+    ["landed before another client revoked the lease, then the close: released", true, "lock.released"],
+    ["sent after its lease had ended (revoked by another client): lost", false, "lock.lost"],
+  ])("%s, as its release's answer shows", async (_, landed, told) => {
+    const { etcd, mock, events, go, sent } = heldUpRelease(landed);
     const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
     const lock = await session.mutex("jobs").lock();
-    const unlocking = lock.unlock();
-    await until("the release landed", 2_000, sent);
-    await mockClient({}, { mock }).etcd.lease.revoke(session.leaseId);
-    expect(await session.close()).toBe(false);
-    go();
-    await unlocking;
-    expect(events).toContain("lock.released");
-    expect(events).not.toContain("lock.lost");
-  });
-
-  it("after its lease had ended (revoked by another client): lost, as its release's answer shows", async () => {
-    const { etcd, mock, events, go, sent } = heldUpRelease(false);
-    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
-    const lock = await session.mutex("jobs").lock();
-    const unlocking = rejection(lock.unlock());
+    const unlocking = lock.unlock().then(
+      () => "released",
+      (error: { code: string }) => error.code,
+    );
     await until("the release sent", 2_000, sent);
     await mockClient({}, { mock }).etcd.lease.revoke(session.leaseId);
     expect(await session.close()).toBe(false);
     go();
-    expect((await unlocking).code).toBe("LOCK_LOST");
-    expect(events).toContain("lock.lost");
-    expect(events).not.toContain("lock.released");
+    expect(await unlocking).toBe(landed ? "released" : "LOCK_LOST");
+    expect(events).toContain(told);
+    expect(events).not.toContain(landed ? "lock.lost" : "lock.released");
   });
 });
 
@@ -460,9 +441,9 @@ describe("unlockWith() answered after its session's close ended the holding", ()
     const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
     const lock = await session.mutex("jobs").lock();
     const writing = lock.unlockWith([op.put("out", "x")]);
-    await until("the write landed", 2_000, held.landed);
+    await until("the write landed", 2_000, held.caught);
     await session.close();
-    held.answer();
+    held.go();
     expect(await writing).toHaveLength(1);
     expect(await etcd.get("out")).toMatchObject({ value: "x" });
     expect(events.filter((type) => type === "lock.released")).toHaveLength(1);

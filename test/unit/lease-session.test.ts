@@ -88,9 +88,9 @@ describe("renew()", () => {
     const { etcd } = mockClient({ onEvent: (event) => void events.push(event.type) }, { through: held.through });
     const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
     const renewing = rejection(session.renew());
-    await until("the renewal landed", 2_000, held.landed);
+    await until("the renewal landed", 2_000, held.caught);
     await session.close();
-    held.answer();
+    held.go();
     expect((await renewing).code).toBe("SESSION_CLOSED");
     expect(session.alive).toBe(false);
     expect(events).not.toContain("session.renewed");
