@@ -35,7 +35,7 @@ export function follow(session: LeaseSession, keys: readonly OwnKey[], on: Follo
     followKey(client, {
       key: own.key,
       seen: (kv) => {
-        if (changed(own, session.leaseId, kv)) on.gone();
+        if (changed(own, kv)) on.gone();
       },
     }),
     // Refused by RBAC (no read on the records' prefix): the holding then learns of a request from nobody.
@@ -53,9 +53,10 @@ export function follow(session: LeaseSession, keys: readonly OwnKey[], on: Follo
   };
 }
 
-/** Whether `kv` (undefined: absent) is no longer the holding's key at the version it holds. */
-function changed(own: OwnKey, leaseId: string, kv: KeyValue | undefined): boolean {
-  return (
-    kv === undefined || kv.createRevision !== own.revision || kv.lease !== leaseId || kv.modRevision !== own.modRevision
-  );
+/**
+ * Whether `kv` (undefined: absent) is no longer the holding's key at the version it holds: the test its release's
+ * guard makes. Any write to the key (made again, moved to another lease, rewritten) moves its mod revision.
+ */
+function changed(own: OwnKey, kv: KeyValue | undefined): boolean {
+  return kv === undefined || kv.modRevision !== own.modRevision;
 }
