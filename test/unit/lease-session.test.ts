@@ -3,7 +3,7 @@
 // for want of permission, which ends the session and its locks saying why; close(), answered once and resent
 // after a lost answer; and each end told once. On the mock, where a fault can be put on one request.
 import { describe, expect, it } from "vitest";
-import type { EtcdEvent } from "../../src/index.js";
+import type { EtcdEvent, Fetch } from "../../src/index.js";
 import { rejection, sleep, until } from "../support/async.js";
 import { logChannels } from "../support/channels.js";
 import { connectionReset, permissionDenied } from "../support/gateway.js";
@@ -44,6 +44,40 @@ describe("an auto session", () => {
     expect(failed).toBeLessThan(renewed);
     expect(session.remaining()).toBeGreaterThan(5_000);
     await session.close();
+  });
+});
+
+describe("an auto session's renewal over a network", () => {
+  /** An auto session of TTL 3 s whose keep-alives go `through`; resolves once it has renewed, or rejects. */
+  async function renewsThrough(
+    keepAlive: (forward: () => ReturnType<Fetch>, signal?: AbortSignal) => ReturnType<Fetch>,
+  ) {
+    const events: EtcdEvent[] = [];
+    const through: Through = (input, init, forward) =>
+      isKeepAlive(input) ? keepAlive(() => forward(input, init), init.signal ?? undefined) : forward(input, init);
+    const { etcd } = mockClient({ onEvent: (event) => void events.push(event) }, { through });
+    const session = await etcd.session({ ttl: 3 });
+    // Due a second in, with 2 s left: past the first deadline, only a renewal keeps it.
+    await sleep(3_300);
+    expect(events.map((event) => event.type)).not.toContain("session.lost");
+    expect(session.alive).toBe(true);
+    await session.close();
+  }
+
+  it("whose answers take 400 ms (a far region) keeps the lease: an attempt may take its share of the time left", () =>
+    renewsThrough(async (forward) => {
+      await sleep(400);
+      return forward();
+    }));
+
+  it("whose first attempt stalls (a half-open connection) is sent again within its share, and keeps the lease", () => {
+    let stalled = false;
+    return renewsThrough(async (forward, signal) => {
+      if (stalled) return forward();
+      stalled = true;
+      // Never answered: only the attempt's own deadline frees it.
+      return new Promise((_, reject) => signal?.addEventListener("abort", () => reject(signal.reason)));
+    });
   });
 });
 
@@ -198,5 +232,40 @@ describe("a session lost", () => {
     } finally {
       log.stop();
     }
+  });
+});
+
+describe("a session found past its deadline", () => {
+  /** A client whose clock runs `ahead` ms ahead of the mock's: its deadline passes while etcd still holds the lease. */
+  function aheadOfEtcd() {
+    let ahead = 0;
+    const clock = {
+      now: () => performance.now() + ahead,
+      setTimer: (fire: () => void, ms: number) => {
+        const timer = setTimeout(fire, ms);
+        return () => clearTimeout(timer);
+      },
+    };
+    return { ...mockClient({ clock }), skip: (ms: number) => (ahead += ms) };
+  }
+
+  it("within a TTL of it: the lease etcd may still hold is revoked at once, and close() sends nothing more", async () => {
+    const { etcd, mock, calls, skip } = aheadOfEtcd();
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    skip(31_000);
+    expect((await rejection(session.renew())).code).toBe("SESSION_EXPIRED");
+    // Its keys would block their lines for the rest of etcd's TTL (and a leader change's extension): not waited out.
+    await until("the lease revoked", 2_000, () => !mock.leases().some((lease) => String(lease.id) === session.leaseId));
+    expect(await session.close()).toBe(false);
+    expect(calls.filter((path) => path === "/v3/lease/revoke")).toHaveLength(1);
+  });
+
+  it("a TTL or more past it: nothing is sent, etcd has let the lease go", async () => {
+    const { etcd, calls, skip } = aheadOfEtcd();
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    skip(61_000);
+    expect((await rejection(session.renew())).code).toBe("SESSION_EXPIRED");
+    await sleep(100);
+    expect(calls.filter((path) => path === "/v3/lease/revoke")).toHaveLength(0);
   });
 });
