@@ -249,7 +249,7 @@ describe("a session found past its deadline", () => {
     return { ...mockClient({ clock }), skip: (ms: number) => (ahead += ms) };
   }
 
-  it("within a TTL of it: the lease etcd may still hold is revoked at once, and close() sends nothing more", async () => {
+  it("within a TTL of it: the lease etcd may still hold is revoked at once; close() sends nothing more", async () => {
     const { etcd, mock, calls, skip } = aheadOfEtcd();
     const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
     skip(31_000);

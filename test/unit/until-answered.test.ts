@@ -87,7 +87,7 @@ describe("revokeUntilGone", () => {
     expect(calls.filter((path) => path === "/v3/lease/revoke")).toHaveLength(1);
   });
 
-  it("over answers that take 400 ms (a far region): a send may take up to a TTL, and the lease is revoked", async () => {
+  it("over answers that take 400 ms (a far region): a send may take up to a TTL; the lease is revoked", async () => {
     const { etcd, mock } = mockClient(
       {},
       {
