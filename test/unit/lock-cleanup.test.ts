@@ -2,6 +2,7 @@
 // over; a failed acquisition whose cleanup meets an outage. Neither may block the line for the lease's life.
 import { getEventListeners } from "node:events";
 import { describe, expect, it, vi } from "vitest";
+import type { LockOptions } from "../../src/index.js";
 import { LATE_JOIN_WINDOW } from "../../src/lock/lease/orphans.js";
 import { rejection, sleep, until } from "../support/async.js";
 import { connectionReset } from "../support/gateway.js";
@@ -270,19 +271,63 @@ describe("a failed acquisition whose join may still land", () => {
 });
 
 describe("acquisitions in a long session", () => {
-  it("leave no listener on the session's signal once each is over, however it ended", async () => {
-    const { etcd } = mockClient();
-    const holder = await (await etcd.session({ ttl: 30 })).mutex("busy").lock();
-    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
-    const before = getEventListeners(session.signal, "abort").length;
-    for (let i = 0; i < 20; i++) {
-      // Held and released, each with a timeout and a signal of its own; and a wait that times out.
-      await (await session.mutex("jobs").lock({ timeout: 5_000, signal: new AbortController().signal })).unlock();
-      await rejection(session.mutex("busy").lock({ timeout: 20 }));
-    }
-    expect(getEventListeners(session.signal, "abort").length).toBe(before);
-    await holder.unlock();
-  });
+  type Session = Awaited<ReturnType<ReturnType<typeof mockClient>["etcd"]["session"]>>;
+  type Take = (session: Session, name: string, options: LockOptions) => Promise<() => Promise<void>>;
+  const mutex: Take = (s, name, o) =>
+    s
+      .mutex(name)
+      .lock(o)
+      .then((held) => () => held.unlock());
+  const writeLock: Take = (s, name, o) =>
+    s
+      .rwlock(name)
+      .writeLock(o)
+      .then((held) => () => held.unlock());
+  const readLock: Take = (s, name, o) =>
+    s
+      .rwlock(name)
+      .readLock(o)
+      .then((held) => () => held.unlock());
+  const permit: Take = (s, name, o) =>
+    s
+      .semaphore(name, { permits: 1 })
+      .acquire(o)
+      .then((held) => () => held.release());
+  const locks: Take = (s, name, o) => s.lockAll([name, `${name}-b`], o).then((held) => () => held.unlock());
+  const leadership: Take = async (s, name, o) => {
+    const election = s.election(name);
+    await election.campaign("v", o);
+    return () => election.resign();
+  };
+
+  // Each recipe, and what keeps it waiting (readers share: a writer keeps a read lock waiting).
+  it.each([
+    ["a mutex", mutex, mutex],
+    ["a read lock", readLock, writeLock],
+    ["a write lock", writeLock, writeLock],
+    ["a permit", permit, permit],
+    ["locks", locks, locks],
+    ["leadership", leadership, leadership],
+  ])(
+    "of %s leave no listener on the session's signal nor a timer once each is over, however it ended",
+    async (_, take, block) => {
+      const { etcd } = mockClient();
+      const release = await block(await etcd.session({ ttl: 30 }), "busy", {});
+      const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+      const before = getEventListeners(session.signal, "abort").length;
+      const timers = () => process.getActiveResourcesInfo().filter((kind) => kind === "Timeout").length;
+      const timersBefore = timers();
+      for (let i = 0; i < 20; i++) {
+        // Held and released, each with a timeout and a signal of its own; and a wait that times out.
+        await (await take(session, "jobs", { timeout: 5_000, signal: new AbortController().signal }))();
+        await rejection(take(session, "busy", { timeout: 20 }));
+      }
+      expect(getEventListeners(session.signal, "abort").length).toBe(before);
+      // Nor a timer of their timeouts, which would keep a process alive for as long.
+      expect(timers()).toBeLessThanOrEqual(timersBefore);
+      await release();
+    },
+  );
 });
 
 describe("a process frozen while its join is on its way", () => {
