@@ -124,6 +124,17 @@ describe("semaphore", () => {
     },
   );
 
+  it("tryAcquire() says undefined only when every permit is taken: any other failure is thrown", async () => {
+    const name = fresh("sem");
+    const holder = await (await session()).semaphore(name, { permits: 2 }).acquire();
+    const other = await session();
+    expect((await rejection(other.semaphore(name, { permits: 3 }).tryAcquire())).code).toBe("PERMITS_MISMATCH");
+    await other.close();
+    expect((await rejection(other.semaphore(name, { permits: 2 }).tryAcquire())).code).toBe("SESSION_CLOSED");
+    expect(await lineLength(etcd, name)).toBe(1);
+    await holder.release();
+  });
+
   it(
     "a contender with another number of permits gets PERMITS_MISMATCH and leaves no key; " +
       "one on a mutex's line gets LOCK_NAME_CONFLICT, and no error quotes the lock's secret",

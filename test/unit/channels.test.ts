@@ -3,6 +3,7 @@
 // diagnostics_channel runs every call unchanged.
 import dc from "node:diagnostics_channel";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import type { EtcdEvent } from "../../src/index.js";
 import { sleep } from "../support/async.js";
 import { logChannels } from "../support/channels.js";
 import { mockClient } from "../support/mock.js";
@@ -120,6 +121,60 @@ describe("channels with a subscriber", () => {
       log.stop();
     }
   });
+
+  type Session = Awaited<ReturnType<ReturnType<typeof mockClient>["etcd"]["session"]>>;
+  /** Takes `name` in `session`: its fencing token, and what ends the holding. */
+  type Take = (session: Session, name: string) => Promise<{ token: number; end: () => Promise<void> }>;
+  const held = (h: { revision: number; unlock?: () => Promise<void>; release?: () => Promise<void> }) => ({
+    token: h.revision,
+    end: () => (h.unlock ?? h.release)!.call(h),
+  });
+  const write: Take = (s, name) => s.rwlock(name).writeLock().then(held);
+  const read: Take = (s, name) => s.rwlock(name).readLock().then(held);
+  const permit: Take = (s, name) => s.semaphore(name, { permits: 1 }).acquire().then(held);
+  const locks: Take = (s, name) => s.lockAll([name, `${name}-b`]).then(held);
+  /** `name` and `${name}-b` held by two locks, released one after the other: a multi-lock waits twice. */
+  const apart: Take = async (s, name) => {
+    const [a, b] = [await s.mutex(name).lock(), await s.mutex(`${name}-b`).lock()];
+    return { token: a.revision, end: () => a.unlock().then(() => sleep(50).then(() => b.unlock())) };
+  };
+  const leadership: Take = async (s, name) => {
+    const election = s.election(name);
+    await election.campaign("v");
+    return { token: election.revision!, end: () => election.resign() };
+  };
+
+  it.each([
+    ["a read lock", "read", read, write, { kind: "read", name: "jobs" }],
+    ["a write lock", "write", write, write, { kind: "write", name: "jobs", position: 1 }],
+    ["a permit", "semaphore", permit, permit, { kind: "permit", name: "jobs", position: 1 }],
+    ["locks", "lockAll", locks, locks, { kind: "locks", name: "jobs, jobs-b" }],
+    ["locks, held apart,", "lockAll", locks, apart, { kind: "locks", name: "jobs, jobs-b" }],
+    ["leadership", "election", leadership, leadership, { kind: "leadership", name: "jobs", position: 1 }],
+  ])(
+    "trace %s that waited as a %s, with its name and token; onEvent told it waits",
+    async (_, traced, take, block, is) => {
+      const log = logChannels();
+      try {
+        const events: EtcdEvent[] = [];
+        const { etcd } = mockClient({ onEvent: (event) => void events.push(event) });
+        const holder = await block(await etcd.session({ ttl: 30 }), "jobs");
+        const waiting = take(await etcd.session({ ttl: 30 }), "jobs");
+        await sleep(50);
+        await holder.end();
+        const next = await waiting;
+        await next.end();
+        const ends = log.seen.filter((s) => s.event === "lock:asyncEnd").map((s) => s.message);
+        const position = (is as { position?: number }).position;
+        expect(ends.at(-1)).toMatchObject({ kind: traced, name: is.name, position, token: next.token, waited: true });
+        expect(events.filter((event) => event.type === "lock.waiting")).toEqual([
+          { type: "lock.waiting", ...is, position },
+        ]);
+      } finally {
+        log.stop();
+      }
+    },
+  );
 
   it("trace a failure: error event, the code as outcome, the same rejection for the caller", async () => {
     const log = logChannels();

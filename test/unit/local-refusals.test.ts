@@ -130,3 +130,41 @@ it("a clock without now() and setTimer() is refused when the client is made", as
     expect(error.message).toMatch(/^clock must be an object with now\(\) and setTimer\(fire, ms\)/);
   }
 });
+
+describe("a recipe's arguments", () => {
+  type Session = Awaited<ReturnType<Etcd["session"]>>;
+  const many = Array.from({ length: 65 }, (_, i) => `n${i}`);
+  it.each([
+    ["lockAll of no names", (s: Session) => s.lockAll([]), /^lockAll needs a non-empty array of lock names, got/],
+    [
+      "lockAll of 65 names",
+      (s: Session) => s.lockAll(many),
+      /^lockAll takes at most 64 locks in one transaction, got 65$/,
+    ],
+    ["lockAll of a name twice, apart", (s: Session) => s.lockAll(["a", "b", "a"]), /^lockAll got lock a twice$/],
+    ["lockAll of an empty name", (s: Session) => s.lockAll(["a", ""]), /^a lock name must be a non-empty string/],
+    [
+      "lockAll of a name in another's line",
+      (s: Session) => s.lockAll(["a/b", "a"]),
+      /^lock a\/b lies inside the line of lock a: they cannot be taken together$/,
+    ],
+    ["a semaphore without options", (s: Session) => s.semaphore("s", undefined as never), /^permits must be/],
+    ["a semaphore of 0 permits", (s: Session) => s.semaphore("s", { permits: 0 }), /^permits must be/],
+    ["a semaphore named badly", (s: Session) => s.semaphore("", { permits: 1 }), /^a semaphore name must be/],
+    ["a read-write lock named badly", (s: Session) => s.rwlock(""), /^a read-write lock name must be/],
+  ])("%s is INVALID_ARGUMENT saying why, nothing sent", async (_, call, message) => {
+    const { etcd, calls } = mockClient();
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    const sent = calls.length;
+    const error = await rejection(() => call(session));
+    expect(error.code).toBe("INVALID_ARGUMENT");
+    expect(error.message).toMatch(message);
+    expect(calls.length).toBe(sent);
+  });
+
+  it("lockAll of 64 names is sent", async () => {
+    const { etcd } = mockClient();
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    await (await session.lockAll(many.slice(0, 64))).unlock();
+  });
+});
