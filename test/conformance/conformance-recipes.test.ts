@@ -5,7 +5,7 @@
 import { describe, expect, it } from "vitest";
 import { type Etcd, EtcdError, type Fetch, op, type Session } from "../../src/index.js";
 import { rejection, sleep, stillPending, until, within } from "../support/async.js";
-import { freshNames, lineLength, recordingFetch, untilLineLength, useSessions } from "../support/etcd.js";
+import { freshNames, keysUnder, lineLength, recordingFetch, untilLineLength, useSessions } from "../support/etcd.js";
 import { describeSideBySide, useBackend } from "./backend.js";
 
 const { backend, etcd } = useBackend();
@@ -315,6 +315,40 @@ describe("read-write lock", () => {
     },
   );
 
+  it("a reader behind a writer, a writer right behind it: it holds once the first leaves, then that one", async () => {
+    const name = fresh("rw");
+    const first = await (await session()).rwlock(name).writeLock();
+    const reader = (await session()).rwlock(name).readLock();
+    await untilLineLength(etcd, name, 2);
+    // Nothing else is written meanwhile (on the mock): the writer's key is created right after the reader's.
+    // Were the reader to count it ahead, each would wait for the other.
+    const writer = (await session()).rwlock(name).writeLock();
+    await untilLineLength(etcd, name, 3);
+    await first.unlock();
+    const read = await within(5_000, "reader", reader);
+    expect(read.revision).toBeGreaterThan(first.revision);
+    expect(await stillPending(writer, 100)).toBe(true);
+    await read.unlock();
+    const written = await within(5_000, "writer", writer);
+    expect(written.revision).toBeGreaterThan(read.revision);
+    await written.unlock();
+    expect(await lineLength(etcd, name)).toBe(0);
+  });
+
+  it("a waiting reader whose key another client deleted never holds: SESSION_EXPIRED, not acquired", async () => {
+    const name = fresh("rw");
+    const first = await (await session()).rwlock(name).writeLock();
+    const reader = rejection((await session()).rwlock(name).readLock());
+    await untilLineLength(etcd, name, 2);
+    const [key] = (await keysUnder(etcd, name)).filter((key) => key.includes("/read/"));
+    await etcd.delete(key!);
+    await first.unlock();
+    const error = await reader;
+    expect(error.code).toBe("SESSION_EXPIRED");
+    expect(error.message).toContain(`read lock ${name} was not acquired`);
+    expect(await lineLength(etcd, name)).toBe(0);
+  });
+
   it(
     "a reader's and a writer's join whose answer was lost are resent: " + "one key each, and they wait their turn",
     async () => {
@@ -483,6 +517,24 @@ describe("lockAll", () => {
     expect((await etcd.inspectLock(b)).holder?.revision).toBe(both.revision);
     expect([await lineLength(etcd, a), await lineLength(etcd, b)]).toEqual([1, 1]);
     await both.unlock();
+  });
+  it("a join answered after another client deleted one of its keys (answer lost): SESSION_EXPIRED", async () => {
+    const [a, b] = [fresh("acct"), fresh("acct")];
+    let lost = false;
+    // Landed; before its answer comes back, another client deletes the key it made in b's line.
+    const fetch: Fetch = async (input, init) => {
+      const answer = await backend.fetch(input, init);
+      if (lost || new URL(input).pathname !== "/v3/kv/txn" || !init.body.includes("request_put")) return answer;
+      lost = true;
+      await answer.text();
+      await etcd.delete((await keysUnder(etcd, b))[0]!);
+      throw new TypeError("fetch failed: the answer was lost (test)");
+    };
+    const error = await rejection((await session(30, backend.client({ fetch }))).lockAll([a, b]));
+    expect(lost).toBe(true);
+    expect(error.code).toBe("SESSION_EXPIRED");
+    expect(error.message).toContain(`locks ${a}, ${b} was not acquired`);
+    expect([await lineLength(etcd, a), await lineLength(etcd, b)]).toEqual([0, 0]);
   });
 });
 

@@ -2,7 +2,6 @@ import type { EtcdClient } from "../../api/client.js";
 import type { ResponseHeader } from "../../api/codec.js";
 import type { RangeResult } from "../../api/kv.js";
 import { cmp, op } from "../../api/txn.js";
-import { internal } from "../../errors/catalogue.js";
 import type { JoinCall, Standing } from "../line/standing.js";
 import { contenders } from "../line/keys.js";
 import { NEWEST_FIRST } from "../line/read.js";
@@ -64,11 +63,10 @@ export class JoinAll {
       });
       return { header, revision, created: true, standings };
     }
+    // An earlier send made our keys, together, at one revision (one of them at least is here: its compare failed).
+    // One another client deleted since is missing: the read of its line finds our key gone from it.
     const found = lines.map((_, i) => (result.responses[i] as RangeResult).kvs[0]);
-    const revision = found[0]?.createRevision;
-    if (revision === undefined || found.some((kv) => kv?.createRevision !== revision)) {
-      throw internal("a multi-lock's keys changed inside one transaction");
-    }
+    const revision = found.find((kv) => kv !== undefined)!.createRevision;
     return { header, revision, created: false, standings: [] };
   }
 }
