@@ -9,7 +9,7 @@ import { logChannels } from "../support/channels.js";
 import { requestKey } from "../../src/lock/line/requests.js";
 import { createMockEtcd } from "../../src/testing/index.js";
 import { connectionReset, permissionDenied } from "../support/gateway.js";
-import { failWhere, holdAnswers, mockClient } from "../support/mock.js";
+import { failWhere, holdAnswers, mockClient, type Through } from "../support/mock.js";
 import { answerLosingFetch } from "../support/outage.js";
 
 /** Whether a request is a release: the guarded delete a holding sends. */
@@ -333,6 +333,32 @@ describe("a holding whose session ended while its release went on in the backgro
     const again = await rejection(lock.unlock());
     expect(again.code).toBe("LOCK_RELEASED");
     expect(again.message).toContain("it was released");
+  });
+  it("that ended while a send was on its way, later unanswered: released once that send failed, said once", async () => {
+    const events: string[] = [];
+    // Each release is held up before it reaches etcd; once let go, the connection drops, for every send after.
+    let go: (() => void) | undefined;
+    const through: Through = async (input, init, forward) => {
+      if (!isRelease(input, init.body)) return forward(input, init);
+      if (go === undefined) await new Promise<void>((resolve) => (go = resolve));
+      throw connectionReset();
+    };
+    const { etcd } = mockClient({ onEvent: (event) => void events.push(event.type) }, { through });
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    const lock = await session.mutex("jobs").lock();
+    const unlocking = rejection(lock.unlock());
+    await until("the release on its way", 2_000, () => go !== undefined);
+    await etcd.lease.revoke(session.leaseId);
+    expect((await rejection(session.renew())).code).toBe("SESSION_EXPIRED");
+    // The session's end leaves the outcome to the send on its way.
+    await sleep(50);
+    expect(events).not.toContain("lock.released");
+    go!();
+    expect((await unlocking).code).toBe("UNAVAILABLE");
+    await until("the holding ended", 2_000, () => events.includes("lock.released") || events.includes("lock.lost"));
+    expect(events).not.toContain("lock.lost");
+    await lock.unlock();
+    expect((await rejection(lock.unlock())).code).toBe("LOCK_RELEASED");
   });
 });
 
