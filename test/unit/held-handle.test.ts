@@ -334,7 +334,7 @@ describe("a holding whose session ended while its release went on in the backgro
     expect(again.code).toBe("LOCK_RELEASED");
     expect(again.message).toContain("it was released");
   });
-  it("that ended while a send was on its way, later unanswered: released once that send failed, said once", async () => {
+  it("that ended while a send was on its way, then unanswered: released once it failed, said once", async () => {
     const events: string[] = [];
     // Each release is held up before it reaches etcd; once let go, the connection drops, for every send after.
     let go: (() => void) | undefined;
