@@ -142,6 +142,35 @@ describe("a failed acquisition whose cleanup meets an outage", () => {
   });
 });
 
+describe("a multi-lock whose join was resent", () => {
+  it("reads each line afresh under its caller's signal: an abort during a read that stalls ends it at once", async () => {
+    let lost = false;
+    let stalled = false;
+    const through: Through = async (input, init, forward) => {
+      const join = isJoin(input, init.body);
+      // The lines' reads after the resend never answer: only the caller's signal can free them.
+      if (lost && !join && input.endsWith("/v3/kv/range")) {
+        stalled = true;
+        return new Promise((_, reject) => init.signal?.addEventListener("abort", () => reject(init.signal?.reason)));
+      }
+      const answer = await forward(input, init);
+      if (lost || !join) return answer;
+      lost = true;
+      throw connectionReset();
+    };
+    const { mock, etcd } = mockClient({}, { through });
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    const gaveUp = new AbortController();
+    const taking = rejection(session.lockAll(["a", "b"], { signal: gaveUp.signal }));
+    await until("a line's read on its way", 2_000, () => stalled);
+    const asked = performance.now();
+    gaveUp.abort();
+    expect((await taking).code).toBe("ABORTED");
+    expect(performance.now() - asked).toBeLessThan(1_000);
+    await until("its keys deleted", 2_000, () => mock.keys("a/").length + mock.keys("b/").length === 0);
+  });
+});
+
 describe("a failed acquisition whose join may still land", () => {
   /**
    * A waiter whose first join is resent, and whose held copy can land (`join.land()`) after the acquisition failed
