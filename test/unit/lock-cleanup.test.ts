@@ -143,7 +143,7 @@ describe("a failed acquisition whose cleanup meets an outage", () => {
 });
 
 describe("a multi-lock whose join was resent", () => {
-  it("reads each line afresh under its caller's signal: an abort during a read that stalls ends it at once", async () => {
+  it("reads each line afresh under its caller's signal: an abort during a stalled read ends it at once", async () => {
     let lost = false;
     let stalled = false;
     const through: Through = async (input, init, forward) => {
