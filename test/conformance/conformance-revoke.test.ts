@@ -38,6 +38,8 @@ describe.concurrent("operator.revokeLock", () => {
     const message = (lock.signal.reason as Error).message;
     expect(message).toContain("revoked (operator.revokeLock)");
     expect(message).toContain("deploy 42 needs the nightly job stopped");
+    // Taken away, not asked to let go: its releaseRequested stays quiet.
+    expect(lock.releaseRequested.aborted).toBe(false);
     expect(await fencedPut(etcd, lock, `${name}-data`)).toBe(false);
     await expect(lock.unlock()).rejects.toMatchObject({ code: "LOCK_LOST" });
     // Only that holding: its session lives on, and can lock again.
