@@ -3,7 +3,7 @@
 // for want of permission, which ends the session and its locks saying why; close(), answered once and resent
 // after a lost answer; and each end told once. On the mock, where a fault can be put on one request.
 import { describe, expect, it } from "vitest";
-import type { EtcdEvent, Fetch } from "../../src/index.js";
+import type { EtcdEvent, EtcdOptions, Fetch } from "../../src/index.js";
 import { rejection, sleep, until } from "../support/async.js";
 import { logChannels } from "../support/channels.js";
 import { connectionReset, permissionDenied } from "../support/gateway.js";
@@ -237,7 +237,7 @@ describe("a session lost", () => {
 
 describe("a session found past its deadline", () => {
   /** A client whose clock runs `ahead` ms ahead of the mock's: its deadline passes while etcd still holds the lease. */
-  function aheadOfEtcd() {
+  function aheadOfEtcd(options: Partial<EtcdOptions> = {}) {
     let ahead = 0;
     const clock = {
       now: () => performance.now() + ahead,
@@ -246,7 +246,7 @@ describe("a session found past its deadline", () => {
         return () => clearTimeout(timer);
       },
     };
-    return { ...mockClient({ clock }), skip: (ms: number) => (ahead += ms) };
+    return { ...mockClient({ clock, ...options }), skip: (ms: number) => (ahead += ms) };
   }
 
   it("within a TTL of it: the lease etcd may still hold is revoked at once; close() sends nothing more", async () => {
@@ -258,6 +258,18 @@ describe("a session found past its deadline", () => {
     await until("the lease revoked", 2_000, () => !mock.leases().some((lease) => String(lease.id) === session.leaseId));
     expect(await session.close()).toBe(false);
     expect(calls.filter((path) => path === "/v3/lease/revoke")).toHaveLength(1);
+  });
+
+  it("when its renewal comes due (a process thawed): lost, and no renewal sent or told failed", async () => {
+    const events: string[] = [];
+    const { etcd, calls, skip } = aheadOfEtcd({ onEvent: (event) => void events.push(event.type) });
+    const session = await etcd.session({ ttl: 3 });
+    // Frozen past its deadline before the renewal, due a second in, could run.
+    skip(4_000);
+    await until("the session lost", 2_000, () => !session.alive && events.includes("session.lost"));
+    await sleep(1_200);
+    expect(calls.filter((path) => path === "/v3/lease/keepalive")).toEqual([]);
+    expect(events).not.toContain("session.renewFailed");
   });
 
   it("a TTL or more past it: nothing is sent, etcd has let the lease go", async () => {
