@@ -260,6 +260,15 @@ describe("a session found past its deadline", () => {
     expect(calls.filter((path) => path === "/v3/lease/revoke")).toHaveLength(1);
   });
 
+  it("says so at once, before any call or timer: neither the session nor its lock is alive or held", async () => {
+    const { etcd, skip } = aheadOfEtcd();
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    const lock = await session.mutex("jobs").lock();
+    expect([session.alive, lock.held]).toEqual([true, true]);
+    skip(30_000);
+    expect([session.alive, lock.held, session.remaining()]).toEqual([false, false, 0]);
+  });
+
   it("when its renewal comes due (a process thawed): lost, and no renewal sent or told failed", async () => {
     const events: string[] = [];
     const { etcd, calls, skip } = aheadOfEtcd({ onEvent: (event) => void events.push(event.type) });
