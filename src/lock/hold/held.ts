@@ -303,8 +303,8 @@ export abstract class Held<S extends LeaseSession = LeaseSession> {
 
   async #releaseWith<Ops extends AnyOp[]>(ops: Ops, options: CallOptions): Promise<OpResults<Ops>> {
     await this.#settled(options);
+    // Ended: its end's error (LOCK_LOST with its reason, or LOCK_RELEASED); releasing: its release was sent.
     const status = this.#status;
-    if (status.is === "lost") throw status.error;
     if (status.is !== "held") throw this.#ended() ?? heldReleased(this.#what, "its release was already sent");
     const releasing = this.#releasing();
     let result: TxnResult<AnyOp[], []>;
