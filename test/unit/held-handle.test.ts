@@ -3,7 +3,7 @@
 // a release gone on in the background that the next `unlock()` reports once, and keys reused only when nothing
 // of the holding can still be in flight. On the mock, where a fault can be put on one request.
 import { describe, expect, it } from "vitest";
-import { op } from "../../src/index.js";
+import { type Lock, op } from "../../src/index.js";
 import { rejection, sleep, until } from "../support/async.js";
 import { logChannels } from "../support/channels.js";
 import { requestKey } from "../../src/lock/line/requests.js";
@@ -69,11 +69,14 @@ describe("disposal (await using) of a holding whose release was asked for", () =
 });
 
 describe("a release refused with an answer (not lost on the way)", () => {
-  it("leaves the lock held, its signal quiet, and a later unlock() releases it", async () => {
+  it.each([
+    ["unlock()", isRelease, (lock: Lock) => lock.unlock()],
+    ["unlockWith()", isWrite, (lock: Lock) => lock.unlockWith([op.put("out", "x")])],
+  ])("by %s leaves the lock held, its signal quiet, and a later unlock() releases it", async (_, is, release) => {
     let refusing = true;
-    const { etcd, mock } = mockClient({}, { through: failReleases(() => refusing, permissionDenied) });
+    const { etcd, mock } = mockClient({}, { through: failWhere(is, () => refusing, permissionDenied) });
     const lock = await (await etcd.session({ ttl: 30, keepAlive: "manual" })).mutex("jobs").lock();
-    expect((await rejection(lock.unlock())).code).toBe("PERMISSION_DENIED");
+    expect((await rejection(release(lock))).code).toBe("PERMISSION_DENIED");
     expect(lock.held).toBe(true);
     expect(lock.signal.aborted).toBe(false);
     expect(mock.keys("jobs/")).toEqual([lock.key]);
@@ -367,19 +370,21 @@ describe("unlock() on its way while its own session is closed", () => {
    * A client whose release is held up (before it reaches etcd, or on its answer's way back) until `go()`; with
    * `revokeLate`, the close's revocation lands at once but its answer waits for `answerRevoke()`.
    */
-  function heldUpRelease(landed: boolean, revokeLate = false) {
+  function heldUpRelease(landed: boolean, revokeLate = false, fault?: () => Response) {
     const release = holdAnswers(isRelease, { before: !landed });
     const revoke = holdAnswers((input) => revokeLate && input.endsWith("/v3/lease/revoke"));
     const events: string[] = [];
-    const { etcd, mock } = mockClient(
+    // Once let go, a release meets `fault` (an answer that refuses it) instead of etcd, when one is given.
+    const onward: Through = (input, init, forward) =>
+      fault && isRelease(input, init.body) ? Promise.resolve(fault() as never) : revoke.through(input, init, forward);
+    const { etcd, mock, calls } = mockClient(
       { onEvent: (event) => void events.push(event.type) },
-      {
-        through: (input, init, forward) => release.through(input, init, (...sent) => revoke.through(...sent, forward)),
-      },
+      { through: (input, init, forward) => release.through(input, init, (...sent) => onward(...sent, forward)) },
     );
     return {
       etcd,
       mock,
+      calls,
       events,
       go: release.go,
       sent: release.caught,
@@ -442,6 +447,20 @@ describe("unlock() on its way while its own session is closed", () => {
     expect(events).toContain(told);
     expect(events).not.toContain(landed ? "lock.lost" : "lock.released");
   });
+  it("refused with an error answer after the close released it: released, and unlock() never sends again", async () => {
+    const { etcd, events, go, sent, calls } = heldUpRelease(false, false, permissionDenied);
+    const session = await etcd.session({ ttl: 30, keepAlive: "manual" });
+    const lock = await session.mutex("jobs").lock();
+    const unlocking = lock.unlock().catch(() => {});
+    await until("the release sent", 2_000, sent);
+    expect(await session.close()).toBe(true);
+    go();
+    await unlocking;
+    expect(events).toContain("lock.released");
+    const releases = calls.length;
+    expect((await rejection(lock.unlock())).code).toBe("LOCK_RELEASED");
+    expect(calls.length).toBe(releases);
+  });
 });
 
 describe("a holding whose session was closed after its lease had ended", () => {
@@ -496,6 +515,14 @@ describe("an operator's request to release a holding nobody asked releaseRequest
 });
 
 describe("a holding that follows its keys (an auto session, after FOLLOW_AFTER)", () => {
+  it("only in an auto session: a manual session's holding opens no stream, however long it lasts", async () => {
+    const { etcd, calls } = mockClient();
+    const lock = await (await etcd.session({ ttl: 30, keepAlive: "manual" })).mutex("jobs").lock();
+    await sleep(1_300);
+    expect(calls.filter((path) => path === "/v3/watch")).toEqual([]);
+    await lock.unlock();
+  });
+
   it("leaves no stream open once released: its line's and the operators' records' watches close", async () => {
     const { etcd, mock } = mockClient();
     const lock = await (await etcd.session({ ttl: 30 })).mutex("jobs").lock();
