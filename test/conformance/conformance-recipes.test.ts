@@ -17,9 +17,10 @@ const session = (ttl = 30, client: Etcd = etcd): Promise<Session> => open({ ttl 
 
 /**
  * Forwards every request; once armed, the next transaction that puts a key is applied but its answer is lost
- * (the connection "breaks" after the server answered), so the SDK sends it again.
+ * (the connection "breaks" after the server answered), so the SDK sends it again. `meanwhile` runs after it was
+ * applied, before the loss.
  */
-function losingOneAnswer(inner: Fetch): Fetch & { arm(): void; lost: number } {
+function losingOneAnswer(inner: Fetch, meanwhile?: () => Promise<unknown>): Fetch & { arm(): void; lost: number } {
   let armed = false;
   const f = Object.assign(
     async (input: string, init: Parameters<Fetch>[1]) => {
@@ -28,6 +29,7 @@ function losingOneAnswer(inner: Fetch): Fetch & { arm(): void; lost: number } {
         armed = false;
         f.lost++;
         await response.text();
+        await meanwhile?.();
         throw new TypeError("fetch failed: the answer was lost (test)");
       }
       return response;
@@ -520,18 +522,12 @@ describe("lockAll", () => {
   });
   it("a join answered after another client deleted one of its keys (answer lost): SESSION_EXPIRED", async () => {
     const [a, b] = [fresh("acct"), fresh("acct")];
-    let lost = false;
     // Landed; before its answer comes back, another client deletes the key it made in b's line.
-    const fetch: Fetch = async (input, init) => {
-      const answer = await backend.fetch(input, init);
-      if (lost || new URL(input).pathname !== "/v3/kv/txn" || !init.body.includes("request_put")) return answer;
-      lost = true;
-      await answer.text();
-      await etcd.delete((await keysUnder(etcd, b))[0]!);
-      throw new TypeError("fetch failed: the answer was lost (test)");
-    };
-    const error = await rejection((await session(30, backend.client({ fetch }))).lockAll([a, b]));
-    expect(lost).toBe(true);
+    const fetch = losingOneAnswer(backend.fetch, async () => etcd.delete((await keysUnder(etcd, b))[0]!));
+    const s = await session(30, backend.client({ fetch }));
+    fetch.arm();
+    const error = await rejection(s.lockAll([a, b]));
+    expect(fetch.lost).toBe(1);
     expect(error.code).toBe("SESSION_EXPIRED");
     expect(error.message).toContain(`locks ${a}, ${b} was not acquired`);
     expect([await lineLength(etcd, a), await lineLength(etcd, b)]).toEqual([0, 0]);

@@ -41,6 +41,11 @@ export function holdAnswers(matches: (input: string, body: string) => boolean, {
   return { through, caught: () => go !== undefined, go: () => go?.() };
 }
 
+/** A request that is never answered: it rejects with its signal's reason once that aborts, as fetch does. */
+export function neverAnswered(signal?: AbortSignal | null): Promise<never> {
+  return new Promise((_, reject) => signal?.addEventListener("abort", () => reject(signal.reason)));
+}
+
 /**
  * Fails the requests `matches` picks (by path and body) while `failing()` says so, with `fault`: an error to
  * throw (the request never answered) or an answer. `failing()` is asked only of the requests `matches` picks.

@@ -7,7 +7,7 @@ import type { EtcdEvent, EtcdOptions, Fetch } from "../../src/index.js";
 import { rejection, sleep, until } from "../support/async.js";
 import { logChannels } from "../support/channels.js";
 import { connectionReset, permissionDenied } from "../support/gateway.js";
-import { failWhere, holdAnswers, mockClient, type Through } from "../support/mock.js";
+import { failWhere, holdAnswers, mockClient, neverAnswered, type Through } from "../support/mock.js";
 import { answerLosingFetch } from "../support/outage.js";
 
 const isKeepAlive = (input: string) => input.endsWith("/v3/lease/keepalive");
@@ -76,7 +76,7 @@ describe("an auto session's renewal over a network", () => {
       if (stalled) return forward();
       stalled = true;
       // Never answered: only the attempt's own deadline frees it.
-      return new Promise((_, reject) => signal?.addEventListener("abort", () => reject(signal.reason)));
+      return neverAnswered(signal);
     });
   });
 });

@@ -7,7 +7,7 @@ import { LATE_JOIN_WINDOW } from "../../src/lock/lease/orphans.js";
 import { rejection, sleep, until } from "../support/async.js";
 import { connectionReset } from "../support/gateway.js";
 import { createMockEtcd } from "../../src/testing/index.js";
-import { mockClient, type Through } from "../support/mock.js";
+import { mockClient, neverAnswered, type Through } from "../support/mock.js";
 import { answerLosingFetch } from "../support/outage.js";
 
 /** Whether a request is a join: a transaction that puts (a contender's key). */
@@ -151,7 +151,7 @@ describe("a multi-lock whose join was resent", () => {
       // The lines' reads after the resend never answer: only the caller's signal can free them.
       if (lost && !join && input.endsWith("/v3/kv/range")) {
         stalled = true;
-        return new Promise((_, reject) => init.signal?.addEventListener("abort", () => reject(init.signal?.reason)));
+        return neverAnswered(init.signal);
       }
       const answer = await forward(input, init);
       if (lost || !join) return answer;

@@ -6,7 +6,7 @@ import { EtcdError } from "../../src/index.js";
 import { revokeUntilGone } from "../../src/lock/lease/keep-alive.js";
 import { resendPause, untilAnswered } from "../../src/lock/resend/until-answered.js";
 import { rejection, sleep } from "../support/async.js";
-import { mockClient } from "../support/mock.js";
+import { mockClient, neverAnswered } from "../support/mock.js";
 
 afterEach(() => {
   vi.restoreAllMocks();
@@ -136,11 +136,7 @@ describe("revokeUntilGone", () => {
       () => Promise.reject(new TypeError("fetch failed", { cause: new Error("ECONNREFUSED") })),
     ],
     // Never answers: only each send's own deadline frees it.
-    [
-      "never answers",
-      (signal?: AbortSignal) =>
-        new Promise<never>((_, reject) => signal?.addEventListener("abort", () => reject(signal.reason))),
-    ],
+    ["never answers", (signal?: AbortSignal) => neverAnswered(signal)],
   ])("gives up once two TTLs have passed on a member that %s, having sent in vain", async (_, answer) => {
     const down = mockClient({ retries: 0 }, { through: (_input, init) => answer(init.signal ?? undefined) });
     const started = performance.now();
