@@ -55,29 +55,36 @@ export class Compare {
       throw invalidArgument(`compare operator must be one of ==, !=, <, >; got ${describe(operator)}`);
   }
 
+  #wired: Wired | undefined;
+
   /** @internal Encoded once per keyspace: a compare is immutable, and a lock's are sent again and again. */
   toWire(keyspace: Keyspace): Record<string, unknown> {
-    return wired(this, keyspace, () => ({
+    this.#wired = wired(this.#wired, keyspace, () => ({
       ...keyspace.range(this.target),
       target: this.field,
       result: RESULT[this.operator],
       ...this.operand,
     }));
+    return this.#wired.wire;
   }
 }
 
 /**
- * The request form of a compare or an operation in `keyspace`, made on its first use there and kept: a request
- * built again from the same compares and operations (a lock's join or release, each time) encodes only what is
- * new in it. Keyed by keyspace, so a compare shared by clients of two namespaces encodes for each.
+ * The request form of a compare or an operation in one keyspace, made on its first use there and kept by the
+ * compare or operation: a request built again from the same ones (a lock's join or release, each time) encodes
+ * only what is new in it. Made again for another keyspace, so one shared by clients of two namespaces encodes for
+ * each. Kept on the item, not in a WeakMap beside it: a lock's acquisition makes new ones each time, and an entry
+ * in a WeakMap for each cost a warm lock cycle more than the encoding it saves.
  */
-function wired(item: object, keyspace: Keyspace, encode: () => Record<string, unknown>): Record<string, unknown> {
-  let made = encodings.get(item);
-  if (made?.keyspace !== keyspace) encodings.set(item, (made = { keyspace, wire: encode() }));
-  return made.wire;
+interface Wired {
+  keyspace: Keyspace;
+  wire: Record<string, unknown>;
 }
 
-const encodings = new WeakMap<object, { keyspace: Keyspace; wire: Record<string, unknown> }>();
+/** `made` if it was made for `keyspace`, else the item encoded there. */
+function wired(made: Wired | undefined, keyspace: Keyspace, encode: () => Record<string, unknown>): Wired {
+  return made?.keyspace === keyspace ? made : { keyspace, wire: encode() };
+}
 
 /** Conditions for `txn().if(...)`. */
 export const cmp = {
@@ -111,9 +118,12 @@ export class Op<R> {
     private readonly decodeResponse: (keyspace: Keyspace, wire: WireResponseOp) => R,
   ) {}
 
+  #wired: Wired | undefined;
+
   /** @internal Encoded once per keyspace, as a compare is. */
   toWire(keyspace: Keyspace): Record<string, unknown> {
-    return wired(this, keyspace, () => this.encode(keyspace));
+    this.#wired = wired(this.#wired, keyspace, () => this.encode(keyspace));
+    return this.#wired.wire;
   }
 
   /** @internal */

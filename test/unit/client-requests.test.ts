@@ -333,6 +333,27 @@ describe("namespace", () => {
     expect((result.responses[0] as { kvs: Array<{ key: string }> }).kvs[0]!.key).toBe("lock");
   });
 
+  it("a compare and an operation shared by clients of two namespaces go in each one's, however often", async () => {
+    const seen = route(server, "/v3/kv/txn", () => json({ header: header(9), succeeded: true }));
+    // Each encodes once per keyspace and keeps it: what the other client's namespace made must not be reused.
+    const absent = cmp.version("lock", "==", 0);
+    const put = op.put("lock", "me");
+    const [app, other, none] = [ns(), gatewayClient({ namespace: "other/" }), gatewayClient()];
+    for (const client of [app, other, app, none, other]) await client.txn().if(absent).then(put).commit();
+    const keys = seen.map(({ body }) => [
+      (body.compare as Array<{ key: string }>)[0]!.key,
+      (body.success as Array<{ request_put: { key: string } }>)[0]!.request_put.key,
+    ]);
+    const [inApp, inOther, bare] = [b64("app/lock"), b64("other/lock"), b64("lock")];
+    expect(keys).toEqual([
+      [inApp, inApp],
+      [inOther, inOther],
+      [inApp, inApp],
+      [bare, bare],
+      [inOther, inOther],
+    ]);
+  });
+
   it("applies to watch requests and strips it from watch events", async () => {
     const stream = controlledStream([
       createdLine(10),
