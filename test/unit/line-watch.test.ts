@@ -3,12 +3,13 @@
 // comes or a holding follows its key, a delete delivered before a waiter subscribed found in the recent history
 // (no read), a read asked for once that history no longer covers the waiter's read, the stream closed once nobody
 // is left, an older incarnation's delete never taken for the one a waiter saw, and a key a waiter found first
-// passed on to the waiter behind it.
+// passed on to the waiter behind it; a stream refused for good fails its waiters at once, and a holding's is opened
+// again.
 import { describe, expect, it } from "vitest";
 import { Etcd } from "../../src/index.js";
 import { enterLine, followKey, type LineStream } from "../../src/lock/line/line-watch.js";
 import { createMockEtcdCore } from "../../src/testing/mock.js";
-import { sleep } from "../support/async.js";
+import { sleep, until } from "../support/async.js";
 
 function onMock() {
   const mock = createMockEtcdCore();
@@ -171,6 +172,91 @@ describe("a line's watch", () => {
     const late = watch.waitForDelete(seen("line/a", a), read, never);
     expect(await late.gap).toBe(false);
     expect((await late.deleted).wasFirst).toBe(true);
+  });
+
+  it("finds in its history only the delete of the key waited for, first only for the incarnation marked", async () => {
+    const { etcd } = onMock();
+    const watch = await created(etcd, "line/x");
+    const a = (await etcd.put("line/a", "a")).header.revision;
+    const b = (await etcd.put("line/b", "b")).header.revision;
+    await etcd.put("line/c", "c");
+    const read = (await etcd.range({ prefix: "line/" })).header.revision;
+    // Marked first as another incarnation of line/a than the one the waiter behind it saw (a read ran ahead).
+    watch.markFirst(seen("line/a", a - 1));
+    await etcd.delete({ key: "line/b" });
+    await etcd.delete({ key: "line/a" });
+    await sleep(20);
+    // Each waiter would hold at once on `wasFirst`: only the mark of the very incarnation it saw may say so.
+    const behindA = watch.waitForDelete(seen("line/a", a), read, never);
+    const behindB = watch.waitForDelete(seen("line/b", b), read, never);
+    expect(await behindA.gap).toBe(false);
+    expect((await behindA.deleted).wasFirst).toBe(false);
+    expect((await behindB.deleted).wasFirst).toBe(false);
+    // line/c is still there: the deletes of other keys since the read do not wake its waiter.
+    const behindC = watch.waitForDelete(seen("line/c"), read, never);
+    expect(await Promise.race([behindC.deleted.then(() => "woken"), sleep(50).then(() => "waiting")])).toBe("waiting");
+    behindC.cancel();
+  });
+
+  it("keeps a key marked first while other keys of the line are deleted, until its own delete", async () => {
+    const { etcd } = onMock();
+    const watch = await created(etcd, "line/x");
+    const a = (await etcd.put("line/a", "a")).header.revision;
+    await etcd.put("line/b", "b");
+    const read = (await etcd.range({ prefix: "line/" })).header.revision;
+    const behind = watch.waitForDelete(seen("line/a", a), read, never);
+    watch.markFirst(seen("line/a", a));
+    // A waiter behind line/b gave up and left: its delete must not take the mark from line/a.
+    await etcd.delete({ key: "line/b" });
+    await sleep(20);
+    await etcd.delete({ key: "line/a" });
+    expect((await behind.deleted).wasFirst).toBe(true);
+  });
+
+  it("a stream refused for good fails its waiters with the refusal at once: each reads on its own", async () => {
+    const mock = createMockEtcdCore();
+    const fetch = ((input: string, init: RequestInit) =>
+      new URL(input).pathname === "/v3/watch"
+        ? Promise.resolve(
+            new Response(`{"code":7, "message":"etcdserver: permission denied", "details":[]}`, { status: 403 }),
+          )
+        : mock.fetch(input, init as never)) as never;
+    const etcd = new Etcd({ endpoints: "http://etcd.test:2379", fetch });
+    await etcd.put("line/a", "a");
+    const read = (await etcd.range({ prefix: "line/" })).header.revision;
+    const watch = shared(etcd, "line/a");
+    const wait = watch.waitForDelete(seen("line/a"), read, never);
+    await expect(wait.deleted).rejects.toMatchObject({ code: "PERMISSION_DENIED" });
+    await expect(wait.gap).rejects.toMatchObject({ code: "PERMISSION_DENIED" });
+    // A waiter that comes after the failure is told at once too.
+    const late = watch.waitForDelete(seen("line/a"), read, never);
+    await expect(late.deleted).rejects.toMatchObject({ code: "PERMISSION_DENIED" });
+  });
+
+  it("a holding's stream failed for good is opened again while it follows; it reads its key once created", async () => {
+    const mock = createMockEtcdCore();
+    let refusals = 1;
+    const opened: number[] = [];
+    const fetch = ((input: string, init: RequestInit) => {
+      if (new URL(input).pathname !== "/v3/watch") return mock.fetch(input, init as never);
+      opened.push(performance.now());
+      // The first stream is refused with an error no reconnection mends (not a permission, which stops it).
+      if (refusals-- > 0) return Promise.resolve(new Response(`{"code":3, "message":"bad request"}`, { status: 400 }));
+      return mock.fetch(input, init as never);
+    }) as never;
+    const etcd = new Etcd({ endpoints: "http://etcd.test:2379", fetch });
+    await etcd.put("line/held", "v");
+    const seenKvs: Array<string | undefined> = [];
+    const unfollow = followKey(etcd, { key: "line/held", seen: (kv) => seenKvs.push(kv?.value) });
+    // Taken over by another client meanwhile: the holding learns it from the reopened stream's first read.
+    await etcd.put("line/held", "theirs");
+    await until("the stream opened again and its first read", 5_000, async () => seenKvs.length > 0);
+    expect(opened).toHaveLength(2);
+    expect(seenKvs).toEqual(["theirs"]);
+    await etcd.delete({ key: "line/held" });
+    await sleep(20);
+    expect(seenKvs).toEqual(["theirs", undefined]);
+    unfollow();
   });
 
   it("serves the client's holdings and waiters in the line on one stream, opened for a holding alone", async () => {
