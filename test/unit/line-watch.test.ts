@@ -259,6 +259,36 @@ describe("a line's watch", () => {
     unfollow();
   });
 
+  it("a holding reads its key every second, on no stream, while streams come back held back (a proxy)", async () => {
+    const mock = createMockEtcdCore();
+    const paths: string[] = [];
+    const fetch = ((input: string, init: RequestInit) => {
+      paths.push(new URL(input).pathname);
+      return mock.fetch(input, init as never);
+    }) as never;
+    const etcd = new Etcd({ endpoints: "http://etcd.test:2379", fetch });
+    await etcd.put("line/held", "v");
+    etcd.transport.streamHeldBack("http://etcd.test:2379");
+    const seenKvs: Array<string | undefined> = [];
+    const unfollow = followKey(etcd, { key: "line/held", seen: (kv) => seenKvs.push(kv?.value) });
+    // A second holding in the line joins the same reads: one poll for the line, not one each.
+    const other = followKey(etcd, { key: "line/other", seen: () => {} });
+    await etcd.delete({ key: "line/held" });
+    const reads = () => paths.filter((path) => path === "/v3/kv/txn").length;
+    // The first read comes a poll's interval after it began to follow, and the reads go on until it leaves.
+    await until("the first read", 2_000, async () => seenKvs.length > 0);
+    await until("the second read", 2_000, async () => seenKvs.length > 1);
+    expect(seenKvs.slice(0, 2)).toEqual([undefined, undefined]);
+    expect(reads()).toBe(2);
+    expect(paths).not.toContain("/v3/watch");
+    unfollow();
+    other();
+    const after = reads();
+    // Nobody follows: the poll in flight ends the reads, and no timer runs on.
+    await sleep(2_200);
+    expect(reads()).toBeLessThanOrEqual(after + 1);
+  });
+
   it("serves the client's holdings and waiters in the line on one stream, opened for a holding alone", async () => {
     const { etcd, watches } = onMock();
     await etcd.put("line/held", "v");
