@@ -289,6 +289,23 @@ describe("a line's watch", () => {
     expect(reads()).toBeLessThanOrEqual(after + 1);
   });
 
+  it("a holding that joins an open stream reads its key once: a change before it joined is not missed", async () => {
+    const { etcd } = onMock();
+    await etcd.put("line/held", "v");
+    const opener = followKey(etcd, { key: "line/opener", seen: () => {} });
+    const stream = await created(etcd, "line/x");
+    expect(stream.created).toBe(true);
+    // Taken by another client while the stream showed it to nobody (before the holding began to follow).
+    await etcd.put("line/held", "theirs");
+    await sleep(20);
+    const seenKvs: Array<string | undefined> = [];
+    const unfollow = followKey(etcd, { key: "line/held", seen: (kv) => seenKvs.push(kv?.value) });
+    await until("its read", 1_000, async () => seenKvs.length > 0);
+    expect(seenKvs).toEqual(["theirs"]);
+    unfollow();
+    opener();
+  });
+
   it("serves the client's holdings and waiters in the line on one stream, opened for a holding alone", async () => {
     const { etcd, watches } = onMock();
     await etcd.put("line/held", "v");
