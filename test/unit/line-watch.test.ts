@@ -10,6 +10,8 @@ import { Etcd } from "../../src/index.js";
 import { enterLine, followKey, type LineStream } from "../../src/lock/line/line-watch.js";
 import { createMockEtcdCore } from "../../src/testing/mock.js";
 import { sleep, until } from "../support/async.js";
+import { jsonText, permissionDenied } from "../support/gateway.js";
+import { failWhere, MOCK_ENDPOINT, mockClient } from "../support/mock.js";
 
 function onMock() {
   const mock = createMockEtcdCore();
@@ -22,6 +24,8 @@ function onMock() {
 }
 
 const never = new AbortController().signal;
+
+const isWatch = (input: string) => input.endsWith("/v3/watch");
 
 /** A key as a waiter saw it; the create revision matters only where a test marks a key first. */
 const seen = (key: string, createRevision = 1) => ({ key, createRevision });
@@ -214,14 +218,7 @@ describe("a line's watch", () => {
   });
 
   it("a stream refused for good fails its waiters with the refusal at once: each reads on its own", async () => {
-    const mock = createMockEtcdCore();
-    const fetch = ((input: string, init: RequestInit) =>
-      new URL(input).pathname === "/v3/watch"
-        ? Promise.resolve(
-            new Response(`{"code":7, "message":"etcdserver: permission denied", "details":[]}`, { status: 403 }),
-          )
-        : mock.fetch(input, init as never)) as never;
-    const etcd = new Etcd({ endpoints: "http://etcd.test:2379", fetch });
+    const { etcd } = mockClient({}, { through: failWhere(isWatch, () => true, permissionDenied) });
     await etcd.put("line/a", "a");
     const read = (await etcd.range({ prefix: "line/" })).header.revision;
     const watch = shared(etcd, "line/a");
@@ -234,24 +231,17 @@ describe("a line's watch", () => {
   });
 
   it("a holding's stream failed for good is opened again while it follows; it reads its key once created", async () => {
-    const mock = createMockEtcdCore();
     let refusals = 1;
-    const opened: number[] = [];
-    const fetch = ((input: string, init: RequestInit) => {
-      if (new URL(input).pathname !== "/v3/watch") return mock.fetch(input, init as never);
-      opened.push(performance.now());
-      // The first stream is refused with an error no reconnection mends (not a permission, which stops it).
-      if (refusals-- > 0) return Promise.resolve(new Response(`{"code":3, "message":"bad request"}`, { status: 400 }));
-      return mock.fetch(input, init as never);
-    }) as never;
-    const etcd = new Etcd({ endpoints: "http://etcd.test:2379", fetch });
+    // The first stream is refused with an error no reconnection mends (not a permission, which stops it).
+    const badRequest = () => jsonText(`{"code":3, "message":"bad request"}`, 400);
+    const { etcd, calls } = mockClient({}, { through: failWhere(isWatch, () => refusals-- > 0, badRequest) });
     await etcd.put("line/held", "v");
     const seenKvs: Array<string | undefined> = [];
     const unfollow = followKey(etcd, { key: "line/held", seen: (kv) => seenKvs.push(kv?.value) });
     // Taken over by another client meanwhile: the holding learns it from the reopened stream's first read.
     await etcd.put("line/held", "theirs");
     await until("the stream opened again and its first read", 5_000, async () => seenKvs.length > 0);
-    expect(opened).toHaveLength(2);
+    expect(calls.filter((path) => path === "/v3/watch")).toHaveLength(2);
     expect(seenKvs).toEqual(["theirs"]);
     await etcd.delete({ key: "line/held" });
     await sleep(20);
@@ -260,27 +250,21 @@ describe("a line's watch", () => {
   });
 
   it("a holding reads its key every second, on no stream, while streams come back held back (a proxy)", async () => {
-    const mock = createMockEtcdCore();
-    const paths: string[] = [];
-    const fetch = ((input: string, init: RequestInit) => {
-      paths.push(new URL(input).pathname);
-      return mock.fetch(input, init as never);
-    }) as never;
-    const etcd = new Etcd({ endpoints: "http://etcd.test:2379", fetch });
+    const { etcd, calls } = mockClient();
     await etcd.put("line/held", "v");
-    etcd.transport.streamHeldBack("http://etcd.test:2379");
+    etcd.transport.streamHeldBack(MOCK_ENDPOINT);
     const seenKvs: Array<string | undefined> = [];
     const unfollow = followKey(etcd, { key: "line/held", seen: (kv) => seenKvs.push(kv?.value) });
     // A second holding in the line joins the same reads: one poll for the line, not one each.
     const other = followKey(etcd, { key: "line/other", seen: () => {} });
     await etcd.delete({ key: "line/held" });
-    const reads = () => paths.filter((path) => path === "/v3/kv/txn").length;
+    const reads = () => calls.filter((path) => path === "/v3/kv/txn").length;
     // The first read comes a poll's interval after it began to follow, and the reads go on until it leaves.
     await until("the first read", 2_000, async () => seenKvs.length > 0);
     await until("the second read", 2_000, async () => seenKvs.length > 1);
     expect(seenKvs.slice(0, 2)).toEqual([undefined, undefined]);
     expect(reads()).toBe(2);
-    expect(paths).not.toContain("/v3/watch");
+    expect(calls).not.toContain("/v3/watch");
     unfollow();
     other();
     const after = reads();
