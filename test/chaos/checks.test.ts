@@ -266,6 +266,21 @@ describe("chaos checks", () => {
       expect(checkPausedFollowerWaits(record).ok).toBe(true);
     });
 
+    it("judges the waiter from when the release landed: a holder's release stalled by the pause is not its", () => {
+      const record = cleanRecord();
+      record.faults.push(pause("m1 for 10000 ms"));
+      // w0's delete went to the paused member first: it landed one request attempt (1.7 s) after w0 finished.
+      lockEvent(record, "delete", `${L}1`).t = T0 + 40 + 1_700;
+      w(record, "w1").events.find((e) => e.ev === "acquired")!.t = T0 + 40 + 1_700 + 400;
+      const quick = checkPausedFollowerWaits(record);
+      expect(quick.ok).toBe(true);
+      expect(quick.summary).toContain("1 releases that landed over 1.5 s");
+      w(record, "w1").events.find((e) => e.ev === "acquired")!.t = T0 + 40 + 1_700 + 2_100;
+      const late = checkPausedFollowerWaits(record);
+      expect(late.ok).toBe(false);
+      expect(late.details[0]).toContain("for 2.10 s after the release landed (1.70 s after its holder finished)");
+    });
+
     it("leaves to the free-wait bound a leader's pause, another fault at the same time, and polling waiters", () => {
       const late = (record: RunRecord) => {
         w(record, "w1").events.find((e) => e.ev === "acquired")!.t = T0 + 40 + 3_000;
