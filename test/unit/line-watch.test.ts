@@ -106,6 +106,51 @@ describe("a line's watch", () => {
     late.cancel();
   });
 
+  it("asks for no read while every delete since the waiter's read is remembered, 64 of them at most", async () => {
+    const { etcd } = onMock();
+    const watch = await created(etcd, "line/x");
+    const read = (await etcd.range({ prefix: "line/" })).header.revision;
+    // Subscribed at the revision the stream is at: nothing went by.
+    const now = watch.waitForDelete(seen("line/p"), read, never);
+    expect(await now.gap).toBe(false);
+    for (let i = 0; i < 64; i++) await etcd.put(`line/${i}`, "v");
+    const last = watch.waitForDelete(seen("line/63"), read, never);
+    for (let i = 0; i < 64; i++) await etcd.delete({ key: `line/${i}` });
+    await last.deleted;
+    // 64 deletes of other keys went by since the read: all remembered, none is the one waited for.
+    const late = watch.waitForDelete(seen("line/p"), read, never);
+    expect(await late.gap).toBe(false);
+    now.cancel();
+    late.cancel();
+  });
+
+  it("wakes every waiter of the client that waits for the same key", async () => {
+    const { etcd } = onMock();
+    await etcd.put("line/a", "a");
+    const read = (await etcd.range({ prefix: "line/" })).header.revision;
+    const watch = shared(etcd, "line/a");
+    const one = watch.waitForDelete(seen("line/a"), read, never);
+    const two = watch.waitForDelete(seen("line/a"), read, never);
+    const gone = await etcd.delete({ key: "line/a" });
+    expect((await one.deleted).header.revision).toBe(gone.header.revision);
+    expect((await two.deleted).header.revision).toBe(gone.header.revision);
+  });
+
+  it("opens on a member slow to answer its watch (well within a stream's life): one request", async () => {
+    const { etcd, calls } = mockClient(
+      {},
+      {
+        through: async (input, init, forward) => {
+          if (isWatch(input)) await sleep(50);
+          return forward(input, init);
+        },
+      },
+    );
+    const watch = await created(etcd, "line/x");
+    expect(watch.created).toBe(true);
+    expect(calls.filter((path) => path === "/v3/watch")).toHaveLength(1);
+  });
+
   it("closes its stream soon after the last waiter leaves; the next waiter opens a new one", async () => {
     const { etcd, watches } = onMock();
     await created(etcd, "line/x");
