@@ -1,14 +1,16 @@
 // A client's line stream (src/lock/line/line-watch.ts) through its life, on the in-memory gateway with the clock
-// faked. It closes LINGER_MS after its last user left, however many came and went before, never while a holding
-// follows a key in the line, and once a wait given up by its signal alone has left; a line once closed is
-// forgotten, and a second leave or unfollow counts for nothing. While open, it leaves no listener on a cancelled
-// wait's signal, reads a holding's key once (not at each renewal) and nothing for waiters alone, and opens once for
-// holdings that come together; behind a buffering proxy, one poll serves the line's holdings and ends with them.
+// faked. It closes LINGER_MS after its last user left (though it had begun to linger before that user came; not
+// after the first of several), never while a holding follows a key in the line, and once a wait given up by its
+// signal alone has left; a line once closed is forgotten, and a second leave or unfollow counts for nothing. While
+// open, it leaves no listener on a cancelled wait's signal, reads a holding's key once (not at each renewal) and
+// nothing for waiters alone, and opens once for holdings that come together; behind a buffering proxy, one poll
+// serves the line's holdings and ends with them; refused, it is opened again after growing pauses while followed.
 import { getEventListeners } from "node:events";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { Etcd } from "../../src/index.js";
 import { enterLine, followKey, type LineStream } from "../../src/lock/line/line-watch.js";
-import { MOCK_ENDPOINT, mockClient } from "../support/mock.js";
+import { jsonText } from "../support/gateway.js";
+import { failWhere, MOCK_ENDPOINT, mockClient } from "../support/mock.js";
 
 const LINGER_MS = 250;
 const never = new AbortController().signal;
@@ -41,17 +43,30 @@ async function opened(etcd: Etcd, key: string): Promise<LineStream> {
 }
 
 describe("a line's stream closes", () => {
-  it(`${LINGER_MS} ms after its last user left, however many came and went before`, async () => {
+  it(`${LINGER_MS} ms after its last user left, though it had begun to linger before that user came`, async () => {
     const { etcd } = mockClient();
     const stream = await opened(etcd, "line/x");
     await vi.advanceTimersByTimeAsync(150);
+    const wait = stream.waitForDelete({ key: "line/a", createRevision: 1 }, 0, never);
+    await vi.advanceTimersByTimeAsync(50);
+    wait.cancel();
+    // Nobody used it for 150 ms, then its last user left 100 ms ago: open.
+    await vi.advanceTimersByTimeAsync(100);
+    expect(openStream(etcd, "line/x")).toBe(stream);
+    await vi.advanceTimersByTimeAsync(LINGER_MS);
+    expect(openStream(etcd, "line/x")).toBeUndefined();
+  });
+
+  it(`${LINGER_MS} ms after the last of its users left, not after the first`, async () => {
+    const { etcd } = mockClient();
+    const stream = await opened(etcd, "line/x");
     const one = stream.waitForDelete({ key: "line/a", createRevision: 1 }, 0, never);
     const two = stream.waitForDelete({ key: "line/b", createRevision: 1 }, 0, never);
     await vi.advanceTimersByTimeAsync(50);
     one.cancel();
     await vi.advanceTimersByTimeAsync(200);
     two.cancel();
-    // The first user left 450 ms ago, the one before the last 150 ms ago, the last 100 ms ago: open.
+    // The first user left 300 ms ago, the last 100 ms ago: open.
     await vi.advanceTimersByTimeAsync(100);
     expect(openStream(etcd, "line/x")).toBe(stream);
     await vi.advanceTimersByTimeAsync(LINGER_MS);
@@ -226,5 +241,31 @@ describe("a line's stream, while open", () => {
     expect(reads()).toBe(2);
     expect(vi.getTimerCount()).toBe(0);
     expect(calls).not.toContain("/v3/watch");
+  });
+
+  it("is opened again after growing pauses while refused, for as long as a holding follows and no longer", async () => {
+    // Refused with an error no reconnection mends (not a permission, which stops it for good).
+    const badRequest = () => jsonText(`{"code":3, "message":"bad request"}`, 400);
+    const { etcd, calls } = mockClient(
+      {},
+      {
+        through: failWhere(
+          (input) => input.endsWith("/v3/watch"),
+          () => true,
+          badRequest,
+        ),
+      },
+    );
+    const watches = () => calls.filter((path) => path === "/v3/watch").length;
+    const unfollow = followKey(etcd, { key: "line/held", seen: () => {} });
+    await vi.advanceTimersByTimeAsync(10_000);
+    // Pauses from 50 ms doubling to 2 s (full jitter): a few dozen at most in 10 s, never a loop.
+    expect(watches()).toBeGreaterThan(3);
+    expect(watches()).toBeLessThan(40);
+    unfollow();
+    const after = watches();
+    await vi.advanceTimersByTimeAsync(5_000);
+    expect(watches()).toBe(after);
+    expect(vi.getTimerCount()).toBe(0);
   });
 });

@@ -6,25 +6,15 @@
 // passed on to the waiter behind it; a stream refused for good fails its waiters at once, and a holding's is opened
 // again.
 import { describe, expect, it } from "vitest";
-import { Etcd } from "../../src/index.js";
+import type { Etcd } from "../../src/index.js";
 import { enterLine, followKey, type LineStream } from "../../src/lock/line/line-watch.js";
-import { createMockEtcdCore } from "../../src/testing/mock.js";
 import { sleep, until } from "../support/async.js";
 import { jsonText, permissionDenied } from "../support/gateway.js";
 import { failWhere, MOCK_ENDPOINT, mockClient } from "../support/mock.js";
 
-function onMock() {
-  const mock = createMockEtcdCore();
-  const watches: string[] = [];
-  const fetch = ((input: string, init: RequestInit) => {
-    if (new URL(input).pathname === "/v3/watch") watches.push(String(init.body));
-    return mock.fetch(input, init as never);
-  }) as never;
-  return { mock, watches, etcd: new Etcd({ endpoints: "http://etcd.test:2379", fetch }) };
-}
-
 const never = new AbortController().signal;
 
+/** A watch request: a full URL (as fetch sees it) or a path (as `calls` records it). */
 const isWatch = (input: string) => input.endsWith("/v3/watch");
 
 /** A key as a waiter saw it; the create revision matters only where a test marks a key first. */
@@ -51,15 +41,15 @@ async function created(etcd: Etcd, key: string): Promise<LineStream> {
 
 describe("a line's watch", () => {
   it("is not opened for a waiter alone in its client: that one watches its predecessor's key alone", () => {
-    const { etcd, watches } = onMock();
+    const { etcd, calls } = mockClient();
     const alone = enterLine(etcd, "line/a");
     expect(alone.sharedWatch()).toBeUndefined();
     alone.leave();
-    expect(watches).toHaveLength(0);
+    expect(calls.filter(isWatch)).toHaveLength(0);
   });
 
   it("serves every waiter of the line on one stream, and each only its own key's delete", async () => {
-    const { etcd, watches } = onMock();
+    const { etcd, calls } = mockClient();
     for (const k of ["a", "b", "c"]) await etcd.put(`line/${k}`, k);
     const read = (await etcd.range({ prefix: "line/" })).header.revision;
     const watch = shared(etcd, "line/a");
@@ -74,11 +64,11 @@ describe("a line's watch", () => {
     expect((await onB.deleted).header.revision).toBe(deletedB.header.revision);
     expect(await Promise.race([onA.deleted.then(() => "deleted"), sleep(50).then(() => "waiting")])).toBe("waiting");
     onA.cancel();
-    expect(watches).toHaveLength(1);
+    expect(calls.filter(isWatch)).toHaveLength(1);
   });
 
   it("a delete that went by between a waiter's read and its subscription is found without a read", async () => {
-    const { etcd } = onMock();
+    const { etcd } = mockClient();
     await etcd.put("line/a", "a");
     const watch = await created(etcd, "line/x");
     const read = (await etcd.range({ prefix: "line/" })).header.revision;
@@ -90,7 +80,7 @@ describe("a line's watch", () => {
   });
 
   it("asks for one read when the deletes since the waiter's read are no longer all remembered", async () => {
-    const { etcd } = onMock();
+    const { etcd } = mockClient();
     const watch = await created(etcd, "line/x");
     const read = (await etcd.range({ prefix: "line/" })).header.revision;
     // Waiting for the last delete keeps the stream open (it closes soon after its last waiter leaves) and
@@ -107,7 +97,7 @@ describe("a line's watch", () => {
   });
 
   it("asks for no read while every delete since the waiter's read is remembered, 64 of them at most", async () => {
-    const { etcd } = onMock();
+    const { etcd } = mockClient();
     const watch = await created(etcd, "line/x");
     const read = (await etcd.range({ prefix: "line/" })).header.revision;
     // Subscribed at the revision the stream is at: nothing went by.
@@ -125,7 +115,7 @@ describe("a line's watch", () => {
   });
 
   it("wakes every waiter of the client that waits for the same key", async () => {
-    const { etcd } = onMock();
+    const { etcd } = mockClient();
     await etcd.put("line/a", "a");
     const read = (await etcd.range({ prefix: "line/" })).header.revision;
     const watch = shared(etcd, "line/a");
@@ -148,19 +138,19 @@ describe("a line's watch", () => {
     );
     const watch = await created(etcd, "line/x");
     expect(watch.created).toBe(true);
-    expect(calls.filter((path) => path === "/v3/watch")).toHaveLength(1);
+    expect(calls.filter(isWatch)).toHaveLength(1);
   });
 
   it("closes its stream soon after the last waiter leaves; the next waiter opens a new one", async () => {
-    const { etcd, watches } = onMock();
+    const { etcd, calls } = mockClient();
     await created(etcd, "line/x");
     await sleep(400);
     await created(etcd, "line/x");
-    expect(watches).toHaveLength(2);
+    expect(calls.filter(isWatch)).toHaveLength(2);
   });
 
   it("an abandoned wait rejects with ABORTED and leaves the others waiting", async () => {
-    const { etcd } = onMock();
+    const { etcd } = mockClient();
     await etcd.put("line/a", "a");
     const read = (await etcd.range({ prefix: "line/" })).header.revision;
     const controller = new AbortController();
@@ -174,7 +164,7 @@ describe("a line's watch", () => {
   });
 
   it("a delete of an older incarnation than the one the waiter's read showed does not wake it", async () => {
-    const { etcd } = onMock();
+    const { etcd } = mockClient();
     const watch = await created(etcd, "line/x");
     // The waiter's read ran ahead of the stream: it showed line/a created again at base + 3, and the delete
     // of the older incarnation (base + 2) reaches the stream only after the waiter subscribed.
@@ -189,7 +179,7 @@ describe("a line's watch", () => {
   });
 
   it("tells the waiter behind a key found first that it was first, and only for that incarnation", async () => {
-    const { etcd } = onMock();
+    const { etcd } = mockClient();
     const watch = await created(etcd, "line/x");
     const a = (await etcd.put("line/a", "a")).header.revision;
     const read = (await etcd.range({ prefix: "line/" })).header.revision;
@@ -211,7 +201,7 @@ describe("a line's watch", () => {
   });
 
   it("remembers in its recent history whether a delete was of the first key", async () => {
-    const { etcd } = onMock();
+    const { etcd } = mockClient();
     const watch = await created(etcd, "line/x");
     const a = (await etcd.put("line/a", "a")).header.revision;
     const read = (await etcd.range({ prefix: "line/" })).header.revision;
@@ -224,7 +214,7 @@ describe("a line's watch", () => {
   });
 
   it("finds in its history only the delete of the key waited for, first only for the incarnation marked", async () => {
-    const { etcd } = onMock();
+    const { etcd } = mockClient();
     const watch = await created(etcd, "line/x");
     const a = (await etcd.put("line/a", "a")).header.revision;
     const b = (await etcd.put("line/b", "b")).header.revision;
@@ -248,7 +238,7 @@ describe("a line's watch", () => {
   });
 
   it("keeps a key marked first while other keys of the line are deleted, until its own delete", async () => {
-    const { etcd } = onMock();
+    const { etcd } = mockClient();
     const watch = await created(etcd, "line/x");
     const a = (await etcd.put("line/a", "a")).header.revision;
     await etcd.put("line/b", "b");
@@ -286,7 +276,7 @@ describe("a line's watch", () => {
     // Taken over by another client meanwhile: the holding learns it from the reopened stream's first read.
     await etcd.put("line/held", "theirs");
     await until("the stream opened again and its first read", 5_000, async () => seenKvs.length > 0);
-    expect(calls.filter((path) => path === "/v3/watch")).toHaveLength(2);
+    expect(calls.filter(isWatch)).toHaveLength(2);
     expect(seenKvs).toEqual(["theirs"]);
     await etcd.delete({ key: "line/held" });
     await sleep(20);
@@ -319,7 +309,7 @@ describe("a line's watch", () => {
   });
 
   it("a holding that joins an open stream reads its key once: a change before it joined is not missed", async () => {
-    const { etcd } = onMock();
+    const { etcd } = mockClient();
     await etcd.put("line/held", "v");
     const opener = followKey(etcd, { key: "line/opener", seen: () => {} });
     const stream = await created(etcd, "line/x");
@@ -336,13 +326,13 @@ describe("a line's watch", () => {
   });
 
   it("serves the client's holdings and waiters in the line on one stream, opened for a holding alone", async () => {
-    const { etcd, watches } = onMock();
+    const { etcd, calls } = mockClient();
     await etcd.put("line/held", "v");
     const seenKvs: Array<string | undefined> = [];
     const unfollow = followKey(etcd, { key: "line/held", seen: (kv) => seenKvs.push(kv?.value) });
     await sleep(20);
     // Opened for the holding: it reads its key once the stream is created.
-    expect(watches).toHaveLength(1);
+    expect(calls.filter(isWatch)).toHaveLength(1);
     expect(seenKvs).toEqual(["v"]);
     // A waiter of the same client, alone in the line, uses the open stream.
     const waiter = enterLine(etcd, "line/other");
@@ -352,13 +342,13 @@ describe("a line's watch", () => {
     await etcd.delete({ key: "line/held" });
     await sleep(20);
     expect(seenKvs).toEqual(["v", "w", undefined]);
-    expect(watches).toHaveLength(1);
+    expect(calls.filter(isWatch)).toHaveLength(1);
     unfollow();
     await sleep(400);
     // Nobody left: closed; the next holding opens a new stream.
     const again = followKey(etcd, { key: "line/held", seen: () => {} });
     await sleep(20);
-    expect(watches).toHaveLength(2);
+    expect(calls.filter(isWatch)).toHaveLength(2);
     again();
   });
 });
