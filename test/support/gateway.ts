@@ -135,6 +135,11 @@ export function permissionDenied(): Response {
   return jsonText(`{"code":7, "message":"etcdserver: permission denied", "details":[]}`, 403);
 }
 
+/** A refusal no reconnection mends (HTTP 400, gRPC code 3); unlike a permission's, it stops no stream for good. */
+export function badRequest(): Response {
+  return jsonText(`{"code":3, "message":"bad request"}`, 400);
+}
+
 export function json(body: unknown, status = 200): Response {
   return jsonText(JSON.stringify(body), status);
 }

@@ -20,6 +20,9 @@ export const APP_ROLES: AuthOptions = {
 /** Where clients of the mock send their requests: the mock's fetch answers any URL. */
 export const MOCK_ENDPOINT = "http://etcd.test:2379";
 
+/** A watch request: a full URL (as fetch and `Through` see it) or a path (as `MockClient.calls` records it). */
+export const isWatch = (input: string) => input.endsWith("/v3/watch");
+
 /** A request on its way to the mock: pass it on with `forward`, hold it, change it, or answer it yourself. */
 export type Through = (input: string, init: Parameters<Fetch>[1], forward: Fetch) => ReturnType<Fetch>;
 

@@ -9,8 +9,8 @@ import { getEventListeners } from "node:events";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { Etcd } from "../../src/index.js";
 import { enterLine, followKey, type LineStream } from "../../src/lock/line/line-watch.js";
-import { jsonText } from "../support/gateway.js";
-import { failWhere, MOCK_ENDPOINT, mockClient } from "../support/mock.js";
+import { badRequest } from "../support/gateway.js";
+import { failWhere, isWatch, MOCK_ENDPOINT, mockClient } from "../support/mock.js";
 
 const LINGER_MS = 250;
 const never = new AbortController().signal;
@@ -139,7 +139,7 @@ describe("a line's stream closes", () => {
     const stream = second.sharedWatch();
     expect(stream).toBeDefined();
     await vi.advanceTimersByTimeAsync(0);
-    expect(calls.filter((path) => path === "/v3/watch")).toHaveLength(1);
+    expect(calls.filter(isWatch)).toHaveLength(1);
     first.leave();
     second.leave();
   });
@@ -202,7 +202,7 @@ describe("a line's stream, while open", () => {
     const unfollow = followKey(etcd, { key: "line/held", seen: (kv) => told.push(kv?.value) });
     await vi.advanceTimersByTimeAsync(4_000);
     // Renewed meanwhile: each stream lives a second.
-    expect(calls.filter((path) => path === "/v3/watch").length).toBeGreaterThan(2);
+    expect(calls.filter(isWatch).length).toBeGreaterThan(2);
     expect(calls.filter((path) => path === "/v3/kv/txn")).toHaveLength(1);
     expect(told).toEqual(["v"]);
     unfollow();
@@ -216,7 +216,7 @@ describe("a line's stream, while open", () => {
     const one = followKey(other.etcd, { key: "line/a", seen: () => {} });
     const two = followKey(other.etcd, { key: "line/b", seen: () => {} });
     await vi.advanceTimersByTimeAsync(0);
-    expect(other.calls.filter((path) => path === "/v3/watch")).toHaveLength(1);
+    expect(other.calls.filter(isWatch)).toHaveLength(1);
     // Both keys read in one request once the stream is created, not one more for the holding that came second.
     expect(other.calls.filter((path) => path === "/v3/kv/txn")).toHaveLength(1);
     one();
@@ -225,15 +225,21 @@ describe("a line's stream, while open", () => {
 
   it("is replaced by one poll of the line's holdings while streams come back held back, however many", async () => {
     const { etcd, calls } = mockClient();
+    await etcd.put("line/held", "v");
     etcd.transport.streamHeldBack(MOCK_ENDPOINT);
     const reads = () => calls.filter((path) => path === "/v3/kv/txn").length;
-    const one = followKey(etcd, { key: "line/a", seen: () => {} });
+    const told: Array<string | undefined> = [];
+    const one = followKey(etcd, { key: "line/held", seen: (kv) => told.push(kv?.value) });
+    await etcd.delete({ key: "line/held" });
     await vi.advanceTimersByTimeAsync(500);
-    const two = followKey(etcd, { key: "line/b", seen: () => {} });
+    // A second holding in the line joins the same reads: one poll for the line, not one each.
+    const two = followKey(etcd, { key: "line/other", seen: () => {} });
     await vi.advanceTimersByTimeAsync(500);
     expect(reads()).toBe(1);
     await vi.advanceTimersByTimeAsync(1_000);
     expect(reads()).toBe(2);
+    // Each poll, a poll's interval apart, told the holding its key is gone.
+    expect(told).toEqual([undefined, undefined]);
     one();
     two();
     // Nobody follows: the loop ends, no read and no timer after it.
@@ -245,18 +251,8 @@ describe("a line's stream, while open", () => {
 
   it("is opened again after growing pauses while refused, for as long as a holding follows and no longer", async () => {
     // Refused with an error no reconnection mends (not a permission, which stops it for good).
-    const badRequest = () => jsonText(`{"code":3, "message":"bad request"}`, 400);
-    const { etcd, calls } = mockClient(
-      {},
-      {
-        through: failWhere(
-          (input) => input.endsWith("/v3/watch"),
-          () => true,
-          badRequest,
-        ),
-      },
-    );
-    const watches = () => calls.filter((path) => path === "/v3/watch").length;
+    const { etcd, calls } = mockClient({}, { through: failWhere(isWatch, () => true, badRequest) });
+    const watches = () => calls.filter(isWatch).length;
     const unfollow = followKey(etcd, { key: "line/held", seen: () => {} });
     await vi.advanceTimersByTimeAsync(10_000);
     // Pauses from 50 ms doubling to 2 s (full jitter): a few dozen at most in 10 s, never a loop.

@@ -9,13 +9,10 @@ import { describe, expect, it } from "vitest";
 import type { Etcd } from "../../src/index.js";
 import { enterLine, followKey, type LineStream } from "../../src/lock/line/line-watch.js";
 import { sleep, until } from "../support/async.js";
-import { jsonText, permissionDenied } from "../support/gateway.js";
-import { failWhere, MOCK_ENDPOINT, mockClient } from "../support/mock.js";
+import { badRequest, permissionDenied } from "../support/gateway.js";
+import { failWhere, isWatch, mockClient } from "../support/mock.js";
 
 const never = new AbortController().signal;
-
-/** A watch request: a full URL (as fetch sees it) or a path (as `calls` records it). */
-const isWatch = (input: string) => input.endsWith("/v3/watch");
 
 /** A key as a waiter saw it; the create revision matters only where a test marks a key first. */
 const seen = (key: string, createRevision = 1) => ({ key, createRevision });
@@ -268,7 +265,6 @@ describe("a line's watch", () => {
   it("a holding's stream failed for good is opened again while it follows; it reads its key once created", async () => {
     let refusals = 1;
     // The first stream is refused with an error no reconnection mends (not a permission, which stops it).
-    const badRequest = () => jsonText(`{"code":3, "message":"bad request"}`, 400);
     const { etcd, calls } = mockClient({}, { through: failWhere(isWatch, () => refusals-- > 0, badRequest) });
     await etcd.put("line/held", "v");
     const seenKvs: Array<string | undefined> = [];
@@ -282,30 +278,6 @@ describe("a line's watch", () => {
     await sleep(20);
     expect(seenKvs).toEqual(["theirs", undefined]);
     unfollow();
-  });
-
-  it("a holding reads its key every second, on no stream, while streams come back held back (a proxy)", async () => {
-    const { etcd, calls } = mockClient();
-    await etcd.put("line/held", "v");
-    etcd.transport.streamHeldBack(MOCK_ENDPOINT);
-    const seenKvs: Array<string | undefined> = [];
-    const unfollow = followKey(etcd, { key: "line/held", seen: (kv) => seenKvs.push(kv?.value) });
-    // A second holding in the line joins the same reads: one poll for the line, not one each.
-    const other = followKey(etcd, { key: "line/other", seen: () => {} });
-    await etcd.delete({ key: "line/held" });
-    const reads = () => calls.filter((path) => path === "/v3/kv/txn").length;
-    // The first read comes a poll's interval after it began to follow, and the reads go on until it leaves.
-    await until("the first read", 2_000, async () => seenKvs.length > 0);
-    await until("the second read", 2_000, async () => seenKvs.length > 1);
-    expect(seenKvs.slice(0, 2)).toEqual([undefined, undefined]);
-    expect(reads()).toBe(2);
-    expect(calls).not.toContain("/v3/watch");
-    unfollow();
-    other();
-    const after = reads();
-    // Nobody follows: the poll in flight ends the reads, and no timer runs on.
-    await sleep(2_200);
-    expect(reads()).toBeLessThanOrEqual(after + 1);
   });
 
   it("a holding that joins an open stream reads its key once: a change before it joined is not missed", async () => {
