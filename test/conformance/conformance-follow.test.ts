@@ -7,9 +7,9 @@
 // Tests run side by side (describe.concurrent) to overlap their one-second waits: each has its own client,
 // session and names; those that count requests run alone.
 import { describe, expect, it } from "vitest";
-import { type EtcdEvent, op } from "../../src/index.js";
-import { sleep, until } from "../support/async.js";
-import { freshNames, recordingFetch, useSessions } from "../support/etcd.js";
+import { type EtcdEvent, type Lock, op } from "../../src/index.js";
+import { sleep, until, within } from "../support/async.js";
+import { freshNames, recordingFetch, untilLineLength, useSessions } from "../support/etcd.js";
 import { useBackend } from "./backend.js";
 
 const { backend, etcd } = useBackend();
@@ -171,6 +171,28 @@ describe.concurrent("an overwrite that keeps the holder's lease (issue 37, findi
     await until("held turns false", AT_ONCE_MS, () => !holding.held());
     if (kind !== "a leader") expect((holding.signal().reason as Error).message).toContain("overwritten");
     await until("the overwritten key is gone", AT_ONCE_MS, async () => (await etcd.get(holding.key)) === undefined);
+  });
+
+  it("a lock with two waiters of its client behind it learns it at once too; they then hold in turn", async () => {
+    const client = backend.client();
+    const [holder, ...behind] = await Promise.all([0, 1, 2].map(() => newSession({ keepAlive: "auto" }, client)));
+    const name = fresh();
+    const lock = await holder!.mutex(name).lock();
+    // The client's second waiter opens the line's stream, which asks etcd for deletes alone: the holding, once it
+    // follows its key, needs puts too.
+    const waiting: Array<Promise<Lock>> = [];
+    for (const session of behind) {
+      waiting.push(session.mutex(name).lock({ timeout: 20_000 }));
+      await untilLineLength(etcd, name, waiting.length + 1);
+    }
+    await sleep(1_300);
+    const { kvs } = await etcd.range({ key: lock.key });
+    await etcd.put(lock.key, "someone else's", { lease: kvs[0]!.lease });
+    await until("held turns false", AT_ONCE_MS, () => !lock.held);
+    expect((lock.signal.reason as Error).message).toContain("overwritten");
+    const next = await within(AT_ONCE_MS, "the first waiter takes the lock", waiting[0]!);
+    await next.unlock();
+    await (await within(AT_ONCE_MS, "the second waiter takes it after", waiting[1]!)).unlock();
   });
 
   it("a leader's proclamations, however many and however quick, are its own", async () => {

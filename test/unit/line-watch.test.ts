@@ -297,6 +297,49 @@ describe("a line's watch", () => {
     opener();
   });
 
+  it("asks for deletes alone while only waiters use it; a holding that comes opens one with puts", async () => {
+    const filters: unknown[] = [];
+    const { etcd } = mockClient(
+      {},
+      {
+        through: (input, init, forward) => {
+          if (isWatch(input)) filters.push(JSON.parse(String(init?.body)).create_request.filters);
+          return forward(input, init);
+        },
+      },
+    );
+    for (const k of ["a", "held"]) await etcd.put(`line/${k}`, k);
+    const read = (await etcd.range({ prefix: "line/" })).header.revision;
+    const waiters = [enterLine(etcd, "line/a"), enterLine(etcd, "line/a")];
+    const first = waiters[1]!.sharedWatch()!;
+    const onA = first.waitForDelete(seen("line/a"), read, never);
+    expect(await onA.gap).toBe(false);
+    expect(filters).toEqual([["NOPUT"]]);
+    // A holding of the client comes to follow its key: the line's stream carries puts from now on.
+    const seenKvs: Array<string | undefined> = [];
+    const unfollow = followKey(etcd, { key: "line/held", seen: (kv) => seenKvs.push(kv?.value) });
+    await until("the stream with puts created, and the holding's read", 1_000, async () => seenKvs.length > 0);
+    expect(filters).toEqual([["NOPUT"], undefined]);
+    const later = enterLine(etcd, "line/a");
+    expect(later.sharedWatch()).not.toBe(first);
+    // An overwrite that keeps the key reaches the holding (issue 37, finding 5), and its key's delete once only;
+    // the waiter on the first stream still wakes on its predecessor's delete.
+    await etcd.put("line/held", "theirs");
+    const gone = await etcd.delete({ key: "line/a" });
+    expect((await onA.deleted).header.revision).toBe(gone.header.revision);
+    await etcd.delete({ key: "line/held" });
+    await until("the delete seen", 1_000, async () => seenKvs.length === 3);
+    await sleep(20);
+    expect(seenKvs).toEqual(["held", "theirs", undefined]);
+    // The first stream's waiters gone, it closes, while the line's stream serves its holding on.
+    for (const waiter of waiters) waiter.leave();
+    await sleep(400);
+    await expect(first.waitForDelete(seen("line/a"), 0, never).deleted).rejects.toMatchObject({ code: "ABORTED" });
+    expect(later.sharedWatch()!.created).toBe(true);
+    later.leave();
+    unfollow();
+  });
+
   it("serves the client's holdings and waiters in the line on one stream, opened for a holding alone", async () => {
     const { etcd, calls } = mockClient();
     await etcd.put("line/held", "v");

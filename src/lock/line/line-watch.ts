@@ -19,6 +19,12 @@ import type { Incarnation } from "./standing.js";
  * serverless case, watches its predecessor's key alone, so a release still reaches one process; so does every
  * waiter in Workers, where one request cannot read a stream another opened), or for a holding that follows its
  * key. Once open, every waiter and holding of the client in the line uses it, until none is left for LINGER_MS.
+ *
+ * A stream opened for waiters alone asks etcd for deletes only: a waiter wakes on a delete, and on a hot lock a put
+ * (every join) would be sent, parsed and dropped at each handoff, work on the handoff's path in etcd and in the
+ * client (`bench/ab.mjs --hot`). A holding needs puts (an overwrite keeps its key): when one comes to follow its
+ * key on such a stream, the line opens one with puts for everyone who comes after, and the first serves the
+ * waiters already on it until they leave.
  */
 
 /**
@@ -170,9 +176,16 @@ class Line {
     if (set === undefined) this.#followers.set(follower.key, (set = new Set()));
     set.add(follower);
     const stream = this.stream;
+    if (stream !== undefined && !stream.puts) {
+      // A stream of deletes only, opened for waiters: its successor carries puts; it serves its waiters until they
+      // leave, then closes (it is no longer the line's, so nobody else uses it).
+      this.stream = undefined;
+      stream.idle();
+      if (!this.#polling) this.#follow();
+    }
     // Joined an open stream: one read covers what it showed before; a new stream reads its followers once created
     // (what changed before it could show it).
-    if (stream?.created) void this.#check([follower]);
+    else if (stream?.created) void this.#check([follower]);
     else if (stream === undefined && !this.#polling) this.#follow();
     const followed = set;
     return () => {
@@ -196,12 +209,15 @@ class Line {
   #open(background: boolean): void {
     const opened: LineStream = new LineStream(this.#client, this.#prefix, {
       background,
-      used: () => this.used,
+      puts: this.#followers.size > 0,
+      // A stream the line has replaced (with one that carries puts) is used by its own subscribers alone.
+      used: () => this.stream === opened && this.used,
       created: () => {
         this.#failures = 0;
         void this.#check([...this.#followers.values()].flatMap((set) => [...set]));
       },
       event: (key, kv) => {
+        if (this.stream !== opened) return;
         for (const follower of this.#followers.get(key) ?? []) follower.seen(kv);
       },
       ended: (error) => {
@@ -274,6 +290,8 @@ interface Subscriber {
 interface StreamHooks {
   /** Opened for a holding (no caller's span traces it). */
   background: boolean;
+  /** Carries puts, for a holding that follows its key; a stream for waiters alone asks for deletes only. */
+  puts: boolean;
   /** Whether the line still has a waiter or a follower: the stream does not close while so. */
   used(): boolean;
   /** The watch was created: from here on it shows every change (reopenings resume where it stopped). */
@@ -336,6 +354,11 @@ export class LineStream {
   /** The endpoint its stream was last created on, once it was. */
   get endpoint(): string | undefined {
     return this.#endpoint;
+  }
+
+  /** Whether the stream carries puts (see StreamHooks.puts). */
+  get puts(): boolean {
+    return this.#hooks.puts;
   }
 
   /** Whether etcd has created its stream. */
@@ -409,6 +432,7 @@ export class LineStream {
   ): Promise<void> {
     const query = {
       prefix,
+      noPut: !this.#hooks.puts,
       idleTimeout: LINE_IDLE_TIMEOUT,
       // A stream that does not open within its life and grace is as dead as one gone silent: reopened.
       timeout: OPEN_TIMEOUT,
