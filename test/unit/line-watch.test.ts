@@ -340,6 +340,28 @@ describe("a line's watch", () => {
     unfollow();
   });
 
+  it("a stream of deletes a holding replaced closes soon after, if none of its waiters waits on it", async () => {
+    const { etcd } = mockClient();
+    // Two waiters of the client in the line, between waits: their stream is open, and nobody waits on it.
+    const waiters = [enterLine(etcd, "line/a"), enterLine(etcd, "line/a")];
+    const first = waiters[1]!.sharedWatch()!;
+    const creation = first.waitForDelete(seen("line/a"), 0, never);
+    await creation.gap;
+    creation.cancel();
+    const unfollow = followKey(etcd, { key: "line/held", seen: () => {} });
+    await sleep(400);
+    // Nothing more comes on it (no delete, no waiter): it closed at its linger all the same.
+    const late = first.waitForDelete(seen("line/a"), 0, never).deleted;
+    const outcome = late.then(
+      () => "woken",
+      (error: { code: string }) => error.code,
+    );
+    expect(await Promise.race([outcome, sleep(50).then(() => "still open")])).toBe("ABORTED");
+    expect(waiters[0]!.sharedWatch()).not.toBe(first);
+    for (const waiter of waiters) waiter.leave();
+    unfollow();
+  });
+
   it("serves the client's holdings and waiters in the line on one stream, opened for a holding alone", async () => {
     const { etcd, calls } = mockClient();
     await etcd.put("line/held", "v");

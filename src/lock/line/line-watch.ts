@@ -175,17 +175,17 @@ class Line {
     let set = this.#followers.get(follower.key);
     if (set === undefined) this.#followers.set(follower.key, (set = new Set()));
     set.add(follower);
-    const stream = this.stream;
+    let stream = this.stream;
     if (stream !== undefined && !stream.puts) {
       // A stream of deletes only, opened for waiters: its successor carries puts; it serves its waiters until they
       // leave, then closes (it is no longer the line's, so nobody else uses it).
       this.stream = undefined;
       stream.idle();
-      if (!this.#polling) this.#follow();
+      stream = undefined;
     }
     // Joined an open stream: one read covers what it showed before; a new stream reads its followers once created
     // (what changed before it could show it).
-    else if (stream?.created) void this.#check([follower]);
+    if (stream?.created) void this.#check([follower]);
     else if (stream === undefined && !this.#polling) this.#follow();
     const followed = set;
     return () => {
