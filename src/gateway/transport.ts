@@ -470,12 +470,13 @@ async function arrive(attempt: Attempt, pending: Promise<FetchResponse>): Promis
 /**
  * What etcd's gateway answers (503, gRPC code 14) when its own TLS connection to its member fails: the
  * member refused the gateway's certificate, which is its server certificate. Under TLS 1.3 the gateway may
- * learn it only on its first write, as a broken pipe on its loopback connection (met on 3.6.16 in CI), or
- * as its own side of that connection closed under it (met on 3.4.23 in CI). "preface": the client's or the
- * server's HTTP/2 preface, the first thing either side sends on it.
+ * learn it only on its first write, as a broken pipe or a reset on its loopback connection (met on 3.6.16 and
+ * 3.7.3 in CI), or as its own side of that connection closed under it (met on 3.4.23 in CI). "preface": the
+ * client's or the server's HTTP/2 preface, the first thing either side sends on it.
  */
 const SELF_DIAL = new RegExp(
-  "^(connection closed|use of closed network connection|write tcp \\S+: write: broken pipe)$|" +
+  "^(connection closed|use of closed network connection|" +
+    "write tcp \\S+: write: (broken pipe|connection reset by peer))$|" +
     "preface|handshake failed|tls: bad certificate",
 );
 

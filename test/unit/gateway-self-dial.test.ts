@@ -29,6 +29,7 @@ describe("the gateway's failed dial of its own member", () => {
     "connection closed",
     'connection error: desc = "transport: authentication handshake failed: remote error: tls: bad certificate"',
     "write tcp 127.0.0.1:46680->127.0.0.1:34545: write: broken pipe",
+    "write tcp 127.0.0.1:38412->127.0.0.1:43981: write: connection reset by peer",
     "use of closed network connection",
     "error reading server preface: EOF",
   ])("over https, %s names the missing clientAuth usage", async (message) => {
