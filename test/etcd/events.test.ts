@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import type { EtcdEvent } from "../../src/index.js";
 import { until } from "../support/async.js";
 import { eventShapes } from "../support/events.js";
-import { freePort } from "../support/etcd-members.js";
+import { freePort } from "../support/ports.js";
 import { client, sharedEndpoint, uniqueName } from "../support/etcd.js";
 
 describe("onEvent on real etcd", () => {

@@ -14,7 +14,7 @@ import { Etcd, EtcdError, type EtcdOptions, op } from "../../src/index.js";
 import { createNodeFetch, type NodeFetch, type NodeFetchOptions } from "../../src/node/index.js";
 import { within } from "../support/async.js";
 import { runCaptured } from "../support/cli.js";
-import { freePort } from "../support/etcd-members.js";
+import { freePort } from "../support/ports.js";
 import { Pki, run } from "../support/pki.js";
 import { cleanEnv, runProcess, tail } from "../support/processes.js";
 import { bundlePackage, codeBlocks, etcdCommands, type Recipe, writeRecipe } from "../support/recipes.js";

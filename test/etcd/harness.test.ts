@@ -1,14 +1,22 @@
 /// <reference path="./provided.d.ts" />
 // Tests of the test harness itself, over the gateway with plain fetch (no SDK code involved): members,
 // clusters, restarts, auth and the TCP relay, all of the project's etcd version.
+import { spawn } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { Etcd3 } from "etcd3";
 import { Pool } from "undici";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { eventually, sharedEndpoint } from "../support/etcd.js";
+import { freePorts, releasePorts } from "../support/ports.js";
 import { send } from "../support/raw-gateway.js";
 import { startTcpProxy } from "../support/tcp-proxy.js";
 import { b64, unb64 } from "../support/wire.js";
 import { addUser, enableAuth, etcdVersion, makeLeader, startCluster, startEtcd, type EtcdCluster } from "./harness.js";
+
+const SUPPORT = join(dirname(fileURLToPath(import.meta.url)), "../support");
 
 /** One POST to a member (any status), its answer parsed. */
 async function request(
@@ -74,6 +82,56 @@ describe("single member", () => {
       expect((await member.etcdctl("get", key, "--print-value-only")).trim()).toBe("survives");
     } finally {
       await member.stop();
+    }
+  });
+});
+
+describe("ports", () => {
+  const claimOf = (port: number) => join(tmpdir(), "etcd-edge-ports", String(port));
+  const ephemeralLow = () =>
+    Number(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]);
+
+  it("of a member lie below the kernel's ephemeral range, claimed by this process until it stops for good", async () => {
+    const member = await startEtcd();
+    const ports = [member.clientUrl, member.peerUrl].map((u) => Number(new URL(u).port));
+    try {
+      for (const port of ports) {
+        // No outgoing connection of any process takes a port below that range: a restart finds its ports free.
+        expect(port).toBeLessThan(ephemeralLow());
+        expect(readFileSync(claimOf(port), "utf8")).toBe(String(process.pid));
+      }
+      await member.kill();
+      await member.restart();
+      for (const port of ports) expect(existsSync(claimOf(port))).toBe(true);
+    } finally {
+      await member.stop();
+    }
+    for (const port of ports) expect(existsSync(claimOf(port))).toBe(false);
+  });
+
+  it("claimed by another live process are never drawn", async () => {
+    // A second test process draws 400 ports and keeps its claims while it lives; 400 more drawn here would share
+    // about 7 with them if draws were not claimed.
+    const script = `import { freePorts } from ${JSON.stringify(pathToFileURL(join(SUPPORT, "ports.ts")).href)};
+      console.log(JSON.stringify(await freePorts(400))); setInterval(() => {}, 1_000);`;
+    const child = spawn(process.execPath, ["--input-type=module", "-e", script], {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    try {
+      const theirs: number[] = await new Promise((resolve, reject) => {
+        child.stdout.once("data", (chunk: Buffer) => resolve(JSON.parse(chunk.toString()) as number[]));
+        child.once("exit", (code) => reject(new Error(`the drawing process exited (${code}) before it drew`)));
+      });
+      expect(new Set(theirs).size).toBe(400);
+      for (const port of theirs.slice(0, 10)) expect(readFileSync(claimOf(port), "utf8")).toBe(String(child.pid));
+      const ours = await freePorts(400);
+      try {
+        expect(ours.filter((port) => theirs.includes(port))).toEqual([]);
+      } finally {
+        releasePorts(ours);
+      }
+    } finally {
+      child.kill("SIGKILL");
     }
   });
 });

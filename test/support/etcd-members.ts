@@ -4,10 +4,10 @@
 // processes.ts and time.ts, so vitest's main process and plain Node (npm run chaos) load it as well as test files.
 import { spawn, execFile, type ChildProcess } from "node:child_process";
 import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statfsSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { killedWithParent } from "./processes.ts";
+import { freePorts, releasePorts } from "./ports.ts";
+import { isAlive, killedWithParent } from "./processes.ts";
 import { sleep } from "./time.ts";
 
 export interface EtcdMember {
@@ -98,34 +98,7 @@ function installExitHooks(): void {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Ports and directories
-
-export async function freePort(): Promise<number> {
-  const [port] = await freePorts(1);
-  return port!;
-}
-
-/** Holds all listeners open until every port is known, so the ports are distinct. */
-async function freePorts(count: number): Promise<number[]> {
-  const servers = await Promise.all(
-    Array.from(
-      { length: count },
-      () =>
-        new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
-          const server = createServer();
-          server.once("error", reject);
-          server.listen(0, HOST, () => resolve(server));
-        }),
-    ),
-  );
-  const ports = servers.map((s) => {
-    const address = s.address();
-    if (address === null || typeof address === "string") throw new Error("no TCP address");
-    return address.port;
-  });
-  await Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
-  return ports;
-}
+// Directories
 
 const TEMP_PREFIX = "etcd-edge-";
 // Each member takes ~130 MB (etcd preallocates 64 MB WAL segments), which on tmpfs is RAM.
@@ -141,15 +114,6 @@ function pickTempBase(): string {
     // No /dev/shm on this machine.
   }
   return tmpdir();
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "EPERM";
-  }
 }
 
 /** Removes dirs left by test processes that were SIGKILLed (their etcd died with them, by pdeathsig). */
@@ -359,6 +323,8 @@ class Member implements EtcdMember {
     if (!opts.keepDataDir) {
       removeTempRoot(this.root);
       this.removed = true;
+      // Never restarted now: its ports may serve another server.
+      releasePorts([this.spec.clientPort, this.spec.peerPort]);
     }
   }
 
@@ -391,8 +357,8 @@ function isPortClash(err: unknown): boolean {
   return err instanceof Error && /address already in use/i.test(err.message);
 }
 
-// Ports come from freePorts() and are released before etcd binds them, so another process can
-// grab one in between: rare, and fixed by trying again with new ports.
+// Ports come from freePorts() and are unbound until etcd binds them, so a process that asks for a port by number
+// can take one in between: rare, and fixed by trying again with new ports.
 async function withPortRetry<T>(start: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {

@@ -3,7 +3,7 @@
 // whose every answer a test writes itself (a hostile gateway or proxy).
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { createServer, type Server as NetServer, type Socket } from "node:net";
-import { freePort } from "./etcd-members.js";
+import { freePort } from "./ports.js";
 
 /** A TCP server that accepts connections, reads them, and never answers. */
 export async function silentServer(): Promise<{ url: string; connections(): number; close(): Promise<void> }> {

@@ -7,6 +7,16 @@ import type { Readable } from "node:stream";
 const SETPRIV = "/usr/bin/setpriv";
 const hasSetpriv = existsSync(SETPRIV);
 
+/** Whether process `pid` lives (one of another user counts). */
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
 /** Calls `line` with each non-empty line `stream` writes (text, as it arrives), then `chunk` once per chunk. */
 export function onLines(stream: Readable, line: (text: string) => void, chunk?: () => void): void {
   let buffered = "";

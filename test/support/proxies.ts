@@ -7,7 +7,7 @@ import { type ChildProcess, execFileSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { codeBlocks } from "./doc-blocks.ts";
-import { freePort } from "./etcd-members.ts";
+import { freePort } from "./ports.ts";
 import type { Pki } from "./pki.ts";
 import { onLines, spawnChild } from "./processes.ts";
 

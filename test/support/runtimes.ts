@@ -21,7 +21,7 @@ import { arch, platform } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { expect, inject } from "vitest";
-import { freePort } from "./etcd-members.js";
+import { freePort } from "./ports.js";
 import type { EtcdVersion } from "./etcd-versions.js";
 import { cleanEnv, runProcess, spawnChild, tail } from "./processes.js";
 import { post } from "./raw-gateway.js";

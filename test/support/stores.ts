@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { build } from "esbuild";
 import { Miniflare } from "miniflare";
-import { freePort } from "./etcd-members.ts";
+import { freePort } from "./ports.ts";
 import { runProcess, spawnChild, tail } from "./processes.ts";
 
 /** A started store: where it listens, and how to stop it. */
