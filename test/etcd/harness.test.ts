@@ -91,7 +91,7 @@ describe("ports", () => {
   const ephemeralLow = () =>
     Number(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]);
 
-  it("of a member lie below the kernel's ephemeral range, claimed by this process until it stops for good", async () => {
+  it("of a member lie below the kernel's ephemeral range, claimed by this process until it stops", async () => {
     const member = await startEtcd();
     const ports = [member.clientUrl, member.peerUrl].map((u) => Number(new URL(u).port));
     try {
