@@ -1,6 +1,6 @@
 // Starts real etcd members of a given version (the directory holding its etcd and etcdctl) on 127.0.0.1 for
 // tests, and stops them by PID. Version-agnostic: test files start members of their project's version through
-// test/etcd/harness.ts; global setups pass the directory themselves. Imports nothing but Node's modules,
+// test/etcd/harness.ts; global setups pass the directory themselves. Imports nothing but Node's modules, ports.ts,
 // processes.ts and time.ts, so vitest's main process and plain Node (npm run chaos) load it as well as test files.
 import { spawn, execFile, type ChildProcess } from "node:child_process";
 import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statfsSync } from "node:fs";

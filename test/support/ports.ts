@@ -30,7 +30,7 @@ export async function freePort(): Promise<number> {
 
 /** `count` distinct ports, each claimed for this process until `releasePorts` or its exit. */
 export async function freePorts(count: number): Promise<number[]> {
-  range ??= belowEphemeral();
+  if (range === undefined) range = belowEphemeral();
   if (range === null) return osPorts(count);
   const ports: number[] = [];
   for (let attempt = 0; ports.length < count; attempt++) {
@@ -76,8 +76,14 @@ function claim(port: number, takeOver = true): boolean {
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "EEXIST" || !takeOver) return false;
   }
-  // A claim of a process that died (or one half written a moment ago: read as no pid, and left alone).
-  const owner = Number(readFileSync(file, "utf8").trim() || Number.NaN);
+  // A claim of a process that died (or one half written a moment ago: read as no pid, and left alone; or one
+  // released since: drawn again some other time).
+  let owner: number;
+  try {
+    owner = Number(readFileSync(file, "utf8").trim() || Number.NaN);
+  } catch {
+    return false;
+  }
   if (!Number.isInteger(owner) || isAlive(owner)) return false;
   rmSync(file, { force: true });
   return claim(port, false);
